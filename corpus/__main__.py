@@ -1,0 +1,7 @@
+"""``python -m corpus build ...`` is ``wetqa corpus build ...``."""
+
+import sys
+
+from wetqa.cli import main
+
+sys.exit(main(["corpus", *sys.argv[1:]]))

