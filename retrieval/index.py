@@ -1,0 +1,138 @@
+"""Persisted indexes: build once, reopen anywhere, rebuild only when inputs change.
+
+An index folder holds ``index.json`` (retriever, options, the corpus hash it
+was built from), a copy of the corpus ``chunks.jsonl`` (so hits carry law,
+article and text without the corpus folder) and the backend's own files.
+Builds are atomic: a build killed half-way leaves the old index working.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+from corpus.build import CHUNKS, read_manifest
+from corpus.records import Chunk
+from wetqa import __version__
+from wetqa.io import atomic_dir, read_jsonl
+
+from ._base import RetrievalError, Retriever
+
+INDEX_META = "index.json"
+RETRIEVERS = ("bm25", "bm25s", "dense")
+
+
+def _backend(name: str):
+    if name == "bm25s":
+        from . import bm25s_backend as mod
+
+        return mod.BM25sRetriever, mod.DEFAULT_OPTIONS
+    if name in ("bm25", "pyserini"):
+        from . import pyserini_backend as mod
+
+        return mod.PyseriniRetriever, mod.DEFAULT_OPTIONS
+    if name == "dense":
+        from . import dense as mod
+
+        return mod.DenseRetriever, mod.DEFAULT_OPTIONS
+    raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
+
+
+def resolve_options(retriever: str, options: dict | None = None) -> dict:
+    cls, defaults = _backend(retriever)
+    unknown = set(options or {}) - set(defaults)
+    if unknown:
+        raise RetrievalError(f"unknown option(s) for {retriever}: {', '.join(sorted(unknown))}")
+    return {**defaults, **{k: v for k, v in (options or {}).items() if v is not None}}
+
+
+def read_index_meta(path: str | Path) -> dict:
+    meta_path = Path(path) / INDEX_META
+    if not meta_path.is_file():
+        raise RetrievalError(f"no index at {path} (missing {INDEX_META}); build one with `wetqa index`")
+    return json.loads(meta_path.read_text(encoding="utf-8"))
+
+
+def build_index(
+    corpus_dir: str | Path,
+    retriever: str,
+    out: str | Path,
+    options: dict | None = None,
+    force: bool = False,
+    progress: bool = True,
+    encoder=None,
+) -> dict:
+    """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set."""
+    retriever = "bm25" if retriever == "pyserini" else retriever
+    cls, _ = _backend(retriever)
+    opts = resolve_options(retriever, options)
+    manifest = read_manifest(corpus_dir)
+    out = Path(out)
+    if not force and (out / INDEX_META).is_file():
+        old = read_index_meta(out)
+        if old.get("retriever") == retriever and old.get("options") == opts and old.get("corpus_hash") == manifest["corpus_hash"]:
+            return {**old, "rebuilt": False}
+    t0 = time.perf_counter()
+    chunks = [Chunk.from_json(r) for r in read_jsonl(Path(corpus_dir) / CHUNKS)]
+    with atomic_dir(out) as tmp:
+        shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
+        if encoder is not None:
+            cls.build(chunks, tmp, opts, progress=progress, encoder=encoder)
+        else:
+            cls.build(chunks, tmp, opts, progress=progress)
+        meta = {
+            "retriever": retriever,
+            "options": opts,
+            "corpus_hash": manifest["corpus_hash"],
+            "corpus_path": str(Path(corpus_dir).resolve()),
+            "corpus_counts": manifest["counts"],
+            "chunking": manifest["options"]["chunking"],
+            "chunks": len(chunks),
+            "wetqa_version": __version__,
+            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "build_seconds": round(time.perf_counter() - t0, 2),
+        }
+        (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return {**meta, "rebuilt": True}
+
+
+def open_index(path: str | Path, corpus_dir: str | Path | None = None, encoder=None) -> Retriever:
+    """Load an index. With ``corpus_dir``, refuse a stale index built from another corpus."""
+    path = Path(path)
+    meta = read_index_meta(path)
+    if corpus_dir is not None:
+        current = read_manifest(corpus_dir)["corpus_hash"]
+        if current != meta.get("corpus_hash"):
+            raise RetrievalError(
+                f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
+            )
+    cls, _ = _backend(meta["retriever"])
+    chunks = [Chunk.from_json(r) for r in read_jsonl(path / CHUNKS)]
+    if len(chunks) != meta.get("chunks"):
+        raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
+    if encoder is not None:
+        return cls.load(path, meta, chunks, encoder=encoder)
+    return cls.load(path, meta, chunks)
+
+
+def open_retriever(
+    indexes: list[str | Path],
+    fusion: str = "rrf",
+    weights: list[float] | None = None,
+    rerank: str | None = None,
+    rerank_top: int = 20,
+    corpus_dir: str | Path | None = None,
+) -> Retriever:
+    """One index, or a hybrid over several; optionally followed by cross-encoder re-ranking."""
+    from .fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
+
+    if not indexes:
+        raise RetrievalError("name at least one index (--index DIR)")
+    retrievers = [open_index(p, corpus_dir) for p in indexes]
+    reranker = CrossEncoderReranker(rerank) if rerank else None
+    if len(retrievers) == 1:
+        r = retrievers[0]
+        return RerankedRetriever(r, reranker, rerank_top) if reranker else r
+    return HybridRetriever(retrievers, method=fusion, weights=weights, reranker=reranker, rerank_top=rerank_top)

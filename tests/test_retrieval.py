@@ -1,0 +1,151 @@
+import json
+import statistics
+
+import numpy as np
+import pytest
+
+from corpus import BuildOptions, build_corpus, load_chunks
+from evaluation import load_dataset
+from retrieval import RetrievalError, build_index, open_index, open_retriever
+from retrieval.dense import DenseRetriever, SentenceTransformerEncoder, prefixes
+from retrieval.tokenization import DutchAnalyzer
+
+from .conftest import DEV, FIXTURES
+from .tiny_models import tiny_sentence_transformer
+
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+@pytest.mark.unit
+def test_dutch_analyzer_matches_lucene_dutch():
+    a = DutchAnalyzer()
+    # Stop words out, Porter-style Dutch stems, stem overrides, numbers with dots whole.
+    assert a.tokens("De rechtbank kan het gezag van een ouder beëindigen") == ["rechtbank", "gezag", "ouder", "beeindig"]
+    assert a.tokens("Artikel 7.3.12 van de wet") == ["artikel", "7.3.12", "wet"]
+    assert a.tokens("kinderen kind fiets") == ["kinder", "kinder", "fiets"]
+
+
+@pytest.mark.integration
+def test_dutch_analyzer_equals_lucenes_on_the_dev_questions():
+    pytest.importorskip("pyserini")
+    from retrieval.pyserini_backend import _import_searcher
+
+    _import_searcher()  # starts the JVM the wetqa way
+    from pyserini.analysis import Analyzer, get_lucene_analyzer
+
+    lucene = Analyzer(get_lucene_analyzer(language="nl"))
+    ours = DutchAnalyzer()
+    texts = [i.question for i in load_dataset(DEV)] + [i.answer for i in load_dataset(DEV)]
+    same = sum(lucene.analyze(t) == ours.tokens(t) for t in texts)
+    # Lucene's tokenizer splits a few rare forms differently (e.g. "7:271"); the rest must be equal.
+    assert same / len(texts) >= 0.9, same
+
+
+@pytest.mark.unit
+def test_bm25s_index_search_and_rebuild_only_when_changed(fixture_corpus, tmp_path):
+    out = tmp_path / "idx"
+    meta = build_index(fixture_corpus, "bm25s", out, progress=False)
+    assert meta["rebuilt"] and meta["chunks"] == 8
+    hits = open_index(out).search(QUESTION, k=3)
+    assert hits[0].chunk.article == "Artikel 266" and hits[0].rank == 1
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+    assert build_index(fixture_corpus, "bm25s", out, progress=False)["rebuilt"] is False
+    assert build_index(fixture_corpus, "bm25s", out, {"k1": 1.2}, progress=False)["rebuilt"] is True
+    assert open_index(out).search("zzzonbekendwoord", k=3) == []  # no known term: no hits, no error
+
+
+@pytest.mark.unit
+def test_stale_and_missing_index_and_bad_input(fixture_corpus, tmp_path):
+    out = tmp_path / "idx"
+    build_index(fixture_corpus, "bm25s", out, progress=False)
+    other = tmp_path / "other-corpus"
+    build_corpus([FIXTURES / "bwb" / "toestand_wet_fictief.xml"], other, BuildOptions(workers=1), progress=False)
+    with pytest.raises(RetrievalError, match="stale index"):
+        open_index(out, corpus_dir=other)
+    with pytest.raises(RetrievalError, match="no index at"):
+        open_index(tmp_path / "missing")
+    r = open_index(out)
+    with pytest.raises(RetrievalError, match="empty query"):
+        r.search("   ", 3)
+    with pytest.raises(RetrievalError, match="k must be a positive"):
+        r.search("gezag", 0)
+    with pytest.raises(RetrievalError, match="unknown retriever 'tfidf'"):
+        build_index(fixture_corpus, "tfidf", tmp_path / "x", progress=False)
+    with pytest.raises(RetrievalError, match="unknown option"):
+        build_index(fixture_corpus, "bm25s", tmp_path / "x", {"model": "e5"}, progress=False)
+
+
+@pytest.mark.unit
+def test_failed_rebuild_keeps_the_old_index(fixture_corpus, tmp_path, monkeypatch):
+    out = tmp_path / "idx"
+    build_index(fixture_corpus, "bm25s", out, progress=False)
+    from retrieval import bm25s_backend
+
+    def boom(*a, **k):
+        raise RuntimeError("killed mid-build")
+
+    monkeypatch.setattr(bm25s_backend.BM25sRetriever, "build", staticmethod(boom))
+    with pytest.raises(RuntimeError):
+        build_index(fixture_corpus, "bm25s", out, {"k1": 2.0}, progress=False)
+    assert open_index(out).search(QUESTION, 1)[0].chunk.article == "Artikel 266"
+    assert json.loads((out / "index.json").read_text())["options"]["k1"] == 0.9
+
+
+@pytest.mark.unit
+def test_dense_with_a_tiny_bert_built_here(fixture_corpus, tmp_path):
+    model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
+    out = tmp_path / "dense"
+    meta = build_index(fixture_corpus, "dense", out, {"model": str(model), "batch_size": 3}, progress=False)
+    emb = np.load(out / "embeddings.npy")
+    assert emb.dtype == np.float16 and emb.shape == (8, 32)
+    assert np.allclose(np.linalg.norm(emb.astype(np.float32), axis=1), 1.0, atol=1e-2)
+    r = open_index(out)
+    hits = r.search(QUESTION, k=4)
+    assert len(hits) == 4 and hits[0].score >= hits[-1].score
+    # Length-sorted batching must not scramble which vector belongs to which chunk.
+    enc = SentenceTransformerEncoder(str(model), batch_size=3)
+    texts = [c.text for c in r.chunks]
+    one_by_one = np.stack([enc.encode_passages([t])[0] for t in texts])
+    assert np.allclose(enc.encode_passages(texts), one_by_one, atol=1e-4)
+    assert meta["options"]["model"] == str(model)
+
+
+@pytest.mark.unit
+def test_model_family_prefixes():
+    assert prefixes("intfloat/multilingual-e5-large") == ("query: ", "passage: ")
+    assert prefixes("intfloat/multilingual-e5-small") == ("query: ", "passage: ")
+    assert prefixes("sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2") == ("", "")
+
+
+@pytest.mark.unit
+def test_unknown_dense_model_is_a_clear_error(fixture_corpus, tmp_path):
+    with pytest.raises(RetrievalError, match="cannot load embedding model 'no-such/model'"):
+        build_index(fixture_corpus, "dense", tmp_path / "d", {"model": "no-such/model"}, progress=False)
+
+
+@pytest.mark.unit
+def test_hybrid_over_two_indexes(fixture_corpus, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    build_index(fixture_corpus, "bm25s", a, progress=False)
+    build_index(fixture_corpus, "bm25s", b, {"k1": 1.5, "b": 0.9}, progress=False)
+    h = open_retriever([a, b], fusion="rrf")
+    assert h.search(QUESTION, 2)[0].chunk.article == "Artikel 266"
+    w = open_retriever([a, b], fusion="interpolate", weights=[0.7, 0.3])
+    assert w.search(QUESTION, 2)[0].chunk.article == "Artikel 266"
+    with pytest.raises(RetrievalError, match="1 weights for 2 retrievers"):
+        open_retriever([a, b], fusion="interpolate", weights=[1.0])
+
+
+@pytest.mark.integration
+def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, tmp_path):
+    pytest.importorskip("pyserini")
+    build_index(real_corpus, "bm25s", tmp_path / "bm25s", progress=False)
+    meta = build_index(real_corpus, "bm25", tmp_path / "bm25", progress=False)
+    assert meta["options"]["language"] == "nl"
+    questions = [i.question for i in load_dataset(DEV)]
+    a = open_index(tmp_path / "bm25s").batch_search(questions, 10, threads=2)
+    b = open_index(tmp_path / "bm25").batch_search(questions, 10, threads=2)
+    overlap = [len({h.id for h in x} & {h.id for h in y}) / 10 for x, y in zip(a, b)]
+    assert statistics.mean(overlap) >= 0.9, overlap
+    top1 = sum(x[0].id == y[0].id for x, y in zip(a, b)) / len(questions)
+    assert top1 >= 0.9

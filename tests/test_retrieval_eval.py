@@ -1,0 +1,83 @@
+"""Retrieval metrics: hand-computed cases and the real dev set."""
+
+import pytest
+
+from corpus.records import Chunk
+from evaluation import evaluate_retrieval, load_dataset
+from evaluation.dataset import DatasetError, GoldArticle, QAItem
+from retrieval import Hit, build_index, open_index, rrf, interpolate
+
+from .conftest import DEV
+
+
+def _chunk(bwb, art, part=1):
+    return Chunk(id=f"{bwb}_{art}_{part}", doc_id="DOC", bwb_id=bwb, version_date="2024-01-01", law="L",
+                 article=f"Artikel {art}", part=part, text="t")
+
+
+def _hits(chunks):
+    return [Hit(c, 10.0 - i, i + 1) for i, c in enumerate(chunks)]
+
+
+@pytest.mark.unit
+def test_chunk_and_article_metrics_by_hand():
+    a1, a2, b1, c1, d1 = _chunk("X", 1, 1), _chunk("X", 1, 2), _chunk("X", 2), _chunk("X", 3), _chunk("X", 4)
+    chunks = [a1, a2, b1, c1, d1]
+    items = [
+        QAItem("q1", "?", articles=[GoldArticle("X", "Artikel 1")]),  # gold: chunks a1, a2
+        QAItem("q2", "?", articles=[GoldArticle("X", "Artikel 4")]),  # gold: d1, never retrieved
+        QAItem("q3", "?", articles=[GoldArticle("X", "Artikel 2")]),  # no hits at all
+    ]
+    results = {"q1": _hits([b1, a2, c1, a1]), "q2": _hits([b1, c1]), "q3": []}
+    m = evaluate_retrieval(items, results, chunks, ks=[1, 3])
+    ch, ar = m["chunk"], m["article"]
+    # q1: top-3 chunks hold a2 of {a1, a2} -> R@3 1/2; first relevant at rank 2 -> RR 1/2.
+    assert ch["R@1"] == 0.0 and ch["R@3"] == round(0.5 / 3, 4)
+    assert ch["Hit@3"] == round(1 / 3, 4)
+    assert ch["MRR"] == round(0.5 / 3, 4)
+    # Article level: q1's ranking is [X2, X1, X3] -> article 1 at rank 2.
+    assert ar["R@1"] == 0.0 and ar["R@3"] == round(1 / 3, 4) and ar["MRR"] == round(0.5 / 3, 4)
+    assert m["n_questions"] == 3  # q3 (no hits) counts as zero, not dropped
+
+
+@pytest.mark.unit
+def test_fusion_by_hand():
+    a, b, c = _chunk("X", 1), _chunk("X", 2), _chunk("X", 3)
+    fused = rrf([_hits([a, b]), _hits([b, c])], k=3, rrf_k=60)
+    assert [h.chunk.article for h in fused] == ["Artikel 2", "Artikel 1", "Artikel 3"]
+    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
+    x = [Hit(a, 10, 1), Hit(b, 5, 2), Hit(c, 0, 3)]
+    y = [Hit(c, 3, 1), Hit(a, 1, 2)]
+    inter = interpolate([x, y], [0.5, 0.5], k=3)
+    # a: .5*1 + .5*0 = .5; b: .5*.5 = .25; c: .5*0 + .5*1 = .5 -> tie a/c broken by id.
+    assert [(h.chunk.article, round(h.score, 3)) for h in inter] == [("Artikel 1", 0.5), ("Artikel 3", 0.5), ("Artikel 2", 0.25)]
+
+
+@pytest.mark.unit
+def test_dataset_errors(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"id": 1, "question": "a?"}\n{"id": 1, "question": "b?"}\n')
+    with pytest.raises(DatasetError, match="duplicate question id '1'"):
+        load_dataset(p)
+    p.write_text('{"id": 1, "question": ""}\n')
+    with pytest.raises(DatasetError, match=":1: each line needs a non-empty 'question'"):
+        load_dataset(p)
+    p.write_text("{not json\n")
+    with pytest.raises(DatasetError, match="not a JSON line"):
+        load_dataset(p)
+    with pytest.raises(DatasetError, match="dataset not found"):
+        load_dataset(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.integration
+def test_bm25s_on_the_dev_questions_near_the_published_figures(real_corpus, tmp_path):
+    """Raw Pyserini over the published chunks: chunk R@3 .499 R@10 .617 Hit@3 .765; article R@3 .765."""
+    build_index(real_corpus, "bm25s", tmp_path / "i", progress=False)
+    r = open_index(tmp_path / "i")
+    items = load_dataset(DEV)
+    hits = r.batch_search([i.question for i in items], 10)
+    m = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, r.chunks)
+    assert abs(m["chunk"]["R@3"] - 0.499) <= 0.05
+    assert abs(m["chunk"]["R@10"] - 0.617) <= 0.05
+    assert abs(m["chunk"]["Hit@3"] - 0.765) <= 0.05
+    assert abs(m["article"]["R@3"] - 0.765) <= 0.05

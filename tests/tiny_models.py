@@ -1,0 +1,74 @@
+"""Tiny real models built inside the tests: no model hub, fully offline.
+
+The weights are random, so what they rank is meaningless; what the tests
+check is that wetqa's real loading, batching and search code runs them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS_TEXT = [
+    "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt.",
+    "Een vreemdeling heeft rechtmatig verblijf indien hij een geldige verblijfsvergunning heeft.",
+    "Het verstrekken van informatie blijft achterwege voor zover dit de veiligheid van de Staat schaadt.",
+    "query: passage: wanneer onder welke voorwaarden artikel lid wet",
+]
+
+
+def train_wordpiece(texts: list[str], vocab_size: int = 400):
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator(texts * 5, trainer)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return tok
+
+
+def tiny_bert_dir(out: Path, texts: list[str] | None = None, num_labels: int | None = None, seed: int = 0) -> Path:
+    """A 2-layer BERT with its tokenizer saved at ``out`` (a classifier head when ``num_labels``)."""
+    import torch
+    from transformers import BertConfig, BertModel, BertForSequenceClassification, PreTrainedTokenizerFast
+
+    torch.manual_seed(seed)
+    tok = train_wordpiece((texts or []) + CORPUS_TEXT)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        model_max_length=128,
+    )
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128,
+    )
+    if num_labels:
+        config.num_labels = num_labels
+        config.id2label = {0: "contradiction", 1: "entailment", 2: "neutral"} if num_labels == 3 else {i: f"LABEL_{i}" for i in range(num_labels)}
+        config.label2id = {v: k for k, v in config.id2label.items()}
+        model = BertForSequenceClassification(config)
+    else:
+        model = BertModel(config)
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    fast.save_pretrained(out)
+    return out
+
+
+def tiny_sentence_transformer(out: Path, texts: list[str] | None = None) -> Path:
+    """A tiny BERT wrapped as a sentence-transformers model (mean pooling, normalised)."""
+    from sentence_transformers import SentenceTransformer, models
+
+    bert = tiny_bert_dir(out / "bert", texts)
+    transformer = models.Transformer(str(bert), max_seq_length=128)
+    dim = getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension
+    pooling = models.Pooling(dim(), pooling_mode="mean")
+    st = SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu")
+    path = out / "st"
+    st.save(str(path))
+    return path
