@@ -8,6 +8,15 @@ Goal: build <= 3x the bare parse and <= 15 s on 2 cores.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+# bench/retrieval.py, bench/evaluation.py ... share names with the packages they
+# measure: take this folder off the import path so `import retrieval` finds the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +26,7 @@ from lxml import etree
 from corpus import BuildOptions, build_corpus
 from corpus.bwb import _parser
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = _HERE.parent
 BWB = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT.parent / "shared" / "data" / "bwb"
 
 

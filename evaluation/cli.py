@@ -24,6 +24,19 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     r.add_argument("--out", help="folder for metrics.json, run and qrels files (default: beside the first index)")
     r.set_defaults(func=cmd_eval_retrieval)
 
+    g = esub.add_parser("generation", parents=[output], help="ROUGE-L, METEOR, citations, G-Eval, NLI citations of runs")
+    g.add_argument("--runs", nargs="+", required=True, metavar="DIR_OR_FILE", help="folders with run-N.jsonl, or files")
+    g.add_argument("--dataset", required=True)
+    g.add_argument("--metrics", default="rouge,meteor,citations", help="comma-separated: rouge,meteor,citations,geval,nli")
+    g.add_argument("--corpus", help="corpus or index folder for chunk -> article mapping (default: the run's index)")
+    g.add_argument("--judge", help="G-Eval judge model: an OpenAI model name, or transformers:PATH for a local model")
+    g.add_argument("--judge-base-url", help="OpenAI-compatible server of the judge")
+    g.add_argument("--judge-concurrency", type=int, default=8)
+    g.add_argument("--nli-model", help="NLI model id or path (default: a multilingual mDeBERTa XNLI model)")
+    g.add_argument("--name", help="row name in the table (default: the first run folder's name)")
+    g.add_argument("--out", help="results folder (default: <first run folder>/eval)")
+    g.set_defaults(func=cmd_eval_generation)
+
 
 def _ks(text: str) -> list[int]:
     try:
@@ -69,4 +82,70 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, metrics, text)
+    return 0
+
+
+def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
+    from .generation import CorpusMap, RunFileError
+
+    if args.corpus:
+        return CorpusMap.from_folder(args.corpus)
+    for p in map(Path, run_paths):
+        cfg = (p if p.is_dir() else p.parent) / "config.json"
+        if cfg.is_file():
+            indexes = json.loads(cfg.read_text(encoding="utf-8")).get("indexes") or []
+            if indexes and (Path(indexes[0]) / "chunks.jsonl").is_file():
+                return CorpusMap.from_folder(indexes[0])
+    raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
+
+
+def make_judge(spec: str, base_url: str | None, concurrency: int, cache_dir: Path):
+    from .judge import OpenAIJudge, TransformersJudge
+
+    if spec.startswith("transformers:"):
+        return TransformersJudge(spec.split(":", 1)[1], cache_dir=cache_dir)
+    return OpenAIJudge(spec, base_url=base_url, concurrency=concurrency, cache_dir=cache_dir)
+
+
+def cmd_eval_generation(args: argparse.Namespace) -> int:
+    from .dataset import load_dataset
+    from .generation import METRICS, evaluate_runs, markdown_table
+
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise UsageError(f"unknown metric(s) {', '.join(bad)}; choose from {', '.join(METRICS)}")
+    items = load_dataset(args.dataset)
+    corpus = _corpus_for(args, args.runs)
+    first = Path(args.runs[0])
+    out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "eval"
+    judge_scorer = nli_scorer = None
+    if "geval" in metrics:
+        if not args.judge:
+            raise UsageError("--metrics geval needs --judge MODEL (with --judge-base-url for a local server)")
+        from .geval import geval_scores
+
+        judge = make_judge(args.judge, args.judge_base_url, args.judge_concurrency, out / "cache")
+        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
+    if "nli" in metrics:
+        from .nli import DEFAULT_NLI_MODEL, NLIModel, nli_citation_scores
+
+        nli = NLIModel(args.nli_model or DEFAULT_NLI_MODEL)
+        nli_scorer = lambda pairs: nli_citation_scores(nli, pairs, corpus.texts)  # noqa: E731
+    name = args.name or (first.name if first.is_dir() else first.parent.name)
+    config = {"name": name, "dataset": str(args.dataset), "metrics": metrics, "judge": args.judge,
+              "judge_base_url": args.judge_base_url, "nli_model": args.nli_model}
+    result = evaluate_runs(args.runs, items, corpus, out, metrics, judge_scorer, nli_scorer, extra_config=config)
+
+    def text() -> str:
+        lines = [markdown_table({name: result["summary"]}).rstrip(), ""]
+        lines += [f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f}  (x100, {v['runs']} run(s))" for k, v in result["summary"].items()]
+        if result.get("meteor_variant"):
+            lines.append(f"METEOR variant: {result['meteor_variant']}")
+        if result["problems"]:
+            lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
+        lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")
+        return "\n".join(lines)
+
+    emit(args, result, text)
     return 0

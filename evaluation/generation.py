@@ -1,0 +1,245 @@
+"""Score generated runs against the gold answers and gold articles.
+
+Per question and run: ROUGE-L, METEOR, citation P/R/Hit at chunk and article
+level, and (when asked) G-Eval and NLI citation scores. Scores are appended
+to ``scores.jsonl`` as they are computed, so an interrupted evaluation
+resumes without recomputing; aggregates are mean +- std over runs, x100.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tqdm import tqdm
+
+from corpus.records import Chunk
+from wetqa.io import atomic_file, read_jsonl, write_json
+
+from .citations import citation_scores
+from .dataset import QAItem, article_key
+from .meteor import meteor, meteor_variant
+from .rouge import rouge_l
+
+METRICS = ("rouge", "meteor", "citations", "geval", "nli")
+# Column order of the published tables.
+TABLE_COLUMNS = [("COH", "geval_coherence"), ("FLU", "geval_fluency"), ("ROU", "rougeL"), ("MET", "meteor"),
+                 ("CON", "geval_consistency"), ("REL", "geval_relevance"), ("R", "article_recall"),
+                 ("P", "article_precision"), ("Hit", "article_hit")]
+
+
+# The per-answer numbers that are averaged (x100) in summaries and tables.
+SCORE_KEYS = frozenset(
+    ["rougeL", "meteor", "nli_citation_recall", "nli_citation_precision"]
+    + [f"{lvl}_{m}" for lvl in ("chunk", "article") for m in ("precision", "recall", "hit")]
+    + [f"geval_{c}" for c in ("coherence", "fluency", "consistency", "relevance")]
+)
+
+
+class RunFileError(ValueError):
+    pass
+
+
+def load_run(path: Path) -> tuple[list[dict], list[dict]]:
+    """(records, problems): malformed or incomplete lines become problems, never a crash."""
+    records, problems = [], []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append({"file": str(path), "line": lineno, "problem": f"not JSON ({exc.msg})"})
+                continue
+            if not isinstance(rec, dict) or "id" not in rec or "answer" not in rec:
+                problems.append({"file": str(path), "line": lineno, "problem": "missing 'id' or 'answer'"})
+                continue
+            records.append(rec)
+    return records, problems
+
+
+def find_run_files(paths: Sequence[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.glob("run-*.jsonl"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise RunFileError(f"run folder or file not found: {p}")
+    if not files:
+        raise RunFileError("no run-*.jsonl files in " + ", ".join(map(str, paths)))
+    return files
+
+
+class CorpusMap:
+    """chunk id -> (bwb_id, article) and article key -> chunk ids, from a corpus or index chunks.jsonl."""
+
+    def __init__(self, chunks: Sequence[Chunk]):
+        self.chunk_article = {c.id: (c.bwb_id, c.article) for c in chunks}
+        self.article_chunks: dict[str, list[str]] = {}
+        for c in chunks:
+            self.article_chunks.setdefault(article_key(c.bwb_id, c.article), []).append(c.id)
+        self.texts = {c.id: c.text for c in chunks}
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> "CorpusMap":
+        path = Path(folder) / "chunks.jsonl"
+        if not path.is_file():
+            raise RunFileError(f"no chunks.jsonl in {folder}: give a corpus or index folder")
+        return cls([Chunk.from_json(r) for r in read_jsonl(path)])
+
+
+def score_record(rec: dict, item: QAItem, corpus: CorpusMap, metrics: Sequence[str]) -> dict:
+    """The cheap, local metrics of one answer (G-Eval and NLI are batched elsewhere)."""
+    out: dict = {}
+    answer = rec.get("answer") or ""
+    if rec.get("error"):
+        out["generation_error"] = rec["error"]
+    if "rouge" in metrics:
+        out["rougeL"] = rouge_l(answer, item.answer).fmeasure
+    if "meteor" in metrics:
+        out["meteor"] = meteor(answer, item.answer)
+    if "citations" in metrics:
+        cited = rec.get("cited_ids") or []
+        unknown = [c for c in cited if c not in corpus.chunk_article]
+        if unknown:
+            out["unknown_cited_ids"] = unknown
+        cs = citation_scores(cited, item.gold_keys, corpus.chunk_article, corpus.article_chunks)
+        for level, s in cs.items():
+            out[f"{level}_precision"], out[f"{level}_recall"], out[f"{level}_hit"] = s.precision, s.recall, s.hit
+    return out
+
+
+def aggregate(scores: dict[str, list[dict]]) -> dict:
+    """Per run means, then mean and std over runs, x100 (like the published tables)."""
+    per_run: dict[str, dict[str, float]] = {}
+    names: list[str] = []
+    for run, rows in scores.items():
+        means = {}
+        for key in sorted({k for r in rows for k in r if k in SCORE_KEYS}):
+            vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+            if vals:
+                means[key] = statistics.mean(vals)
+        per_run[run] = means
+        names += [k for k in means if k not in names]
+    summary = {}
+    for key in sorted(names):
+        vals = [m[key] for m in per_run.values() if key in m]
+        summary[key] = {"mean": round(100 * statistics.mean(vals), 2),
+                        "std": round(100 * statistics.stdev(vals), 2) if len(vals) > 1 else 0.0, "runs": len(vals)}
+    return {"per_run": {r: {k: round(v, 4) for k, v in m.items()} for r, m in per_run.items()}, "summary": summary}
+
+
+def markdown_table(rows: dict[str, dict], columns=TABLE_COLUMNS) -> str:
+    """One row per configuration: ``{name: summary}``; cells ``mean ± std``, "-" when not measured."""
+    head = "| configuration | " + " | ".join(c for c, _ in columns) + " |"
+    sep = "|---|" + "---|" * len(columns)
+    lines = [head, sep]
+    for name, summary in rows.items():
+        cells = []
+        for _, key in columns:
+            s = summary.get(key)
+            cells.append(f"{s['mean']:.1f} ± {s['std']:.1f}" if s else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(summary: dict) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["metric", "mean_x100", "std_x100", "runs"])
+    for k, v in summary.items():
+        w.writerow([k, v["mean"], v["std"], v["runs"]])
+    return buf.getvalue()
+
+
+def evaluate_runs(
+    run_paths: Sequence[str | Path],
+    items: Sequence[QAItem],
+    corpus: CorpusMap,
+    out: str | Path,
+    metrics: Sequence[str] = ("rouge", "meteor", "citations"),
+    judge_scorer: Callable[[list[tuple[dict, QAItem]]], list[dict]] | None = None,
+    nli_scorer: Callable[[list[tuple[dict, QAItem]]], list[dict]] | None = None,
+    progress: bool = True,
+    extra_config: dict | None = None,
+) -> dict:
+    unknown = set(metrics) - set(METRICS)
+    if unknown:
+        raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(METRICS)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    by_id = {it.id: it for it in items}
+    files = find_run_files(run_paths)
+    cache_path = out / "scores.jsonl"
+    cache: dict[tuple[str, str], dict] = {}
+    if cache_path.is_file():
+        for rec in read_jsonl(cache_path):
+            cache[(rec["run"], rec["id"])] = rec
+    problems: list[dict] = []
+    scores: dict[str, list[dict]] = {}
+    todo_model: list[tuple[str, dict, dict, QAItem]] = []  # (metric, score row, run record, item)
+    with open(cache_path, "a", encoding="utf-8") as fh:
+        for f in files:
+            run = f.parent.name + "/" + f.stem
+            records, bad = load_run(f)
+            problems += bad
+            rows = scores.setdefault(run, [])
+            for rec in tqdm(records, desc=f"scoring {run}", unit="q", disable=not progress, leave=False):
+                qid = str(rec["id"])
+                item = by_id.get(qid)
+                if item is None:
+                    problems.append({"file": str(f), "id": qid, "problem": "question id not in the dataset"})
+                    continue
+                cached = cache.get((run, qid), {})
+                missing = [m for m in metrics if m in ("rouge", "meteor", "citations") and not _has(cached, m)]
+                row = dict(cached) or {"run": run, "id": qid}
+                if missing:
+                    row.update(score_record(rec, item, corpus, missing))
+                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    fh.flush()
+                rows.append(row)
+                for m in ("geval", "nli"):
+                    if m in metrics and not _has(row, m) and not rec.get("error"):
+                        todo_model.append((m, row, rec, item))
+                cache[(run, qid)] = row
+        for m, scorer in (("geval", judge_scorer), ("nli", nli_scorer)):
+            todo = [(row, rec, item) for mm, row, rec, item in todo_model if mm == m]
+            if not todo:
+                continue
+            if scorer is None:
+                raise RunFileError(f"metric {m} needs a {'judge (--judge)' if m == 'geval' else 'NLI model (--nli-model)'}")
+            results = scorer([(rec, item) for _, rec, item in todo])
+            for (row, _, _), res in zip(todo, results):
+                row.update(res)
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                fh.flush()
+    agg = aggregate(scores)
+    result = {
+        "metrics": list(metrics),
+        "meteor_variant": meteor_variant() if "meteor" in metrics else None,
+        "runs": [str(f) for f in files],
+        "n_questions": len(items),
+        "problems": problems,
+        **agg,
+        "config": extra_config or {},
+    }
+    write_json(out / "metrics.json", result)
+    with atomic_file(out / "metrics.csv") as fh:
+        fh.write(csv_text(agg["summary"]))
+    with atomic_file(out / "table.md") as fh:
+        fh.write(markdown_table({(extra_config or {}).get("name", "run"): agg["summary"]}))
+    return result
+
+
+def _has(row: dict, metric: str) -> bool:
+    key = {"rouge": "rougeL", "meteor": "meteor", "citations": "chunk_precision", "geval": "geval_coherence",
+           "nli": "nli_citation_recall"}[metric]
+    return key in row  # a recorded error is retried on the next run
+

@@ -1,0 +1,16 @@
+"""Cited answers: prompt, generator backends, and the forgiving output parser.
+
+>>> from generation import Pipeline, make_backend, resolve_generator
+"""
+
+from ._base import Answer, Backend, Citation, ContextOverflowError, Generation, GenerationError, Request, Usage
+from .parser import ParsedOutput, parse_output
+from .pipeline import Pipeline
+from .presets import PRESETS, GeneratorConfig, make_backend, resolve_generator
+from .prompt import build_messages, build_request
+
+__all__ = [
+    "Answer", "Backend", "Citation", "ContextOverflowError", "Generation", "GenerationError", "GeneratorConfig",
+    "PRESETS", "ParsedOutput", "Pipeline", "Request", "Usage", "build_messages", "build_request", "make_backend",
+    "parse_output", "resolve_generator",
+]

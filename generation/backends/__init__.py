@@ -1,0 +1,1 @@
+"""Generator backends behind one Protocol (``generation._base.Backend``)."""

@@ -1,0 +1,112 @@
+"""``wetqa ask`` and ``wetqa generate``."""
+
+from __future__ import annotations
+
+import argparse
+
+from wetqa.cli import UsageError, emit
+
+
+def add_generator_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--generator", default="extractive",
+                   help="preset (extractive, gpt-4o, gpt-3.5-turbo, geitje-7b-ultra, llama-3-8b-dutch, fietje-2) "
+                        "or backend (transformers, vllm, openai)")
+    p.add_argument("--backend", choices=("extractive", "openai", "transformers", "vllm"),
+                   help="run a preset on another engine (e.g. openai for a `vllm serve` server)")
+    p.add_argument("--model", help="model id or local path")
+    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--concurrency", type=int)
+    p.add_argument("--timeout", type=float)
+    p.add_argument("--max-model-len", type=int)
+    p.add_argument("--dtype")
+    p.add_argument("-k", type=int, default=3, help="retrieved chunks in the prompt")
+    p.add_argument("--language", choices=("nl", "en"), default="nl", help="prompt language")
+
+
+def generator_config(args: argparse.Namespace):
+    from .presets import resolve_generator
+
+    return resolve_generator(
+        args.generator, backend=args.backend, model=args.model, base_url=args.base_url, temperature=args.temperature,
+        max_tokens=args.max_tokens, concurrency=args.concurrency, timeout=args.timeout,
+        max_model_len=args.max_model_len, dtype=args.dtype,
+    )
+
+
+def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from retrieval.cli import add_retriever_args
+
+    a = sub.add_parser("ask", parents=[output], help="answer a question with cited law articles")
+    a.add_argument("question")
+    add_retriever_args(a)
+    add_generator_args(a)
+    a.set_defaults(func=cmd_ask)
+
+    g = sub.add_parser("generate", parents=[output], help="answer every question of a dataset, N runs, resumable")
+    g.add_argument("--dataset", required=True)
+    add_retriever_args(g)
+    add_generator_args(g)
+    g.add_argument("--runs", type=int, default=1)
+    g.add_argument("--out", required=True, help="folder for run-N.jsonl and config.json")
+    g.add_argument("--batch-size", type=int, default=16)
+    g.add_argument("--limit", type=int, help="only the first N questions")
+    g.set_defaults(func=cmd_generate)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from retrieval.cli import retriever_from_args
+
+    from .pipeline import Pipeline, check_question
+    from .presets import make_backend
+
+    check_question(args.question)
+    cfg = generator_config(args)
+    pipeline = Pipeline(retriever_from_args(args), make_backend(cfg), k=args.k, language=args.language)
+    answer = pipeline.ask(args.question)
+
+    def text() -> str:
+        lines = [answer.answer, ""]
+        if answer.citations:
+            lines.append("Bronnen:")
+            for i, c in enumerate(answer.citations, 1):
+                lines.append(f"[{i}] {c.law}, {c.article} ({c.doc_id}, {c.id})")
+        else:
+            lines.append("(geen bronnen aangehaald)")
+        if not answer.format_ok:
+            lines.append("(the model did not follow the ANSWER/DOC IDS format; parsed leniently)")
+        return "\n".join(lines)
+
+    emit(args, answer.to_json(), text)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from evaluation.dataset import load_dataset
+    from retrieval.cli import retriever_from_args
+
+    from .pipeline import Pipeline
+    from .presets import make_backend
+    from .runs import generate_runs
+
+    if args.runs < 1:
+        raise UsageError(f"--runs must be >= 1, got {args.runs}")
+    items = load_dataset(args.dataset)
+    if args.limit:
+        items = items[: args.limit]
+    cfg = generator_config(args)
+    pipeline = Pipeline(retriever_from_args(args), make_backend(cfg), k=args.k, language=args.language)
+    config = {"dataset": str(args.dataset), "indexes": [str(i) for i in args.index], "fusion": args.fusion,
+              "generator": args.generator, "generator_config": cfg.to_json(), "language": args.language}
+    summary = generate_runs(pipeline, items, args.out, runs=args.runs, config=config, batch_size=args.batch_size)
+
+    def text() -> str:
+        return "\n".join(
+            f"run {r['run']}: {r['questions']} answers in {r['file']} ({r['failed']} failed, "
+            f"{r['parse_failures']} not in the ANSWER/DOC IDS format, {r['dropped_ids']} cited ids not retrieved)"
+            for r in summary["runs"]
+        )
+
+    emit(args, summary, text)
+    return 0

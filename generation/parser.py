@@ -1,0 +1,91 @@
+"""A forgiving parser for ``ANSWER: ... DOC IDS: ...`` output.
+
+Open models often ignore the format: markers in other languages or cases, in
+Markdown bold, ids in brackets or lists, bare numbers. Text after the answer
+marker up to the ids marker is the answer; with no answer marker the whole
+response is. Ids not among the retrieved chunks are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+_ANSWER = re.compile(
+    r"(?:^|\n)[ \t>#*_]*(?:answer|antwoord)[ \t*_]*(?::|-|\n)[ \t*_]*", re.IGNORECASE
+)
+_IDS = re.compile(
+    r"(?:(?:^|\n)[ \t>#*_\[(-]*(?:bronnen|sources|gebruikte\s+artikelen)"
+    r"|(?:^|[\s(\[*_>#-])(?:doc[\s_-]*ids?|doc[\s_-]*id'?s|document[\s_-]*ids?))"
+    r"[ \t*_\])]*(?::|-|\n)",
+    re.IGNORECASE,
+)
+_DOC = re.compile(r"\bDOC[\s_-]?0*(\d{1,7})\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.:])0*(\d{1,7})(?![\w.:])")
+
+
+@dataclass(slots=True)
+class ParsedOutput:
+    answer: str
+    cited: list[str]  # doc ids among the retrieved chunks, in order of first mention
+    dropped: list[str] = field(default_factory=list)  # cited ids that were not retrieved
+    has_answer_marker: bool = False
+    has_ids_marker: bool = False
+
+    @property
+    def format_ok(self) -> bool:
+        return self.has_answer_marker and self.has_ids_marker
+
+
+def _number(doc_id: str) -> int | None:
+    m = re.search(r"(\d+)$", doc_id)
+    return int(m.group(1)) if m else None
+
+
+def _clean_answer(text: str) -> str:
+    text = text.strip().strip("*_").strip()
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def parse_output(raw: str, retrieved_doc_ids: Sequence[str]) -> ParsedOutput:
+    raw = raw or ""
+    by_number: dict[int, str] = {}
+    for d in retrieved_doc_ids:
+        n = _number(d)
+        if n is not None:
+            by_number.setdefault(n, d)
+
+    ans_m = _ANSWER.search(raw)
+    start = ans_m.end() if ans_m else 0
+    ids_m = _IDS.search(raw, start)
+    if ids_m:
+        answer_text = raw[start : ids_m.start()]
+        ids_text = raw[ids_m.end() :]
+        # A model may keep talking after the id list: ids end at the first blank line.
+        ids_text = re.split(r"\n\s*\n", ids_text.strip(), maxsplit=1)[0]
+    else:
+        answer_text = raw[start:]
+        ids_text = ""
+
+    mentions: list[int] = []
+    if ids_m:
+        found = [int(m.group(1)) for m in _DOC.finditer(ids_text)]
+        if not found:  # bare numbers: "226, 227" or "[226]"
+            found = [int(m.group(1)) for m in _NUMBER.finditer(ids_text)]
+        mentions = found
+    else:
+        mentions = [int(m.group(1)) for m in _DOC.finditer(answer_text)]  # inline [DOC0226] citations
+
+    cited: list[str] = []
+    dropped: list[str] = []
+    for n in mentions:
+        doc = by_number.get(n)
+        if doc is None:
+            label = f"DOC{n:04d}"
+            if label not in dropped:
+                dropped.append(label)
+        elif doc not in cited:
+            cited.append(doc)
+
+    return ParsedOutput(answer=_clean_answer(answer_text), cited=cited, dropped=dropped, has_answer_marker=bool(ans_m), has_ids_marker=bool(ids_m))

@@ -1,0 +1,131 @@
+"""Batch generation over a dataset: one JSONL per run, resumable, config saved beside it.
+
+Each finished question is appended and flushed at once, so a killed run
+continues where it stopped; a half-written last line is discarded on resume.
+A question whose generation fails is recorded with its error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+from tqdm import tqdm
+
+from wetqa import __version__
+from wetqa.io import write_json
+
+from ._base import Answer, Request
+from .pipeline import Pipeline
+from .prompt import render_plain
+
+
+def versions(*dists: str) -> dict:
+    out = {"wetqa": __version__, "python": platform.python_version()}
+    for d in dists:
+        try:
+            out[d] = metadata.version(d)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def run_file(out: Path, run: int) -> Path:
+    return out / f"run-{run}.jsonl"
+
+
+def read_done(path: Path) -> dict[str, dict]:
+    """Finished records of a run file; a truncated last line (killed mid-write) is cut off."""
+    done: dict[str, dict] = {}
+    if not path.is_file():
+        return done
+    good_end = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError:
+                break
+            done[str(rec["id"])] = rec
+            good_end += len(raw)
+    if good_end != path.stat().st_size:
+        with open(path, "r+b") as fh:
+            fh.truncate(good_end)
+    return done
+
+
+def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds: float) -> dict:
+    return {
+        "id": qid,
+        "run": run,
+        "question": answer.question,
+        "k": k,
+        "prompt": render_plain(request.messages),
+        "raw": answer.raw,
+        "answer": answer.answer,
+        "cited_doc_ids": [c.doc_id for c in answer.citations],
+        "cited_ids": [c.id for c in answer.citations],
+        "dropped_ids": answer.dropped_ids,
+        "format_ok": answer.format_ok,
+        "retrieved": [
+            {"id": h.chunk.id, "doc_id": h.chunk.doc_id, "bwb_id": h.chunk.bwb_id, "article": h.chunk.article, "score": round(h.score, 6)}
+            for h in answer.retrieved
+        ],
+        "usage": answer.usage.to_json(),
+        "error": answer.error,
+        "seconds": round(seconds, 4),
+    }
+
+
+def generate_runs(
+    pipeline: Pipeline,
+    items: Sequence,  # QAItem
+    out: str | os.PathLike,
+    runs: int = 1,
+    config: dict | None = None,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> dict:
+    """Generate answers for every item in every run; returns a summary (per-run counts, failures)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "config.json", {**(config or {}), "runs": runs, "k": pipeline.k, "backend": pipeline.backend.name,
+                                     "retriever": pipeline.retriever.name, "n_questions": len(items),
+                                     "versions": versions("openai", "transformers", "vllm", "torch", "bm25s", "pyserini")})
+    summary = {"runs": [], "out": str(out)}
+    for run in range(1, runs + 1):
+        path = run_file(out, run)
+        done = read_done(path)
+        todo = [it for it in items if it.id not in done]
+        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
+        with open(path, "a", encoding="utf-8") as fh:
+            for start in range(0, len(todo), batch_size):
+                batch = todo[start : start + batch_size]
+                t0 = time.perf_counter()
+                requests = pipeline.requests([it.question for it in batch])
+                answers = pipeline.answer_requests(requests)
+                per = (time.perf_counter() - t0) / len(batch)
+                for it, req, ans in zip(batch, requests, answers):
+                    rec = record(it.id, run, pipeline.k, req, ans, per)
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    done[it.id] = rec
+                bar.update(len(batch))
+        bar.close()
+        recs = list(done.values())
+        summary["runs"].append({
+            "run": run,
+            "file": str(path),
+            "questions": len(recs),
+            "failed": sum(1 for r in recs if r.get("error")),
+            "parse_failures": sum(1 for r in recs if not r.get("error") and not r.get("format_ok")),
+            "dropped_ids": sum(len(r.get("dropped_ids", [])) for r in recs),
+        })
+    return summary
