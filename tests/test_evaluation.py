@@ -1,0 +1,253 @@
+import http.server
+import json
+import random
+import threading
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evaluation.citations import citation_scores
+from evaluation.dataset import GoldArticle, QAItem, article_key
+from evaluation.generation import CorpusMap, evaluate_runs, markdown_table
+from evaluation.geval import CRITERIA, build_prompt, geval_scores
+from evaluation.judge import OpenAIJudge, parse_score, weighted_score
+from evaluation.meteor import meteor
+from evaluation.nli import NLIModel, nli_citation_scores
+from evaluation.rouge import lcs_length, rouge_l
+from evaluation.text import dutch_tokens
+from evaluation.wordnet import LEXNAMES, lexnames_text
+
+from .tiny_models import tiny_bert_dir
+
+pytestmark = pytest.mark.unit
+
+
+# ---------------------------------------------------------------- ROUGE-L and METEOR
+def test_dutch_tokens_keep_letters_and_article_numbers():
+    assert dutch_tokens("Eén reëel artikel 7:271 BW", stem=False) == ["eén", "reëel", "artikel", "7:271", "bw"]
+    from rouge_score import tokenizers
+
+    assert tokenizers.DefaultTokenizer().tokenize("één reëel 7:271") == ["n", "re", "el", "7", "271"]  # why ours exists
+
+
+def test_rouge_l_by_hand():
+    # LCS of "a b c d" and "a c e d" is "a c d": P = 3/4, R = 3/4.
+    r = rouge_l("a b c d", "a c e d", stem=False)
+    assert (r.precision, r.recall, r.fmeasure) == (0.75, 0.75, 0.75)
+    assert rouge_l("", "a b", stem=False).fmeasure == 0.0
+    assert lcs_length(list("ABCBDAB"), list("BDCABA")) == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.lists(st.sampled_from("de het gezag ouder kind 12 wet x".split()), max_size=70),
+       b=st.lists(st.sampled_from("de het gezag ouder kind 12 wet y".split()), max_size=70))
+def test_rouge_l_equals_rouge_score_on_ascii(a, b):
+    from rouge_score import rouge_scorer
+
+    ref = rouge_scorer.RougeScorer(["rougeL"]).score(" ".join(b), " ".join(a))["rougeL"]
+    ours = rouge_l(" ".join(a), " ".join(b), stem=False)
+    assert ours.fmeasure == pytest.approx(ref.fmeasure, abs=1e-12)
+    assert ours.precision == pytest.approx(ref.precision, abs=1e-12)
+
+
+def test_meteor_equals_nltk_on_english():
+    from nltk.translate.meteor_score import meteor_score
+
+    from evaluation.meteor import _resources
+
+    wn = _resources()[1]
+    rng = random.Random(3)
+    words = "the cat sat on a mat dog was sitting rug quickly ran runs".split()
+    for _ in range(30):
+        hyp = [rng.choice(words) for _ in range(rng.randint(1, 12))]
+        ref = [rng.choice(words) for _ in range(rng.randint(1, 12))]
+        assert meteor(" ".join(hyp), " ".join(ref), language="en") == pytest.approx(meteor_score([ref], hyp, wordnet=wn))
+
+
+def test_meteor_dutch_uses_the_dutch_stemmer():
+    # "kinderen" and "kinder" share the Dutch stem "kinder": a stem match, where exact matching finds none.
+    assert meteor("kinderen", "kinder") == pytest.approx(0.5)
+    assert meteor("kinderen", "kinder", language="en") == 0.0  # the English stemmer keeps them apart
+    assert meteor("", "iets") == 0.0
+
+
+def test_lexnames_is_the_documented_45_entry_list():
+    assert len(LEXNAMES) == 45
+    lines = lexnames_text().splitlines()
+    assert lines[0] == "00\tadj.all\t3" and lines[3] == "03\tnoun.Tops\t1" and lines[44] == "44\tadj.ppl\t3"
+    assert lines[29] == "29\tverb.body\t2"
+
+
+# ---------------------------------------------------------------- citations
+def test_citation_scores_by_hand():
+    chunk_article = {"a1": ("X", "Artikel 1"), "a2": ("X", "Artikel 1"), "b1": ("X", "Artikel 2"), "c1": ("X", "Artikel 3")}
+    article_chunks = {article_key("X", "Artikel 1"): ["a1", "a2"], article_key("X", "Artikel 2"): ["b1"],
+                      article_key("X", "Artikel 3"): ["c1"]}
+    gold = {article_key("X", "Artikel 1"), article_key("X", "Artikel 2")}
+    s = citation_scores(["a1", "a2", "c1", "zz"], gold, chunk_article, article_chunks)
+    # Chunk level: 2 of 4 cited are gold chunks; 2 of 3 gold chunks cited.
+    assert (s["chunk"].precision, s["chunk"].recall, s["chunk"].hit) == (0.5, 2 / 3, 1.0)
+    # Article level: cited articles {1, 3, ?zz}: 1 of 3 correct; 1 of 2 gold articles.
+    assert (s["article"].precision, s["article"].recall, s["article"].hit) == (1 / 3, 0.5, 1.0)
+    none = citation_scores([], gold, chunk_article, article_chunks)
+    assert (none["chunk"].precision, none["chunk"].recall, none["chunk"].hit) == (0.0, 0.0, 0.0)
+    assert citation_scores([" a1 "], gold, chunk_article, article_chunks)["chunk"].precision == 1.0  # ids trimmed
+
+
+# ---------------------------------------------------------------- G-Eval
+def test_weighted_score_by_hand():
+    import math
+
+    score, dist = weighted_score({"4": math.log(0.6), "5": math.log(0.2), " 3": math.log(0.2), "x": math.log(0.5)}, (1, 2, 3, 4, 5))
+    assert score == pytest.approx(0.6 * 4 + 0.2 * 5 + 0.2 * 3)
+    assert sum(dist.values()) == pytest.approx(1.0)
+    assert weighted_score({"nee": -0.1}, (1, 2, 3)) == (None, {})
+    assert parse_score("Score: 4/5", (1, 2, 3, 4, 5)) == 4 and parse_score("geen", (1, 2, 3)) is None
+
+
+def test_geval_prompts():
+    p = build_prompt(CRITERIA["consistency"], "Het antwoord.", "De vraag?", "De referentie.")
+    assert "Evaluation steps" in p and "Reference answer:\nDe referentie." in p and p.endswith("Score:")
+    f = build_prompt(CRITERIA["fluency"], "Het antwoord.", "De vraag?", "De referentie.")
+    assert "De referentie" not in f and "from 1 to 3" in f
+
+
+class FakeOpenAI(http.server.BaseHTTPRequestHandler):
+    """A loopback server speaking the chat-completions wire format with recorded answers."""
+
+    mode = "logprobs"
+    calls = 0
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls += 1
+        usage = {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}
+        if self.mode == "logprobs" and body.get("logprobs"):
+            import math
+
+            top = [{"token": t, "logprob": math.log(p), "bytes": None} for t, p in (("4", 0.7), ("3", 0.3))]
+            choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "4"},
+                      "logprobs": {"content": [{"token": "4", "logprob": math.log(0.7), "bytes": None, "top_logprobs": top}]}}
+            choices = [choice]
+        else:
+            choices = [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": s}, "logprobs": None}
+                       for i, s in enumerate(["2", "3", "geen idee", "3"][: body.get("n", 1)])]
+        out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                          "choices": choices, "usage": usage}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def fake_openai():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    FakeOpenAI.calls = 0
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def test_openai_judge_logprobs_samples_cache_and_errors(fake_openai, tmp_path):
+    FakeOpenAI.mode = "logprobs"
+    judge = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4)
+    res = judge.score(["beoordeel dit"], (1, 2, 3, 4, 5))[0]
+    assert res.method == "logprobs" and res.score == pytest.approx(0.7 * 4 + 0.3 * 3)
+    calls = FakeOpenAI.calls
+    again = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4).score(["beoordeel dit"], (1, 2, 3, 4, 5))[0]
+    assert again.method == "cache:logprobs" and FakeOpenAI.calls == calls  # answered from the disk cache
+    FakeOpenAI.mode = "samples"  # a server without log-probabilities
+    res = OpenAIJudge("judge-model", base_url=fake_openai, samples=4).score(["iets anders"], (1, 2, 3, 4, 5))[0]
+    assert res.method == "samples" and res.score == pytest.approx((2 + 3 + 3) / 3)
+    dead = OpenAIJudge("m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=2)
+    res = dead.score(["x"], (1, 2, 3))[0]
+    assert res.score is None and "judge unreachable" in res.error
+
+
+def test_geval_scores_normalised_per_criterion(fake_openai):
+    FakeOpenAI.mode = "logprobs"
+    judge = OpenAIJudge("judge-model", base_url=fake_openai)
+    out = geval_scores(judge, [({"answer": "Het antwoord."}, QAItem("1", "Vraag?", "Referentie."))])[0]
+    assert out["geval_coherence"] == pytest.approx((3.7 - 1) / 4)
+    assert out["geval_fluency"] == pytest.approx(1.0)  # only "3" is on the 1-3 scale: renormalised to p=1, (3-1)/2
+
+
+# ---------------------------------------------------------------- NLI citations
+class ToyNLI:
+    """Entails when every word of the hypothesis occurs in the premise: a fixed, checkable judge."""
+
+    def entailment(self, pairs):
+        return [1.0 if set(h.lower().strip(".").split()) <= set(p.lower().replace(".", " ").split()) else 0.0 for p, h in pairs]
+
+
+def test_alce_leave_one_out_precision_by_hand():
+    texts = {"c1": "de ouder misbruikt het gezag", "c2": "de rechter beslist", "c3": "fietsen op het pad"}
+    rec = {"answer": "De ouder misbruikt het gezag. De rechter beslist.", "cited_ids": ["c1", "c2", "c3"]}
+    out = nli_citation_scores(ToyNLI(), [(rec, QAItem("1", "?"))], texts)[0]
+    # Both sentences entailed by all three joined (recall 1). Sentence 1: c2 and c3 are over-cited
+    # (alone they do not entail it, the rest does); sentence 2: c1 and c3 are. Precision (3-2 + 3-2) / 6.
+    assert out["nli_citation_recall"] == 1.0
+    assert out["nli_citation_precision"] == pytest.approx(2 / 6)
+    none = nli_citation_scores(ToyNLI(), [({"answer": "Iets.", "cited_ids": []}, QAItem("1", "?"))], texts)[0]
+    assert none["nli_citation_recall"] == 0.0 and none["nli_citation_precision"] == 0.0
+
+
+def test_nli_model_with_a_tiny_bert_built_here(tmp_path):
+    model = tiny_bert_dir(tmp_path / "nli", num_labels=3)
+    nli = NLIModel(str(model), batch_size=2, max_length=64)
+    pairs = [("de ouder misbruikt het gezag " * 40, "de ouder"), ("a", "b"), ("c", "d")]  # the first is truncated, not an error
+    probs = nli.probabilities(pairs)
+    assert len(probs) == 3 and all(sum(p.values()) == pytest.approx(1.0, abs=1e-5) for p in probs)
+    rec = {"answer": "De ouder misbruikt het gezag. Ook dit.", "cited_ids": ["c1"]}
+    out = nli_citation_scores(nli, [(rec, QAItem("1", "?"))], {"c1": "tekst"})[0]
+    assert 0.0 <= out["nli_citation_recall"] <= 1.0 and out["nli_sentences"] == 2
+
+
+# ---------------------------------------------------------------- runs
+def _corpus():
+    from corpus.records import Chunk
+
+    return CorpusMap([Chunk(id=i, doc_id=i, bwb_id="X", version_date="d", law="L", article=a, part=1, text="t")
+                      for i, a in (("a1", "Artikel 1"), ("b1", "Artikel 2"))])
+
+
+def test_evaluate_runs_records_bad_lines_and_resumes(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [
+        json.dumps({"id": "1", "answer": "de ouder misbruikt het gezag", "cited_ids": ["a1"]}),
+        "{broken json",
+        json.dumps({"id": "2", "answer": "iets", "cited_ids": ["b1", "nope"]}),
+        json.dumps({"id": "99", "answer": "x", "cited_ids": []}),
+        json.dumps({"answer": "no id"}),
+    ]
+    (run / "run-1.jsonl").write_text("\n".join(lines) + "\n")
+    items = [QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")]),
+             QAItem("2", "?", "iets anders", [GoldArticle("X", "Artikel 1")])]
+    res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
+    assert len(res["problems"]) == 3
+    s = res["summary"]
+    assert s["rougeL"]["mean"] == pytest.approx(100 * (1.0 + 2 / 3) / 2, abs=0.01)  # "iets" vs "iets anders": P 1, R 1/2
+    assert s["chunk_precision"]["mean"] == pytest.approx(100 * (1.0 + 0.0) / 2)
+    rows = [json.loads(l) for l in (tmp_path / "eval" / "scores.jsonl").read_text().splitlines()]
+    assert [r for r in rows if r["id"] == "2"][0]["unknown_cited_ids"] == ["nope"]
+    for f in ("metrics.json", "metrics.csv", "table.md"):
+        assert (tmp_path / "eval" / f).is_file()
+    import evaluation.generation as g
+
+    monkeypatch.setattr(g, "rouge_l", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
+    again = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
+    assert again["summary"]["rougeL"] == s["rougeL"]
+
+
+def test_markdown_table_shape():
+    t = markdown_table({"bm25+extractive": {"rougeL": {"mean": 52.1, "std": 0.0}, "article_hit": {"mean": 62.7, "std": 1.5}}})
+    head, sep, row = t.strip().splitlines()
+    assert head == "| configuration | COH | FLU | ROU | MET | CON | REL | R | P | Hit |"
+    assert row == "| bm25+extractive | - | - | 52.1 ± 0.0 | - | - | - | - | - | 62.7 ± 1.5 |"
