@@ -37,6 +37,17 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--out", help="results folder (default: <first run folder>/eval)")
     g.set_defaults(func=cmd_eval_generation)
 
+    r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
+    r2.add_argument("--data", required=True, help="folder of <PARTY>.json files (or one file)")
+    r2.add_argument("--method", default="bm25", choices=("bm25", "embedding", "cross-encoder", "nli"))
+    r2.add_argument("--model", help="model id or path for the model-based methods")
+    r2.add_argument("--threshold", type=float, help="selection threshold (default: the method's own)")
+    r2.add_argument("--max-refs", type=int, help="select at most this many references per sentence")
+    r2.add_argument("--no-gold", choices=("exclude", "score"), default="exclude",
+                    help="items without gold references: left out of P/R/F1 (default) or scored 1 if nothing is predicted")
+    r2.add_argument("--out", default="runs/references", help="folder for metrics.json, sweep.json and pr_curve.png")
+    r2.set_defaults(func=cmd_eval_references)
+
 
 def _ks(text: str) -> list[int]:
     try:
@@ -148,4 +159,43 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, result, text)
+    return 0
+
+
+def cmd_eval_references(args: argparse.Namespace) -> int:
+    from wetqa.io import write_json
+
+    from .attribution import make_attributor
+    from .references import compute_scores, load_reference_items, plot_pr_curve, score_items, sweep
+
+    items, problems = load_reference_items(args.data)
+    if not items:
+        raise UsageError(f"no usable items in {args.data}: " + "; ".join(p["problem"] for p in problems[:3]))
+    attributor = make_attributor(args.method, args.model)
+    threshold = attributor.default_threshold if args.threshold is None else args.threshold
+    scores, failed = compute_scores(attributor, items)
+    result = score_items(items, scores, threshold, args.max_refs, args.no_gold)
+    result.update(method=args.method, model=args.model, problems=problems + failed, no_gold_policy=args.no_gold)
+    thresholds = [round(0.05 * i, 2) for i in range(0, 21)]
+    points = sweep(items, scores, thresholds, max_refs=args.max_refs, no_gold=args.no_gold)
+    out = Path(args.out)
+    write_json(out / "metrics.json", result)
+    write_json(out / "sweep.json", points)
+    plot_pr_curve(points, out / "pr_curve.png", f"{args.method} reference attribution ({result['n_scored']} items)")
+    result["pr_curve"] = str(out / "pr_curve.png")
+
+    def text() -> str:
+        lines = [f"{args.method} at threshold {threshold}: P {result['precision']:.3f} R {result['recall']:.3f} "
+                 f"F1 {result['f1']:.3f} over {result['n_scored']} items "
+                 f"({result['no_gold_items']} without gold references, {args.no_gold}d)", "party   P      R      F1     published BM25 F1"]
+        for party, v in result["per_party"].items():
+            pub = v["published_bm25_f1"]
+            lines.append(f"{party:6} {v['precision']:.3f}  {v['recall']:.3f}  {v['f1']:.3f}  {pub if pub is not None else '-'}")
+        best = max(points, key=lambda p: p["f1"])
+        lines.append(f"best F1 on the sweep: {best['f1']:.3f} at threshold {best['threshold']}; PR curve: {out / 'pr_curve.png'}")
+        if result["problems"]:
+            lines.append(f"{len(result['problems'])} problem item(s) recorded in {out / 'metrics.json'}")
+        return "\n".join(lines)
+
+    emit(args, {k: v for k, v in result.items() if k != "items"}, text)
     return 0
