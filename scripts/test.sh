@@ -4,4 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# System packages the tests drive: Debian's Chromium (the web page test; Playwright's own browser
+# download is not used) and WordNet (METEOR's synonym stage, offline). Installed when missing and root.
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -f /usr/share/wordnet/data.noun ] || need+=(wordnet-base)
+[ -f /usr/share/wordnet/index.sense ] || need+=(wordnet-sense-index)
+if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq >/dev/null 2>&1 || true
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || echo "test.sh: could not install ${need[*]}" >&2
+fi
 exec .venv/bin/python -m pytest -q -m "unit or integration" "$@"

@@ -1,0 +1,7 @@
+"""``python -m serve --index DIR`` is ``wetqa serve --index DIR``."""
+
+import sys
+
+from wetqa.cli import main
+
+sys.exit(main(["serve", *sys.argv[1:]]))

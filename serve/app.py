@@ -1,0 +1,241 @@
+"""The OpenAI-compatible HTTP API and the web page.
+
+``POST /v1/chat/completions`` answers the last user message with the pipeline
+named by ``model`` (non-streaming, or server-sent events with ``stream``),
+``GET /v1/models``, ``POST /v1/search``, ``GET /v1/chunks/{id}``,
+``GET /health`` and the page at ``/``. Errors use OpenAI's error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from generation import GenerationError
+from retrieval import RetrievalError
+
+from .citing import cite
+from .presets import ServePreset
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+
+class APIError(Exception):
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", code: str | None = None, param: str | None = None):
+        self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+
+
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str | list[dict] | None = None
+
+
+class ChatRequest(BaseModel):
+    model: str
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = Field(default=None, ge=1, le=1)
+    user: str | None = None
+
+
+class SearchRequest(BaseModel):
+    query: str
+    model: str | None = None
+    k: int = Field(default=10, ge=1, le=100)
+
+
+def _text_of(content) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return " ".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+
+
+def create_app(
+    presets: Sequence[ServePreset],
+    api_key: str | None = None,
+    max_concurrency: int = 16,
+    max_question_chars: int = 2000,
+    max_body_bytes: int = 1_000_000,
+    timeout: float = 120.0,
+) -> FastAPI:
+    if not presets:
+        raise ValueError("the server needs at least one preset")
+    by_name = {p.name: p for p in presets}
+    for p in presets:
+        if p.pipeline is None:
+            p.load()
+    default = presets[0]
+    slots = threading.BoundedSemaphore(max_concurrency)
+
+    app = FastAPI(title="wetqa", version="0.1.0",
+                  description="Attributed question answering over Dutch law, with an OpenAI-compatible API.")
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError):
+        return JSONResponse(error_body(exc.message, exc.type, exc.code, exc.param), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
+        return JSONResponse(error_body(f"invalid request: {where}: {first.get('msg', 'bad value')}", "invalid_request_error",
+                                       "invalid_request", where or None), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException):
+        return JSONResponse(error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)), status_code=exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception):
+        return JSONResponse(error_body(f"internal error: {type(exc).__name__}", "server_error", "internal_error"), status_code=500)
+
+    @app.middleware("http")
+    async def _guard(request: Request, call_next):
+        if request.url.path.startswith("/v1/"):
+            if api_key is not None:
+                auth = request.headers.get("authorization", "")
+                token = auth[7:] if auth.lower().startswith("bearer ") else ""
+                if not secrets.compare_digest(token.encode(), api_key.encode()):
+                    return JSONResponse(error_body("missing or wrong API key (Authorization: Bearer ...)",
+                                                   "authentication_error", "invalid_api_key"), status_code=401)
+            length = request.headers.get("content-length")
+            if length and length.isdigit() and int(length) > max_body_bytes:
+                return JSONResponse(error_body(f"request body of {length} bytes is over the {max_body_bytes} byte limit",
+                                               "invalid_request_error", "request_too_large"), status_code=413)
+        return await call_next(request)
+
+    def preset_for(name: str | None) -> ServePreset:
+        if name is None:
+            return default
+        if name not in by_name:
+            raise APIError(400, f"unknown model {name!r}; available: {', '.join(by_name)}", code="model_not_found", param="model")
+        return by_name[name]
+
+    def question_of(req: ChatRequest) -> str:
+        users = [m for m in req.messages if m.role == "user"]
+        if not users:
+            raise APIError(400, "no user message: the last user message is the question", param="messages")
+        q = _text_of(users[-1].content).strip()
+        if not q:
+            raise APIError(400, "the question (last user message) is empty", param="messages")
+        if len(q) > max_question_chars:
+            raise APIError(413, f"the question has {len(q)} characters; the limit is {max_question_chars}", code="question_too_long")
+        return q
+
+    async def run_limited(fn, *args):
+        if not slots.acquire(blocking=False):
+            raise APIError(429, f"too many requests in progress (limit {max_concurrency}); retry shortly",
+                           "rate_limit_error", "concurrency_limit")
+        try:
+            task = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+            try:
+                return await asyncio.wait_for(asyncio.shield(task), timeout)
+            except asyncio.TimeoutError:
+                raise APIError(504, f"the model did not answer within {timeout:.0f} s", "timeout_error", "upstream_timeout") from None
+        finally:
+            slots.release()
+
+    def answer_question(preset: ServePreset, question: str):
+        try:
+            answer = preset.pipeline.ask(question)
+        except (GenerationError, RetrievalError) as exc:
+            msg = str(exc)
+            if "timed out" in msg:
+                raise APIError(504, msg, "timeout_error", "upstream_timeout") from None
+            if "context overflow" in msg:
+                raise APIError(400, msg, code="context_length_exceeded") from None
+            raise APIError(502, msg, "upstream_error", "upstream_error") from None
+        return answer, cite(answer)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "models": list(by_name)}
+
+    @app.get("/v1/models")
+    async def models():
+        return {"object": "list", "data": [p.describe() for p in presets]}
+
+    @app.post("/v1/search")
+    async def search(req: SearchRequest):
+        preset = preset_for(req.model)
+        if not req.query.strip():
+            raise APIError(400, "empty query", param="query")
+        if len(req.query) > max_question_chars:
+            raise APIError(413, f"the query has {len(req.query)} characters; the limit is {max_question_chars}", code="question_too_long")
+        hits = await run_limited(preset.pipeline.retriever.search, req.query, req.k)
+        return {"object": "list", "model": preset.name, "data": [h.to_json() for h in hits]}
+
+    @app.get("/v1/chunks/{chunk_id}")
+    async def chunk(chunk_id: str):
+        """A chunk with its whole article (all chunks of that article), for the page's source view."""
+        for p in presets:
+            chunks = getattr(p.pipeline.retriever, "chunks", None) or next(iter(getattr(p.pipeline.retriever, "retrievers", [])), None).chunks
+            target = next((c for c in chunks if c.id == chunk_id), None)
+            if target:
+                parts = [c for c in chunks if (c.bwb_id, c.version_date, c.article) == (target.bwb_id, target.version_date, target.article)]
+                return {"id": target.id, "doc_id": target.doc_id, "bwb_id": target.bwb_id, "law": target.law,
+                        "article": target.article, "path": target.path_label, "text": target.text,
+                        "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part))}
+        raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: ChatRequest):
+        preset = preset_for(req.model)
+        question = question_of(req)
+        answer, cited = await run_limited(answer_question, preset, question)
+        content = cited.answer + (f"\n\n{cited.references}" if cited.references else "")
+        usage = answer.usage.to_json()
+        if usage["total_tokens"] == 0:  # the extractive backend has no tokenizer: count words
+            usage = {"prompt_tokens": len(question.split()), "completion_tokens": len(content.split()),
+                     "total_tokens": len(question.split()) + len(content.split())}
+        cid = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+        created = int(time.time())
+        extra = {"citations": cited.citations, "sentences": cited.sentences}
+        if not req.stream:
+            return {"id": cid, "object": "chat.completion", "created": created, "model": preset.name,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop",
+                                 "logprobs": None}],
+                    "usage": usage, **extra}
+
+        def chunk(delta: dict, finish: str | None = None, **more) -> str:
+            body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": preset.name,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **more}
+            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+        async def events():
+            yield chunk({"role": "assistant", "content": ""})
+            pieces = content.split(" ")
+            for i in range(0, len(pieces), 8):  # a few words per event
+                text = " ".join(pieces[i : i + 8])
+                yield chunk({"content": text if i == 0 else " " + text})
+            yield chunk({}, "stop", usage=usage, **extra)
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    return app

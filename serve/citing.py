@@ -1,0 +1,63 @@
+"""Turn an answer into what people read: inline [n] markers, a source list, and per-sentence support.
+
+Each answer sentence is attributed (BM25 over the sentences of the cited
+chunks) to the citation and source sentences that support it best; its
+marker points there, and the web page highlights those source sentences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluation.attribution import BM25Attributor, select
+from evaluation.sentences import split_sentences
+from generation import Answer
+
+_ATTRIBUTOR = BM25Attributor()
+
+
+def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
+    """A link to the article on wetten.overheid.nl (its juriconnect form)."""
+    number = article.split(" ", 1)[1] if " " in article else article
+    url = f"https://wetten.overheid.nl/jci1.3:c:{bwb_id}&artikel={number}"
+    return url + (f"&g={version_date}&z={version_date}" if version_date else "")
+
+
+@dataclass(slots=True)
+class Cited:
+    answer: str  # with inline [n] markers
+    references: str  # "Bronnen:\n[1] ..."
+    citations: list[dict]
+    sentences: list[dict]  # {"text", "citation": n | None, "support": [source sentence indices]}
+
+
+def cite(answer: Answer, threshold: float = 0.6) -> Cited:
+    versions = {h.chunk.id: h.chunk.version_date for h in answer.retrieved}
+    citations = []
+    sources: list[list[str]] = []
+    for n, c in enumerate(answer.citations, 1):
+        sents = split_sentences(c.text)
+        sources.append(sents)
+        citations.append({**c.to_json(), "index": n, "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
+                          "sentences": sents})
+    out_sentences = []
+    marked = []
+    for sentence in split_sentences(answer.answer):
+        best_n, support = None, []
+        if sources:
+            flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
+            scores = _ATTRIBUTOR.scores(sentence, [s for _, _, s in flat])
+            chosen = select(scores, threshold, max_refs=3)
+            if chosen:
+                top = max(chosen, key=lambda j: scores[j])
+                best_n = flat[top][0]
+                support = [flat[j][1] for j in chosen if flat[j][0] == best_n]
+        out_sentences.append({"text": sentence, "citation": best_n, "support": support})
+        marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
+    refs = "\n".join(f"[{c['index']}] {c['law']}, {c['article']}" for c in citations)
+    return Cited(
+        answer="\n".join(marked) if marked else answer.answer,
+        references=("Bronnen:\n" + refs) if refs else "",
+        citations=citations,
+        sentences=out_sentences,
+    )

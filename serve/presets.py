@@ -1,0 +1,46 @@
+"""What the server serves: named pipelines (retriever + generator + k), loaded once at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from generation import GeneratorConfig, Pipeline, make_backend, resolve_generator
+from retrieval import open_retriever, read_index_meta
+
+
+@dataclass(slots=True)
+class ServePreset:
+    name: str
+    indexes: list[str]
+    generator: GeneratorConfig
+    k: int = 3
+    fusion: str = "rrf"
+    pipeline: Pipeline | None = field(default=None, repr=False)
+
+    def load(self) -> "ServePreset":
+        self.pipeline = Pipeline(open_retriever(self.indexes, fusion=self.fusion), make_backend(self.generator), k=self.k)
+        return self
+
+    def describe(self) -> dict:
+        return {"id": self.name, "object": "model", "created": 0, "owned_by": "wetqa",
+                "retriever": self.pipeline.retriever.name if self.pipeline else None,
+                "generator": self.generator.kind + (f":{self.generator.model}" if self.generator.model else ""), "k": self.k}
+
+
+def preset_name(indexes: list[str], generator: str) -> str:
+    kinds = []
+    for i in indexes:
+        meta = read_index_meta(i)
+        kind = meta["retriever"]
+        if kind == "dense":
+            model = str(meta["options"].get("model", ""))
+            kind = "e5" if "e5" in model.lower() else "dense"
+        kinds.append(kind)
+    gen = generator.split("/")[-1].lower()
+    return "wetqa-" + "+".join(kinds) + "-" + gen
+
+
+def make_preset(indexes: list[str], generator: str = "extractive", name: str | None = None, k: int = 3, **gen_overrides) -> ServePreset:
+    cfg = resolve_generator(generator, **gen_overrides)
+    return ServePreset(name or preset_name([str(i) for i in indexes], generator), [str(Path(i)) for i in indexes], cfg, k)

@@ -1,0 +1,162 @@
+"""The OpenAI-compatible endpoint on a real uvicorn server, driven by the official openai client."""
+
+import threading
+import time
+
+import openai
+import pytest
+
+from generation import GeneratorConfig, Pipeline
+from generation.backends.extractive import ExtractiveBackend
+from retrieval import build_index, open_index
+from serve import ServePreset, create_app
+
+from .serving import LiveServer
+
+pytestmark = pytest.mark.integration
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+class SlowExtractive(ExtractiveBackend):
+    def __init__(self, seconds):
+        super().__init__()
+        self.seconds = seconds
+
+    def generate(self, requests):
+        time.sleep(self.seconds)
+        return super().generate(requests)
+
+
+@pytest.fixture(scope="module")
+def index(fixture_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("serve") / "idx"
+    build_index(fixture_corpus, "bm25s", out, progress=False)
+    return out
+
+
+def preset(index, name="wetqa-bm25s-extractive", backend=None):
+    p = ServePreset(name, [str(index)], GeneratorConfig("extractive"), k=3)
+    p.pipeline = Pipeline(open_index(index), backend or ExtractiveBackend(), k=3)
+    return p
+
+
+@pytest.fixture(scope="module")
+def server(index):
+    with LiveServer(create_app([preset(index)], max_question_chars=500)) as s:
+        yield s
+
+
+def client(server, **kw):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=kw.pop("api_key", "unused"), max_retries=0, **kw)
+
+
+def test_non_streaming_answer_with_citations(server):
+    resp = client(server).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+    content = resp.choices[0].message.content
+    assert "De rechtbank kan het gezag van een ouder beëindigen" in content and "[1]" in content
+    assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266" in content
+    citations = resp.model_extra["citations"]
+    assert citations[0]["article"] == "Artikel 266" and citations[0]["bwb_id"] == "BWBR9990001"
+    assert citations[0]["url"].startswith("https://wetten.overheid.nl/jci1.3:c:BWBR9990001&artikel=266")
+    assert resp.usage.total_tokens > 0 and resp.choices[0].finish_reason == "stop"
+    sentences = resp.model_extra["sentences"]
+    assert sentences[0]["citation"] == 1 and sentences[0]["support"] == [0]
+
+
+def test_streaming_answer(server):
+    stream = client(server).chat.completions.create(model="wetqa-bm25s-extractive", stream=True,
+                                                     messages=[{"role": "system", "content": "wees kort"},
+                                                               {"role": "user", "content": QUESTION}])
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].model_extra["citations"][0]["article"] == "Artikel 266"
+    full = client(server).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+    assert text == full.choices[0].message.content
+
+
+def test_models_search_health_openapi(server):
+    models = client(server).models.list()
+    assert [m.id for m in models.data] == ["wetqa-bm25s-extractive"]
+    import httpx
+
+    hits = httpx.post(server.url + "/v1/search", json={"query": QUESTION, "k": 2}).json()["data"]
+    assert 1 <= len(hits) <= 2 and hits[0]["article"] == "Artikel 266"  # only chunks with a query term are hits
+    assert httpx.get(server.url + "/health").json()["status"] == "ok"
+    spec = httpx.get(server.url + "/openapi.json").json()
+    assert "/v1/chat/completions" in spec["paths"]
+    chunk = httpx.get(server.url + "/v1/chunks/" + hits[0]["id"]).json()
+    assert chunk["article_text"].startswith("1. De rechtbank")
+    assert httpx.get(server.url + "/v1/chunks/nope").status_code == 404
+
+
+def test_bad_requests_in_openai_error_shape(server):
+    c = client(server)
+    with pytest.raises(openai.BadRequestError) as err:
+        c.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": QUESTION}])
+    assert err.value.status_code == 400 and "unknown model 'no-such-model'" in err.value.message
+    with pytest.raises(openai.UnprocessableEntityError):
+        c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[])
+    with pytest.raises(openai.BadRequestError, match="empty"):
+        c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": "   "}])
+    with pytest.raises(openai.APIStatusError) as err:
+        c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": "x" * 600}])
+    assert err.value.status_code == 413
+    import httpx
+
+    r = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request_error"
+    r = httpx.post(server.url + "/v1/chat/completions", content=b"x" * 1_100_000, headers={"content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_api_key_required(index):
+    with LiveServer(create_app([preset(index)], api_key="s3cret")) as s:
+        with pytest.raises(openai.AuthenticationError):
+            client(s).models.list()
+        with pytest.raises(openai.AuthenticationError):
+            client(s, api_key="wrong").models.list()
+        assert client(s, api_key="s3cret").models.list().data[0].id == "wetqa-bm25s-extractive"
+
+
+def test_concurrency_limit_and_upstream_timeout(index):
+    app = create_app([preset(index, backend=SlowExtractive(1.5))], max_concurrency=1, timeout=5)
+    with LiveServer(app) as s:
+        results = {}
+
+        def first():
+            results["first"] = client(s).chat.completions.create(model="wetqa-bm25s-extractive",
+                                                                  messages=[{"role": "user", "content": QUESTION}])
+
+        t = threading.Thread(target=first)
+        t.start()
+        time.sleep(0.5)
+        with pytest.raises(openai.RateLimitError) as err:
+            client(s).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+        assert err.value.status_code == 429
+        t.join()
+        assert results["first"].choices[0].message.content
+    with LiveServer(create_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
+        with pytest.raises(openai.APIStatusError) as err:
+            client(s).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+        assert err.value.status_code == 504 and "did not answer within" in err.value.message
+
+
+def test_generation_openai_backend_against_wetqa_itself(index):
+    """The openai backend talks to any OpenAI-compatible server: here, wetqa's own endpoint.
+
+    The whole wetqa prompt arrives as the question, so this server allows long questions.
+    """
+    from generation import make_backend, resolve_generator
+
+    with LiveServer(create_app([preset(index)], max_question_chars=20_000)) as s:
+        backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
+        p = Pipeline(open_index(index), backend, k=2)
+        a = p.ask(QUESTION)
+        assert "De rechtbank kan het gezag" in a.answer and a.usage.total_tokens > 0
+        assert backend.total.total_tokens == a.usage.total_tokens
+    with LiveServer(create_app([preset(index)], max_question_chars=100)) as s:
+        backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
+        with pytest.raises(Exception, match="413"):
+            Pipeline(open_index(index), backend, k=2).ask(QUESTION)

@@ -1,0 +1,77 @@
+"""The web page in headless Chromium (Debian's), driven by Playwright; screenshot saved."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from generation import GeneratorConfig, Pipeline
+from generation.backends.extractive import ExtractiveBackend
+from retrieval import build_index, open_index
+from serve import ServePreset, create_app
+
+from .conftest import ROOT
+from .serving import LiveServer
+
+pytestmark = pytest.mark.integration
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def page_server(fixture_corpus, tmp_path_factory):
+    idx = tmp_path_factory.mktemp("web") / "idx"
+    build_index(fixture_corpus, "bm25s", idx, progress=False)
+    p = ServePreset("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
+    with LiveServer(create_app([p])) as s:
+        yield s
+
+
+def test_ask_click_citation_see_highlighted_article(page_server):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(page_server.url + "/")
+        page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+        page.click("#submit")
+        marker = page.locator("#answer .marker").first
+        marker.wait_for(timeout=15000)
+        assert marker.inner_text() == "[1]"
+        assert "De rechtbank kan het gezag" in page.inner_text("#answer")
+        assert "Wet fictief gezag, Artikel 266" in page.inner_text("#source-list")
+        marker.click()
+        highlighted = page.locator("#source-body mark").first
+        highlighted.wait_for(timeout=5000)
+        assert "De rechtbank kan het gezag van een ouder beëindigen" in highlighted.inner_text()
+        assert page.inner_text("#source-body h3") == "Wet fictief gezag, Artikel 266"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-page.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "web-page.png").stat().st_size > 10_000
+
+
+def test_law_text_and_answers_are_escaped(page_server):
+    """A question full of markup comes back as text, never as live HTML."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(page_server.url + "/")
+        page.evaluate("""() => render({citations: [{index: 1, law: '<b>x</b>', article: '<img src=x onerror=alert(1)>',
+            doc_id: 'D', id: 'i', url: '#', sentences: ['<script>window.hacked=1</script>']}],
+            sentences: [{text: '<i>answer</i>', citation: 1, support: [0]}], choices: [{message: {content: ''}}]})""")
+        page.click("#answer .marker")
+        assert page.inner_text("#answer p").startswith("<i>answer</i>")
+        assert page.locator("#answer i").count() == 0 and page.locator("#source-body img").count() == 0
+        assert page.evaluate("() => window.hacked") is None
+        browser.close()
