@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
+from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -39,9 +41,55 @@ class Attributor(Protocol):
     def scores(self, sentence: str, candidates: Sequence[str]) -> list[float]: ...
 
 
+@lru_cache(maxsize=1 << 16)
+def _cached_tokens_key(stemmer: str, text: str) -> tuple[str, ...]:
+    from retrieval.tokenization import dutch_analyzer
+
+    return tuple(dutch_analyzer(stemmer).tokens(text))
+
+
+def _cached_tokens(analyzer: DutchAnalyzer, text: str) -> list[str]:
+    return list(_cached_tokens_key(analyzer.stemmer_name, text))
+
+
 def select(scores: Sequence[float], threshold: float, max_refs: int | None = None) -> list[int]:
     order = sorted((i for i, s in enumerate(scores) if s >= threshold), key=lambda i: -scores[i])
     return sorted(order[:max_refs] if max_refs else order)
+
+
+def bm25_matrix(queries: Sequence[list[str]], docs: Sequence[list[str]], k1: float = 1.2, b: float = 0.75) -> list[list[float]]:
+    """Lucene BM25 of each query against a small document set (the set is the collection).
+
+    The same formula as bm25s' ``method="lucene"``, without building an index:
+    for a handful of candidate sentences per request this is far cheaper.
+    """
+    n = len(docs)
+    if n == 0:
+        return [[] for _ in queries]
+    avgdl = sum(len(d) for d in docs) / n or 1.0
+    df: dict[str, int] = {}
+    tfs = []
+    for d in docs:
+        tf: dict[str, int] = {}
+        for t in d:
+            tf[t] = tf.get(t, 0) + 1
+        tfs.append(tf)
+        for t in tf:
+            df[t] = df.get(t, 0) + 1
+    idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+    norms = [k1 * (1 - b + b * len(d) / avgdl) for d in docs]
+    out = []
+    for q in queries:
+        row = []
+        for tf, norm in zip(tfs, norms):
+            s = 0.0
+            for t in q:
+                f = tf.get(t)
+                if f:
+                    s += idf[t] * f / (f + norm)
+            row.append(s)
+        out.append(row)
+    return out
 
 
 class BM25Attributor:
@@ -49,16 +97,36 @@ class BM25Attributor:
 
     Normalising by the maximum makes one threshold work across items whose raw
     BM25 scales differ; the best candidate always scores 1 (when any term matches).
+    ``backend="bm25s"`` scores with bm25s; ``"python"`` with :func:`bm25_matrix`
+    (equal scores, tested; cheaper for the few sentences of one answer).
     """
 
     name = "bm25"
     default_threshold = 0.5
 
-    def __init__(self, k1: float = 1.2, b: float = 0.75):
-        self.k1, self.b = k1, b
+    def __init__(self, k1: float = 1.2, b: float = 0.75, backend: str = "bm25s"):
+        if backend not in ("bm25s", "python"):
+            raise AttributionError(f"unknown BM25 backend {backend!r}; use bm25s or python")
+        self.k1, self.b, self.backend = k1, b, backend
         self.analyzer = DutchAnalyzer()
 
+    def tokens(self, text: str) -> list[str]:
+        return _cached_tokens(self.analyzer, text)
+
+    def normalised_matrix(self, sentences: Sequence[str], candidates: Sequence[str]) -> list[list[float]]:
+        """Scores of many answer sentences against one candidate set (the fast path)."""
+        docs = [self.tokens(c) for c in candidates]
+        rows = bm25_matrix([self.tokens(s) for s in sentences], docs, self.k1, self.b)
+        out = []
+        for row in rows:
+            top = max(row) if row else 0.0
+            out.append([x / top if top > 0 else 0.0 for x in row])
+        return out
+
     def raw_scores(self, sentence: str, candidates: Sequence[str]) -> np.ndarray:
+        if self.backend == "python":
+            return np.asarray(bm25_matrix([self.tokens(sentence)], [self.tokens(c) for c in candidates], self.k1, self.b)[0]
+                              if candidates else [], dtype=float)
         import bm25s
 
         if not candidates:
@@ -68,7 +136,7 @@ class BM25Attributor:
         if not query or not any(docs):
             return np.zeros(len(candidates))
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
-        model.index([d or ["\u2205"] for d in docs], show_progress=False)
+        model.index(docs, show_progress=False)  # empty documents are fine and count with length 0
         vocab = model.vocab_dict
         ids = [vocab[t] for t in query if t in vocab]
         if not ids:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 
 from corpus.records import Chunk
 
@@ -44,25 +46,31 @@ class BM25sRetriever:
         vocab = self._model.vocab_dict
         return [vocab[t] for t in self.analyzer.tokens(query) if t in vocab]
 
+    def _top(self, ids: list[int], k: int) -> list[Hit]:
+        # Rank only the documents that contain a query term. numpy's argpartition
+        # (what bm25s.retrieve uses) degrades badly on an array that is mostly
+        # zeros: 1.3 ms against 0.1 ms here for 30k chunks.
+        scores = self._model.get_scores_from_ids(ids)
+        nz = np.flatnonzero(scores)
+        if nz.size > k:
+            nz = nz[np.argpartition(-scores[nz], k - 1)[:k]]
+        order = nz[np.lexsort((nz, -scores[nz]))]  # score descending, ties by position
+        return [Hit(self.chunks[int(d)], float(scores[d]), r, self.name) for r, d in enumerate(order, 1)]
+
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
         ids = [self._query_ids(check_query(q)) for q in queries]
-        results: list[list[Hit]] = [[] for _ in queries]
-        todo = [i for i, q in enumerate(ids) if q]  # a query with no known term matches nothing
-        if not todo:
-            return results
-        k_eff = min(k, len(self.chunks))
-        docs, scores = self._model.retrieve(
-            [ids[i] for i in todo], k=k_eff, show_progress=False, n_threads=threads if threads > 1 else 0
-        )
-        for row, i in enumerate(todo):
-            hits = []
-            for d, s in zip(docs[row], scores[row]):
-                if s <= 0:
-                    break  # bm25s pads with zero-score documents that contain no query term
-                hits.append(Hit(self.chunks[int(d)], float(s), len(hits) + 1, self.name))
-            results[i] = hits
-        return results
+        k = min(k, len(self.chunks))
+
+        def one(q: list[int]) -> list[Hit]:
+            return self._top(q, k) if q else []  # a query with no known term matches nothing
+
+        if threads > 1 and len(ids) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                return list(pool.map(one, ids))
+        return [one(q) for q in ids]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.batch_search([query], k)[0]

@@ -71,6 +71,35 @@ def _text_of(content) -> str:
     return " ".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
 
 
+class GuardMiddleware:
+    """API key and body-size checks for ``/v1/`` as plain ASGI (Starlette's BaseHTTPMiddleware costs more per request)."""
+
+    def __init__(self, app, api_key: str | None, max_body_bytes: int):
+        self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            headers = dict(scope["headers"])
+            if self.api_key is not None:
+                auth = headers.get(b"authorization", b"").decode("latin-1")
+                token = auth[7:] if auth.lower().startswith("bearer ") else ""
+                if not secrets.compare_digest(token.encode(), self.api_key.encode()):
+                    return await self._error(send, 401, "missing or wrong API key (Authorization: Bearer ...)",
+                                             "authentication_error", "invalid_api_key")
+            length = headers.get(b"content-length", b"")
+            if length.isdigit() and int(length) > self.max_body_bytes:
+                return await self._error(send, 413, f"request body of {int(length)} bytes is over the "
+                                                     f"{self.max_body_bytes} byte limit", "invalid_request_error", "request_too_large")
+        await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _error(send, status: int, message: str, type_: str, code: str) -> None:
+        body = json.dumps(error_body(message, type_, code)).encode()
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
 def create_app(
     presets: Sequence[ServePreset],
     api_key: str | None = None,
@@ -110,20 +139,7 @@ def create_app(
     async def _unexpected(_: Request, exc: Exception):
         return JSONResponse(error_body(f"internal error: {type(exc).__name__}", "server_error", "internal_error"), status_code=500)
 
-    @app.middleware("http")
-    async def _guard(request: Request, call_next):
-        if request.url.path.startswith("/v1/"):
-            if api_key is not None:
-                auth = request.headers.get("authorization", "")
-                token = auth[7:] if auth.lower().startswith("bearer ") else ""
-                if not secrets.compare_digest(token.encode(), api_key.encode()):
-                    return JSONResponse(error_body("missing or wrong API key (Authorization: Bearer ...)",
-                                                   "authentication_error", "invalid_api_key"), status_code=401)
-            length = request.headers.get("content-length")
-            if length and length.isdigit() and int(length) > max_body_bytes:
-                return JSONResponse(error_body(f"request body of {length} bytes is over the {max_body_bytes} byte limit",
-                                               "invalid_request_error", "request_too_large"), status_code=413)
-        return await call_next(request)
+    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=max_body_bytes)
 
     def preset_for(name: str | None) -> ServePreset:
         if name is None:
@@ -143,11 +159,14 @@ def create_app(
             raise APIError(413, f"the question has {len(q)} characters; the limit is {max_question_chars}", code="question_too_long")
         return q
 
-    async def run_limited(fn, *args):
+    async def run_limited(fn, *args, inline: bool = False):
         if not slots.acquire(blocking=False):
             raise APIError(429, f"too many requests in progress (limit {max_concurrency}); retry shortly",
                            "rate_limit_error", "concurrency_limit")
         try:
+            if inline:
+                # Model-free work of about a millisecond: a thread hop would cost as much as the work.
+                return fn(*args)
             task = asyncio.get_running_loop().run_in_executor(None, fn, *args)
             try:
                 return await asyncio.wait_for(asyncio.shield(task), timeout)
@@ -183,8 +202,8 @@ def create_app(
             raise APIError(400, "empty query", param="query")
         if len(req.query) > max_question_chars:
             raise APIError(413, f"the query has {len(req.query)} characters; the limit is {max_question_chars}", code="question_too_long")
-        hits = await run_limited(preset.pipeline.retriever.search, req.query, req.k)
-        return {"object": "list", "model": preset.name, "data": [h.to_json() for h in hits]}
+        hits = await run_limited(preset.pipeline.retriever.search, req.query, req.k, inline=preset.inline)
+        return JSONResponse({"object": "list", "model": preset.name, "data": [h.to_json() for h in hits]})
 
     @app.get("/v1/chunks/{chunk_id}")
     async def chunk(chunk_id: str):
@@ -203,7 +222,7 @@ def create_app(
     async def chat(req: ChatRequest):
         preset = preset_for(req.model)
         question = question_of(req)
-        answer, cited = await run_limited(answer_question, preset, question)
+        answer, cited = await run_limited(answer_question, preset, question, inline=preset.inline)
         content = cited.answer + (f"\n\n{cited.references}" if cited.references else "")
         usage = answer.usage.to_json()
         if usage["total_tokens"] == 0:  # the extractive backend has no tokenizer: count words
@@ -213,10 +232,11 @@ def create_app(
         created = int(time.time())
         extra = {"citations": cited.citations, "sentences": cited.sentences}
         if not req.stream:
-            return {"id": cid, "object": "chat.completion", "created": created, "model": preset.name,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop",
-                                 "logprobs": None}],
-                    "usage": usage, **extra}
+            # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
+            return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": preset.name,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                              "finish_reason": "stop", "logprobs": None}],
+                                 "usage": usage, **extra})
 
         def chunk(delta: dict, finish: str | None = None, **more) -> str:
             body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": preset.name,

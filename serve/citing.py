@@ -13,7 +13,7 @@ from evaluation.attribution import BM25Attributor, select
 from evaluation.sentences import split_sentences
 from generation import Answer
 
-_ATTRIBUTOR = BM25Attributor()
+_ATTRIBUTOR = BM25Attributor(backend="python")
 
 
 def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
@@ -42,11 +42,13 @@ def cite(answer: Answer, threshold: float = 0.6) -> Cited:
                           "sentences": sents})
     out_sentences = []
     marked = []
-    for sentence in split_sentences(answer.answer):
+    answer_sentences = split_sentences(answer.answer)
+    flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
+    matrix = _ATTRIBUTOR.normalised_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
+    for k, sentence in enumerate(answer_sentences):
         best_n, support = None, []
-        if sources:
-            flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
-            scores = _ATTRIBUTOR.scores(sentence, [s for _, _, s in flat])
+        if flat:
+            scores = matrix[k]
             chosen = select(scores, threshold, max_refs=3)
             if chosen:
                 top = max(chosen, key=lambda j: scores[j])

@@ -18,6 +18,14 @@ class ServePreset:
     fusion: str = "rrf"
     pipeline: Pipeline | None = field(default=None, repr=False)
 
+    @property
+    def inline(self) -> bool:
+        """Answer on the event loop: only a backend that declares itself ``inline_safe``, over bm25s retrieval."""
+        if self.pipeline is None or not getattr(self.pipeline.backend, "inline_safe", False):
+            return False
+        names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
+        return all(n == "bm25s" for n in names)
+
     def load(self) -> "ServePreset":
         self.pipeline = Pipeline(open_retriever(self.indexes, fusion=self.fusion), make_backend(self.generator), k=self.k)
         return self

@@ -18,6 +18,8 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
 
 class SlowExtractive(ExtractiveBackend):
+    inline_safe = False  # stands in for a slow model: must run off the event loop
+
     def __init__(self, seconds):
         super().__init__()
         self.seconds = seconds
