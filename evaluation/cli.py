@@ -10,6 +10,17 @@ from wetqa.cli import UsageError, emit
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    x = sub.add_parser("experiment", parents=[output], help="a grid of retrievers x generators x k x runs from a TOML file")
+    x.add_argument("--config", required=True, help="experiment TOML (see examples/dev-grid.toml)")
+    x.add_argument("--out", help="override: results folder")
+    x.add_argument("--runs", type=int, help="override: runs per configuration")
+    x.add_argument("-k", help="override: comma-separated k values")
+    x.add_argument("--dataset", help="override: dataset")
+    x.add_argument("--metrics", help="override: comma-separated metrics")
+    x.add_argument("--retrievers", help="only these retrievers (comma-separated names)")
+    x.add_argument("--generators", help="only these generators (comma-separated names)")
+    x.set_defaults(func=cmd_experiment)
+
     p = sub.add_parser("eval", help="evaluate retrieval, generation or reference attribution")
     esub = p.add_subparsers(dest="eval_command", metavar="WHAT")
     esub.required = True
@@ -198,4 +209,33 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, {k: v for k, v in result.items() if k != "items"}, text)
+    return 0
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from wetqa.config import ConfigError, load_experiment
+
+    from .experiment import run_experiment
+
+    split = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
+    try:
+        cfg = load_experiment(args.config, {
+            "out": args.out, "runs": args.runs, "k": [int(x) for x in split(args.k)] if args.k else None,
+            "dataset": args.dataset, "metrics": split(args.metrics),
+            "only_retrievers": split(args.retrievers), "only_generators": split(args.generators),
+        })
+    except (ConfigError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    judge_scorer = nli_scorer = None
+    if "geval" in cfg.metrics:
+        if not cfg.judge:
+            raise UsageError("metrics include geval: set judge = \"MODEL\" (and judge_base_url) in the config")
+        from .geval import geval_scores
+
+        judge = make_judge(cfg.judge, cfg.judge_base_url, 8, Path(cfg.out) / "judge-cache")
+        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
+    if "nli" in cfg.metrics:
+        raise UsageError("nli in an experiment grid: run `wetqa eval generation --metrics nli` on the run folders")
+    result = run_experiment(cfg, judge_scorer, nli_scorer)
+    emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
     return 0

@@ -1,0 +1,89 @@
+"""A grid of retrievers x generators x k x runs, from one config, ending in the published table shape.
+
+Indexes, runs and scores live under the output folder and are reused: a
+re-run after an interruption builds nothing twice, generates only missing
+answers and scores only missing ones.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tqdm import tqdm
+
+from corpus import BuildOptions, ChunkingOptions, build_corpus
+from corpus.build import MANIFEST
+from generation import Pipeline, make_backend, resolve_generator
+from generation.runs import generate_runs
+from retrieval import build_index, open_index
+from retrieval.fusion import HybridRetriever
+from wetqa.config import ExperimentConfig
+from wetqa.io import atomic_file, write_json
+
+from .dataset import load_dataset
+from .generation import CorpusMap, csv_text, evaluate_runs, markdown_table
+from .retrieval import evaluate_retrieval
+
+
+def _corpus_dir(cfg: ExperimentConfig, out: Path) -> Path:
+    src = Path(cfg.corpus)
+    if (src / MANIFEST).is_file():
+        return src
+    target = out / "corpus"
+    opts = BuildOptions(chunking=ChunkingOptions(cfg.chunking, 150 if cfg.chunking == "words150" else 200))
+    if not (target / MANIFEST).is_file():
+        build_corpus([src], target, opts)
+    return target
+
+
+def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None) -> dict:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "config.json", cfg.to_json())
+    items = load_dataset(cfg.dataset)
+    corpus = _corpus_dir(cfg, out)
+
+    retrievers = {}
+    for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
+        idx = out / "indexes" / spec.name
+        options = {"model": spec.model} if spec.retriever == "dense" and spec.model else None
+        build_index(corpus, spec.retriever, idx, options, progress=False)
+        retrievers[spec.name] = open_index(idx)
+    for spec in cfg.retrievers:
+        if spec.components:
+            retrievers[spec.name] = HybridRetriever([retrievers[c] for c in spec.components], spec.fusion, spec.weights)
+    chunk_map = CorpusMap(next(iter(retrievers.values())).chunks if hasattr(next(iter(retrievers.values())), "chunks")
+                          else next(iter(retrievers.values())).retrievers[0].chunks)
+
+    retrieval_rows = {}
+    for name, r in retrievers.items():
+        hits = r.batch_search([i.question for i in items], 10, threads=2)
+        chunks = getattr(r, "chunks", None) or r.retrievers[0].chunks
+        retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks)
+
+    rows: dict[str, dict] = {}
+    grid = [(r, g, k) for r in cfg.retrievers for g in cfg.generators for k in cfg.k]
+    for rspec, gspec, k in tqdm(grid, desc="grid", unit="config"):
+        gen_cfg = resolve_generator(gspec.generator, backend=gspec.backend, model=gspec.model, base_url=gspec.base_url,
+                                    temperature=gspec.temperature, max_tokens=gspec.max_tokens)
+        label = f"{rspec.name}+{gspec.name}@k{k}"
+        run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
+        pipeline = Pipeline(retrievers[rspec.name], make_backend(gen_cfg), k=k)
+        generate_runs(pipeline, items, run_dir, runs=cfg.runs, progress=False,
+                      config={"retriever": rspec.name, "generator": gspec.name, "generator_config": gen_cfg.to_json()})
+        result = evaluate_runs([run_dir], items, chunk_map, run_dir / "eval", cfg.metrics, judge_scorer, nli_scorer,
+                               progress=False, extra_config={"name": label})
+        rows[label] = result["summary"]
+
+    table = markdown_table(rows)
+    with atomic_file(out / "table.md") as fh:
+        fh.write(f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std x100\n\n{table}\n"
+                 "R, P, Hit: citations at article level.\n")
+    with atomic_file(out / "results.csv") as fh:
+        fh.write("configuration," + csv_text({}).splitlines()[0] + "\n")
+        for label, summary in rows.items():
+            for line in csv_text(summary).splitlines()[1:]:
+                fh.write(f"{label},{line}\n")
+    write_json(out / "results.json", {"generation": rows, "retrieval": retrieval_rows, "n_questions": len(items)})
+    return {"table": table, "generation": rows, "retrieval": retrieval_rows, "out": str(out)}

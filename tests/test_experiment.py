@@ -1,0 +1,73 @@
+import json
+
+import pytest
+
+from evaluation.experiment import run_experiment
+from wetqa.config import ConfigError, load_experiment
+
+from .conftest import FIXTURES
+
+pytestmark = pytest.mark.unit
+
+
+def _write(tmp_path, body: str):
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps({"id": 1, "question": "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
+                    "answer": "De rechtbank kan het gezag beëindigen indien de ouder het gezag misbruikt.",
+                    "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]}) + "\n"
+        + json.dumps({"id": 2, "question": "Wanneer heeft een vreemdeling rechtmatig verblijf?",
+                      "answer": "Met een geldige verblijfsvergunning.",
+                      "articles": [{"bwb_id": "BWBR9990002", "article": "Artikel 2b"}]}) + "\n")
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(body.replace("BWB", str(FIXTURES / "bwb")))
+    return cfg
+
+
+GRID = '''
+name = "fixture-grid"
+dataset = "qa.jsonl"
+corpus = "BWB"
+out = "out"
+runs = 2
+k = [1, 3]
+[retrievers.bm25s]
+retriever = "bm25s"
+[retrievers.strict]
+retriever = "bm25s"
+[retrievers.hybrid]
+components = ["bm25s", "strict"]
+[generators.extractive]
+generator = "extractive"
+'''
+
+
+def test_grid_runs_and_tables(tmp_path):
+    cfg = load_experiment(_write(tmp_path, GRID))
+    assert cfg.out == str(tmp_path / "out") and cfg.k == [1, 3] and len(cfg.retrievers) == 3
+    result = run_experiment(cfg)
+    assert len(result["generation"]) == 3 * 2
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| configuration | COH | FLU | ROU | MET | CON | REL | R | P | Hit |" in table
+    assert "| bm25s+extractive@k3 |" in table
+    row = result["generation"]["bm25s+extractive@k3"]
+    assert row["article_hit"]["runs"] == 2 and row["article_hit"]["mean"] == 100.0
+    saved = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert saved["runs"] == 2 and saved["retrievers"][2]["components"] == ["bm25s", "strict"]
+    run = tmp_path / "out" / "runs" / "bm25s__extractive__k3" / "run-1.jsonl"
+    before = run.read_text()
+    run_experiment(load_experiment(tmp_path / "grid.toml", {"only_generators": ["extractive"]}))
+    assert run.read_text() == before  # nothing regenerated
+
+
+def test_overrides_and_config_errors(tmp_path):
+    path = _write(tmp_path, GRID)
+    cfg = load_experiment(path, {"runs": 5, "k": [2], "only_retrievers": ["bm25s"]})
+    assert cfg.runs == 5 and cfg.k == [2] and [r.name for r in cfg.retrievers] == ["bm25s"]
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_experiment(_write(tmp_path, GRID + "\nbogus = 1\n"))
+    with pytest.raises(ConfigError, match="unknown components"):
+        load_experiment(_write(tmp_path, GRID.replace('["bm25s", "strict"]', '["bm25s", "nope"]')))
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_experiment(_write(tmp_path, "name = "))
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_experiment(tmp_path / "missing.toml")
