@@ -239,3 +239,66 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     result = run_experiment(cfg, judge_scorer, nli_scorer)
     emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
     return 0
+
+
+def register_attribute(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from retrieval.cli import add_retriever_args
+
+    a = sub.add_parser("attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers")
+    a.add_argument("--answers", required=True, help="a run file (run-N.jsonl) from `wetqa generate`")
+    add_retriever_args(a)
+    a.add_argument("--unit", choices=("sentence", "claims", "context"), default="sentence",
+                   help="sentences; LLM atomic claims; or claims made independent with the question and answer")
+    a.add_argument("--llm", help="LLM for claim prompts: a model on --llm-base-url / the OpenAI API, or transformers:PATH")
+    a.add_argument("--llm-base-url")
+    a.add_argument("--classify", action="store_true", help="also judge check-worthiness and independence (needs --llm)")
+    a.add_argument("--nli-model", help="label each evidence relation with this NLI model")
+    a.add_argument("-k", type=int, default=3, help="chunks searched per unit")
+    a.add_argument("--out", required=True, help="JSONL with the answers and their evidence (resumable)")
+    a.set_defaults(func=cmd_attribute)
+
+
+def cmd_attribute(args: argparse.Namespace) -> int:
+    from generation.runs import read_done
+    from retrieval.cli import retriever_from_args
+
+    from .claims import classify, find_evidence, segment
+    from .generation import load_run
+
+    if (args.unit != "sentence" or args.classify) and not args.llm:
+        raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
+    records, problems = load_run(Path(args.answers))
+    retriever = retriever_from_args(args)
+    complete = None
+    if args.llm:
+        from .llm import make_completer
+
+        complete = make_completer(args.llm, args.llm_base_url)
+    nli = None
+    if args.nli_model:
+        from .nli import NLIModel
+
+        nli = NLIModel(args.nli_model)
+    out = Path(args.out)
+    done = read_done(out)
+    from tqdm import tqdm
+
+    failed = 0
+    with open(out, "a", encoding="utf-8") as fh:
+        for rec in tqdm([r for r in records if str(r["id"]) not in done], desc="attributing", unit="answer"):
+            row = {"id": rec["id"], "question": rec.get("question", ""), "answer": rec.get("answer", "")}
+            try:
+                claims = segment(row["answer"], row["question"], args.unit, complete)
+                if args.classify:
+                    classify(claims, row["question"], row["answer"], complete)
+                find_evidence(claims, retriever, k=args.k, nli=nli)
+                row["attribution"] = [c.to_json() for c in claims]
+            except Exception as exc:  # noqa: BLE001 - one failing answer is recorded, the others go on
+                row["error"] = f"{type(exc).__name__}: {exc}"
+                failed += 1
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
+    total = len(read_done(out))
+    emit(args, {"out": str(out), "answers": total, "failed": failed, "problems": problems},
+         f"{total} answers with evidence in {out} ({failed} failed this run, {len(problems)} bad lines in the run file)")
+    return 0

@@ -49,6 +49,8 @@ def _registrars():
                 continue  # that stage is not built yet
             raise
         yield mod.register
+        if hasattr(mod, "register_attribute"):
+            yield mod.register_attribute
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,186 @@
+"""Claim-level attribution: segment answers, judge claims, find and relate evidence.
+
+Answer segmentation: sentences (syntok), LLM claim segmentation into atomic
+facts, or direct segmentation with context (each claim rewritten to stand
+alone using the question and the whole answer). Claims are classified for
+check-worthiness and independence (a dependent claim is enriched into one
+that stands alone) with prompts written for wetqa, parsed robustly. Evidence
+is found post hoc: each unit is searched in the index, the best sentences of
+the hits are picked with BM25, and an NLI model labels the relation
+(entailment / contradiction / no relation), batched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from .attribution import BM25Attributor
+from .sentences import split_sentences
+
+Complete = Callable[[str], str]  # prompt -> model text
+
+SEGMENT_PROMPT = """Splits de volgende tekst op in atomaire feitelijke beweringen: korte zinnen die elk precies één feit bevatten.
+Neem geen informatie op die niet in de tekst staat.
+Antwoord alleen met een JSON-lijst van strings, bijvoorbeeld ["bewering 1", "bewering 2"].
+
+Tekst: {text}"""
+
+CONTEXT_SEGMENT_PROMPT = """Hieronder staan een vraag, een volledig antwoord en één zin uit dat antwoord.
+Splits de zin op in atomaire beweringen en maak elke bewering zelfstandig leesbaar: vervang verwijzingen
+zoals "hij", "deze wet" of "dit lid" door wat ermee bedoeld wordt, met behulp van de vraag en het antwoord.
+Antwoord alleen met een JSON-lijst van strings.
+
+Vraag: {question}
+Antwoord: {answer}
+Zin: {sentence}"""
+
+WORTHINESS_PROMPT = """Classificeer de bewering in precies één categorie:
+- "feitelijk": een controleerbare feitelijke bewering
+- "mening": een mening, oordeel of advies
+- "geen bewering": een vraag, aankondiging, verwijzing of overgangszin zonder inhoud
+- "anders": iets anders
+Antwoord alleen met JSON: {{"categorie": "<categorie>"}}
+
+Bewering: {claim}"""
+
+INDEPENDENCE_PROMPT = """Is de bewering zelfstandig te begrijpen zonder de rest van het antwoord? Zo niet, herschrijf haar zo dat ze
+zelfstandig leesbaar is, met behulp van de vraag en het antwoord, zonder nieuwe informatie toe te voegen.
+Antwoord alleen met JSON: {{"zelfstandig": true of false, "herschreven": "<de zelfstandige bewering>"}}
+
+Vraag: {question}
+Antwoord: {answer}
+Bewering: {claim}"""
+
+WORTHINESS_LABELS = ("factual", "opinion", "not_a_claim", "other")
+_WORTHINESS_WORDS = {
+    "factual": ("feitelijk", "factual", "fact", "feit"),
+    "opinion": ("mening", "opinion", "oordeel", "advies"),
+    "not_a_claim": ("geen bewering", "not a claim", "no claim", "geen claim"),
+    "other": ("anders", "other", "overig"),
+}
+
+
+def _json_in(text: str):
+    """The first JSON value in a model's text (inside ``` fences or prose), or None."""
+    text = text or ""
+    for m in re.finditer(r"[\[{]", text):
+        try:
+            return json.JSONDecoder().raw_decode(text[m.start():])[0]
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def parse_claim_list(text: str) -> list[str]:
+    value = _json_in(text)
+    if isinstance(value, dict):
+        value = next((v for v in value.values() if isinstance(v, list)), None)
+    if isinstance(value, list):
+        return [" ".join(str(c).split()) for c in value if isinstance(c, (str, int, float)) and str(c).strip()]
+    # Fallback: a bulleted or numbered list.
+    items = []
+    for line in (text or "").splitlines():
+        m = _LIST_ITEM.match(line)
+        if m and m.group(1).strip():
+            items.append(m.group(1).strip().strip('"'))
+    return items
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*)$")
+
+
+def parse_worthiness(text: str) -> str:
+    value = _json_in(text)
+    raw = ""
+    if isinstance(value, dict):
+        raw = str(next(iter(value.values()), ""))
+    raw = (raw or text or "").lower()
+    # "geen bewering" before "bewering"-like words; order of checks matters.
+    for label in ("not_a_claim", "opinion", "factual", "other"):
+        if any(w in raw for w in _WORTHINESS_WORDS[label]):
+            return label
+    return "other"
+
+
+def parse_independence(text: str, claim: str) -> tuple[bool, str]:
+    value = _json_in(text)
+    if isinstance(value, dict):
+        ind = value.get("zelfstandig", value.get("independent"))
+        rewritten = value.get("herschreven") or value.get("rewritten") or claim
+        if isinstance(ind, str):
+            ind = ind.strip().lower() in ("true", "ja", "yes", "waar")
+        return bool(ind) if ind is not None else True, " ".join(str(rewritten).split()) or claim
+    lowered = (text or "").lower()
+    independent = not re.search(r"\b(false|nee|niet zelfstandig|no)\b", lowered)
+    return independent, claim
+
+
+@dataclass(slots=True)
+class Claim:
+    text: str
+    sentence: str
+    worthiness: str | None = None
+    independent: bool | None = None
+    original: str | None = None  # before enrichment
+    evidence: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def segment(answer: str, question: str = "", mode: str = "sentence", complete: Complete | None = None) -> list[Claim]:
+    sentences = split_sentences(answer)
+    if mode == "sentence":
+        return [Claim(s, s) for s in sentences]
+    if complete is None:
+        raise ValueError(f"segmentation mode {mode!r} needs an LLM (--llm)")
+    out: list[Claim] = []
+    for s in sentences:
+        prompt = (SEGMENT_PROMPT.format(text=s) if mode == "claims"
+                  else CONTEXT_SEGMENT_PROMPT.format(question=question, answer=answer, sentence=s))
+        claims = parse_claim_list(complete(prompt)) or [s]  # a model that returns nothing usable keeps the sentence
+        out += [Claim(c, s) for c in claims]
+    return out
+
+
+def classify(claims: Sequence[Claim], question: str, answer: str, complete: Complete) -> None:
+    for c in claims:
+        c.worthiness = parse_worthiness(complete(WORTHINESS_PROMPT.format(claim=c.text)))
+        independent, rewritten = parse_independence(
+            complete(INDEPENDENCE_PROMPT.format(question=question, answer=answer, claim=c.text)), c.text)
+        c.independent = independent
+        if not independent and rewritten != c.text:
+            c.original, c.text = c.text, rewritten
+
+
+RELATIONS = {"entailment": "entailment", "contradiction": "contradiction", "neutral": "no_relation"}
+
+
+def find_evidence(claims: Sequence[Claim], retriever, k: int = 3, per_claim: int = 2, nli=None) -> None:
+    """Post-hoc evidence: search each claim, pick the best sentences of the hits with BM25, relate with NLI."""
+    if not claims:
+        return
+    bm25 = BM25Attributor(backend="python")
+    hits_per_claim = retriever.batch_search([c.text for c in claims], k)
+    for claim, hits in zip(claims, hits_per_claim):
+        cands = [(h, s) for h in hits for s in split_sentences(h.chunk.text)]
+        if not cands:
+            continue
+        scores = bm25.normalised_matrix([claim.text], [s for _, s in cands])[0]
+        best = sorted(range(len(cands)), key=lambda i: -scores[i])[:per_claim]
+        claim.evidence = [{"id": cands[i][0].chunk.id, "doc_id": cands[i][0].chunk.doc_id, "law": cands[i][0].chunk.law,
+                           "article": cands[i][0].chunk.article, "sentence": cands[i][1], "score": round(scores[i], 4)}
+                          for i in best if scores[i] > 0]
+    if nli is not None:
+        pairs = [(e["sentence"], c.text) for c in claims for e in c.evidence]  # premise: evidence, hypothesis: claim
+        probs = nli.probabilities(pairs) if pairs else []
+        it = iter(probs)
+        for c in claims:
+            for e in c.evidence:
+                p = next(it)
+                label = max(p, key=p.get)
+                e["relation"] = RELATIONS.get(label, label)
+                e["relation_probability"] = round(p[label], 4)

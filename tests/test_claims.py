@@ -1,0 +1,116 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from evaluation.claims import (Claim, classify, find_evidence, parse_claim_list, parse_independence, parse_worthiness,
+                               segment)
+from retrieval import build_index, open_index
+
+from .conftest import ROOT
+from .tiny_models import smollm2_gguf, tiny_bert_dir
+
+ANSWER = "De rechtbank kan het gezag van een ouder beëindigen. Dat kan als hij het gezag misbruikt."
+QUESTION = "Wanneer kan de rechtbank het gezag beëindigen?"
+
+
+class Recorded:
+    """Answers prompts with outputs written for these tests, by what the prompt asks."""
+
+    def __init__(self):
+        self.prompts = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if prompt.startswith("Splits de volgende tekst"):
+            return '```json\n["De rechtbank kan het gezag van een ouder beëindigen."]\n```'
+        if prompt.startswith("Hieronder staan een vraag"):
+            return "- De rechtbank kan het gezag beëindigen als de ouder het gezag misbruikt.\n- Het gezag is van een ouder."
+        if prompt.startswith("Classificeer"):
+            return 'Mijn antwoord: {"categorie": "feitelijk"}' if "rechtbank" in prompt else "geen bewering"
+        if prompt.startswith("Is de bewering zelfstandig"):
+            if "hij" in prompt.split("Bewering:")[-1]:
+                return '{"zelfstandig": false, "herschreven": "Het kan als de ouder het gezag misbruikt."}'
+            return '{"zelfstandig": true, "herschreven": ""}'
+        return "???"
+
+
+@pytest.mark.unit
+def test_parsers_on_recorded_outputs():
+    assert parse_claim_list('{"claims": ["a", "b"]}') == ["a", "b"]
+    assert parse_claim_list("1) een\n2) twee") == ["een", "twee"]
+    assert parse_claim_list("niets bruikbaars") == []
+    assert parse_worthiness('{"categorie": "mening"}') == "opinion"
+    assert parse_worthiness("Category: not a claim") == "not_a_claim"
+    assert parse_worthiness("???") == "other"
+    assert parse_independence('{"independent": "no", "rewritten": "X is Y."}', "Het is Y.") == (False, "X is Y.")
+    assert parse_independence("ja, zelfstandig", "c") == (True, "c")
+
+
+@pytest.mark.unit
+def test_segmentation_modes_and_classification():
+    rec = Recorded()
+    sentences = segment(ANSWER, QUESTION, "sentence")
+    assert [c.text for c in sentences] == ["De rechtbank kan het gezag van een ouder beëindigen.", "Dat kan als hij het gezag misbruikt."]
+    claims = segment(ANSWER, QUESTION, "claims", rec)
+    assert len(claims) == 2 and claims[0].sentence == sentences[0].text
+    ctx = segment(ANSWER, QUESTION, "context", rec)
+    assert ctx[0].text == "De rechtbank kan het gezag beëindigen als de ouder het gezag misbruikt." and len(ctx) == 4
+    assert "Vraag: " + QUESTION in rec.prompts[-1]
+    claims = segment(ANSWER, QUESTION, "sentence")
+    classify(claims, QUESTION, ANSWER, rec)
+    assert [c.worthiness for c in claims] == ["factual", "not_a_claim"]
+    assert claims[0].independent is True and claims[0].original is None
+    assert claims[1].independent is False and claims[1].original == "Dat kan als hij het gezag misbruikt."
+    assert claims[1].text == "Het kan als de ouder het gezag misbruikt."
+    with pytest.raises(ValueError, match="needs an LLM"):
+        segment(ANSWER, QUESTION, "claims")
+
+
+@pytest.mark.unit
+def test_evidence_with_nli_relations(fixture_corpus, tmp_path):
+    build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
+    from evaluation.nli import NLIModel
+
+    nli = NLIModel(str(tiny_bert_dir(tmp_path / "nli", num_labels=3)))
+    claims = [Claim("De rechtbank kan het gezag van een ouder beëindigen.", "s"), Claim("zzz onbekend", "s")]
+    find_evidence(claims, open_index(tmp_path / "idx"), k=2, nli=nli)
+    ev = claims[0].evidence
+    assert ev and ev[0]["article"] == "Artikel 266" and ev[0]["score"] == 1.0
+    assert ev[0]["sentence"].startswith("1. De rechtbank kan het gezag")
+    assert ev[0]["relation"] in {"entailment", "contradiction", "no_relation"}
+    assert claims[1].evidence == []
+
+
+@pytest.mark.unit
+def test_attribute_cli_resumes_and_records_failures(fixture_corpus, tmp_path):
+    build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
+    run = tmp_path / "run-1.jsonl"
+    run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n{bad\n"
+                   + json.dumps({"id": "2", "question": "?", "answer": ""}) + "\n")
+    cmd = [sys.executable, "-m", "wetqa", "attribute", "--answers", str(run), "--index", str(tmp_path / "idx"),
+           "--out", str(tmp_path / "attr.jsonl"), "--output", "json"]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["answers"] == 2 and len(out["problems"]) == 1
+    rows = [json.loads(l) for l in (tmp_path / "attr.jsonl").read_text().splitlines()]
+    assert rows[0]["attribution"][0]["evidence"][0]["article"] == "Artikel 266" and rows[1]["attribution"] == []
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert json.loads(again.stdout)["answers"] == 2 and len((tmp_path / "attr.jsonl").read_text().splitlines()) == 2
+    bad = subprocess.run(cmd[:-2] + ["--unit", "claims"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "need an LLM" in bad.stderr
+
+
+@pytest.mark.integration
+def test_claim_prompts_against_smollm2():
+    """One run against a real small local model: whatever it says, the pipeline copes."""
+    from evaluation.llm import make_completer
+
+    complete = make_completer("transformers:" + smollm2_gguf(), max_tokens=60)
+    claims = segment(ANSWER, QUESTION, "claims", complete)
+    assert claims and all(isinstance(c.text, str) and c.text for c in claims)
+    classify(claims[:2], QUESTION, ANSWER, complete)
+    assert all(c.worthiness in {"factual", "opinion", "not_a_claim", "other"} for c in claims[:2])
+    assert all(isinstance(c.independent, bool) for c in claims[:2])
