@@ -12,11 +12,24 @@ from retrieval._base import Hit
 
 from ._base import Request
 
+# The worked example's chunks and answer, shared by both languages (the law text stays Dutch).
+_EXAMPLE_BODY = """[DOC0101] Burgerlijk Wetboek Boek 4, Artikel 55
+1. Minderjarigen die de leeftijd van zestien jaren hebben bereikt, kunnen een uiterste wilsbeschikking maken.
+
+[DOC0102] Burgerlijk Wetboek Boek 1, Artikel 233
+Minderjarigen zijn zij die de leeftijd van achttien jaren niet hebben bereikt.
+
+[DOC0103] Wet op de kansspelen, Artikel 1
+Het is verboden gelegenheid te geven tot het mededingen naar prijzen of premies.
+
+ANSWER: Een minderjarige mag een uiterste wilsbeschikking, zoals een testament, maken zodra hij de leeftijd van zestien jaar heeft bereikt. Minderjarig is wie nog geen achttien jaar oud is.
+DOC IDS: DOC0101, DOC0102"""
+
 SYSTEM_NL = (
     "Je bent een zorgvuldige Nederlandse juridische assistent. Je beantwoordt vragen over Nederlandse wetgeving "
     "uitsluitend op basis van de meegegeven wetsartikelen en je vermeldt precies op welke artikelen je antwoord steunt."
 )
-INSTRUCTIONS_NL = """Beantwoord de vraag met behulp van de wetsartikelen hieronder. Elk artikel begint met zijn DOC-ID.
+INSTRUCTIONS_NL = f"""Beantwoord de vraag met behulp van de wetsartikelen hieronder. Elk artikel begint met zijn DOC-ID.
 Niet elk artikel is relevant: gebruik alleen de artikelen die de vraag echt beantwoorden.
 Geef een volledig antwoord in het Nederlands, in eigen zinnen maar dicht bij de tekst van de wet, met alle voorwaarden die de wet noemt.
 Antwoord precies in deze vorm, zonder iets ervoor of erna:
@@ -27,17 +40,7 @@ Voorbeeld
 
 Vraag: Wanneer mag een minderjarige van zestien jaar een testament maken?
 
-[DOC0101] Burgerlijk Wetboek Boek 4, Artikel 55
-1. Minderjarigen die de leeftijd van zestien jaren hebben bereikt, kunnen een uiterste wilsbeschikking maken.
-
-[DOC0102] Burgerlijk Wetboek Boek 1, Artikel 233
-Minderjarigen zijn zij die de leeftijd van achttien jaren niet hebben bereikt.
-
-[DOC0103] Wet op de kansspelen, Artikel 1
-Het is verboden gelegenheid te geven tot het mededingen naar prijzen of premies.
-
-ANSWER: Een minderjarige mag een uiterste wilsbeschikking, zoals een testament, maken zodra hij de leeftijd van zestien jaar heeft bereikt. Minderjarig is wie nog geen achttien jaar oud is.
-DOC IDS: DOC0101, DOC0102
+{_EXAMPLE_BODY}
 
 Nu de echte vraag."""
 
@@ -45,7 +48,7 @@ SYSTEM_EN = (
     "You are a careful legal assistant for Dutch law. You answer questions about Dutch legislation using only the "
     "law articles provided, and you state exactly which articles your answer rests on."
 )
-INSTRUCTIONS_EN = """Answer the question using the law articles below. Each article starts with its DOC ID.
+INSTRUCTIONS_EN = f"""Answer the question using the law articles below. Each article starts with its DOC ID.
 Not every article is relevant: use only the articles that really answer the question.
 Give a complete answer in Dutch, in your own sentences but close to the text of the law, with every condition the law sets.
 Answer in exactly this form, with nothing before or after:
@@ -56,17 +59,7 @@ Example
 
 Question: When may a sixteen-year-old minor make a will?
 
-[DOC0101] Burgerlijk Wetboek Boek 4, Artikel 55
-1. Minderjarigen die de leeftijd van zestien jaren hebben bereikt, kunnen een uiterste wilsbeschikking maken.
-
-[DOC0102] Burgerlijk Wetboek Boek 1, Artikel 233
-Minderjarigen zijn zij die de leeftijd van achttien jaren niet hebben bereikt.
-
-[DOC0103] Wet op de kansspelen, Artikel 1
-Het is verboden gelegenheid te geven tot het mededingen naar prijzen of premies.
-
-ANSWER: Een minderjarige mag een uiterste wilsbeschikking, zoals een testament, maken zodra hij de leeftijd van zestien jaar heeft bereikt. Minderjarig is wie nog geen achttien jaar oud is.
-DOC IDS: DOC0101, DOC0102
+{_EXAMPLE_BODY}
 
 Now the real question."""
 
