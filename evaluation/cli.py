@@ -83,7 +83,9 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     depth = max(max(ks), 10)  # nDCG@10 needs ten
     hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
     results = {item.id: h for item, h in zip(items, hits)}
-    chunks = getattr(retriever, "chunks", None) or next(r.chunks for r in retriever.retrievers)
+    from retrieval import chunks_of
+
+    chunks = chunks_of(retriever)
     metrics = evaluate_retrieval(items, results, chunks, ks)
     metrics["retriever"] = retriever.name
     metrics["indexes"] = [str(p) for p in args.index]

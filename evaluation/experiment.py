@@ -16,7 +16,7 @@ from corpus import BuildOptions, ChunkingOptions, build_corpus
 from corpus.build import MANIFEST
 from generation import Pipeline, make_backend, resolve_generator
 from generation.runs import generate_runs
-from retrieval import build_index, open_index
+from retrieval import build_index, chunks_of, open_index
 from retrieval.fusion import HybridRetriever
 from wetqa.config import ExperimentConfig
 from wetqa.io import atomic_file, write_json
@@ -53,14 +53,12 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None) ->
     for spec in cfg.retrievers:
         if spec.components:
             retrievers[spec.name] = HybridRetriever([retrievers[c] for c in spec.components], spec.fusion, spec.weights)
-    chunk_map = CorpusMap(next(iter(retrievers.values())).chunks if hasattr(next(iter(retrievers.values())), "chunks")
-                          else next(iter(retrievers.values())).retrievers[0].chunks)
+    chunk_map = CorpusMap(chunks_of(next(iter(retrievers.values()))))
 
     retrieval_rows = {}
     for name, r in retrievers.items():
         hits = r.batch_search([i.question for i in items], 10, threads=2)
-        chunks = getattr(r, "chunks", None) or r.retrievers[0].chunks
-        retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks)
+        retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks_of(r))
 
     rows: dict[str, dict] = {}
     grid = [(r, g, k) for r in cfg.retrievers for g in cfg.generators for k in cfg.k]

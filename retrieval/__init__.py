@@ -4,11 +4,11 @@
 >>> hits = open_index("data/index-bm25s").search("Wanneer kan de rechter het gezag beëindigen?", k=3)
 """
 
-from ._base import Hit, RetrievalError, Retriever
+from ._base import Hit, RetrievalError, Retriever, chunks_of
 from .fusion import HybridRetriever, interpolate, rrf
 from .index import RETRIEVERS, build_index, open_index, open_retriever, read_index_meta
 
 __all__ = [
-    "Hit", "HybridRetriever", "RETRIEVERS", "RetrievalError", "Retriever", "build_index", "interpolate",
+    "Hit", "HybridRetriever", "chunks_of", "RETRIEVERS", "RetrievalError", "Retriever", "build_index", "interpolate",
     "open_index", "open_retriever", "read_index_meta", "rrf",
 ]

@@ -77,3 +77,15 @@ class BatchBySearch:
             with ThreadPoolExecutor(threads) as pool:
                 return list(pool.map(lambda q: self.search(q, k), queries))  # type: ignore[attr-defined]
         return [self.search(q, k) for q in queries]  # type: ignore[attr-defined]
+
+
+def chunks_of(retriever) -> list[Chunk]:
+    """The chunk list behind any retriever: an index, a hybrid (its first component) or a re-ranked one."""
+    while True:
+        chunks = getattr(retriever, "chunks", None)
+        if chunks is not None:
+            return chunks
+        inner = getattr(retriever, "retriever", None) or next(iter(getattr(retriever, "retrievers", [])), None)
+        if inner is None:
+            raise RetrievalError(f"cannot find the chunks behind retriever {getattr(retriever, 'name', retriever)!r}")
+        retriever = inner

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from generation import GenerationError
-from retrieval import RetrievalError
+from retrieval import RetrievalError, chunks_of
 
 from .citing import cite
 from .presets import ServePreset
@@ -209,7 +209,7 @@ def create_app(
     async def chunk(chunk_id: str):
         """A chunk with its whole article (all chunks of that article), for the page's source view."""
         for p in presets:
-            chunks = getattr(p.pipeline.retriever, "chunks", None) or next(iter(getattr(p.pipeline.retriever, "retrievers", [])), None).chunks
+            chunks = chunks_of(p.pipeline.retriever)
             target = next((c for c in chunks if c.id == chunk_id), None)
             if target:
                 parts = [c for c in chunks if (c.bwb_id, c.version_date, c.article) == (target.bwb_id, target.version_date, target.article)]

@@ -149,3 +149,21 @@ def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, tmp_path):
     assert statistics.mean(overlap) >= 0.9, overlap
     top1 = sum(x[0].id == y[0].id for x, y in zip(a, b)) / len(questions)
     assert top1 >= 0.9
+
+
+@pytest.mark.unit
+def test_chunks_behind_any_retriever(fixture_corpus, tmp_path):
+    from retrieval import chunks_of
+
+    build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
+    base = open_index(tmp_path / "a")
+    assert chunks_of(base) is base.chunks
+    assert chunks_of(open_retriever([tmp_path / "a", tmp_path / "a"])) is not None
+
+    class Wrapped:  # the shape of RerankedRetriever: one inner retriever
+        name = "wrapped"
+        retriever = base
+
+    assert chunks_of(Wrapped()) is base.chunks
+    with pytest.raises(RetrievalError, match="cannot find the chunks"):
+        chunks_of(object())
