@@ -14,14 +14,13 @@ import difflib
 import json
 import math
 import re
-from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from retrieval.tokenization import DutchAnalyzer
+from retrieval.tokenization import DutchAnalyzer, cached_tokens
 
 
 class AttributionError(ValueError):
@@ -39,17 +38,6 @@ class Attributor(Protocol):
     default_threshold: float
 
     def scores(self, sentence: str, candidates: Sequence[str]) -> list[float]: ...
-
-
-@lru_cache(maxsize=1 << 16)
-def _cached_tokens_key(stemmer: str, text: str) -> tuple[str, ...]:
-    from retrieval.tokenization import dutch_analyzer
-
-    return tuple(dutch_analyzer(stemmer).tokens(text))
-
-
-def _cached_tokens(analyzer: DutchAnalyzer, text: str) -> list[str]:
-    return list(_cached_tokens_key(analyzer.stemmer_name, text))
 
 
 def select(scores: Sequence[float], threshold: float, max_refs: int | None = None) -> list[int]:
@@ -111,7 +99,7 @@ class BM25Attributor:
         self.analyzer = DutchAnalyzer()
 
     def tokens(self, text: str) -> list[str]:
-        return _cached_tokens(self.analyzer, text)
+        return list(cached_tokens(text, self.analyzer.stemmer_name))
 
     def normalised_matrix(self, sentences: Sequence[str], candidates: Sequence[str]) -> list[list[float]]:
         """Scores of many answer sentences against one candidate set (the fast path)."""

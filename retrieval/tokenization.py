@@ -51,3 +51,9 @@ class DutchAnalyzer:
 @lru_cache(maxsize=4)
 def dutch_analyzer(stemmer: str = "dutch_porter") -> DutchAnalyzer:
     return DutchAnalyzer(stemmer)
+
+
+@lru_cache(maxsize=1 << 16)
+def cached_tokens(text: str, stemmer: str = "dutch_porter") -> tuple[str, ...]:
+    """Analyzed tokens of a text, memoised: law text is static and requests quote the same chunks again."""
+    return tuple(dutch_analyzer(stemmer).tokens(text))

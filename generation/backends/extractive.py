@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from retrieval._base import Hit
-from retrieval.tokenization import DutchAnalyzer
+from retrieval.tokenization import cached_tokens
 
 from .._base import Generation, Request
 
@@ -33,10 +33,8 @@ class ExtractiveBackend:
     def __init__(self, coverage_ratio: float = 1.2, max_chunks: int = 2):
         self.coverage_ratio = coverage_ratio
         self.max_chunks = max_chunks
-        self._analyzer = DutchAnalyzer()
-
     def _terms(self, text: str) -> set[str]:
-        return {t for t in self._analyzer.tokens(text) if t not in _QUESTION_WORDS and len(t) > 1}
+        return {t for t in cached_tokens(text) if t not in _QUESTION_WORDS and len(t) > 1}
 
     def _coverage(self, q_terms: set[str], hit: Hit) -> float:
         if not q_terms:
