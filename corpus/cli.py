@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 from wetqa.cli import UsageError, emit
 
@@ -108,8 +106,3 @@ def cmd_download(args: argparse.Namespace) -> int:
         lambda: "\n".join([*(d["path"] for d in done), *(f"FAILED {f['bwb_id']}: {f['error']}" for f in failed)]),
     )
     return 1 if failed else 0
-
-
-def bwb_dir_from_env() -> Path | None:
-    value = os.environ.get("WETQA_BWB_DIR")
-    return Path(value) if value else None

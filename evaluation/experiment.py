@@ -7,7 +7,6 @@ answers and scores only missing ones.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tqdm import tqdm

@@ -19,7 +19,6 @@ MEASURE_NAMES = {"R": "R@{k}", "Success": "Hit@{k}"}
 
 
 def measures_for(ks: Sequence[int]) -> list:
-    import ir_measures
     from ir_measures import R, RR, Success, nDCG
 
     ms = []

@@ -67,18 +67,6 @@ def check_k(k: int) -> int:
     return k
 
 
-class BatchBySearch:
-    """``batch_search`` for retrievers that only search one query at a time."""
-
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
-        if threads > 1 and len(queries) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(threads) as pool:
-                return list(pool.map(lambda q: self.search(q, k), queries))  # type: ignore[attr-defined]
-        return [self.search(q, k) for q in queries]  # type: ignore[attr-defined]
-
-
 def chunks_of(retriever) -> list[Chunk]:
     """The chunk list behind any retriever: an index, a hybrid (its first component) or a re-ranked one."""
     while True:

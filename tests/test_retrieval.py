@@ -7,7 +7,7 @@ import pytest
 from corpus import BuildOptions, build_corpus, load_chunks
 from evaluation import load_dataset
 from retrieval import RetrievalError, build_index, open_index, open_retriever
-from retrieval.dense import DenseRetriever, SentenceTransformerEncoder, prefixes
+from retrieval.dense import SentenceTransformerEncoder, prefixes
 from retrieval.tokenization import DutchAnalyzer
 
 from .conftest import DEV, FIXTURES

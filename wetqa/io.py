@@ -7,12 +7,11 @@ place, so an interrupted build or run leaves the previous result intact.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,6 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         fh.write("\n")
 
 
-def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
-    n = 0
-    with atomic_file(path) as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False))
-            fh.write("\n")
-            n += 1
-    return n
-
-
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -84,11 +73,3 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
