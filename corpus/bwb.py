@@ -14,7 +14,7 @@ from pathlib import Path
 from lxml import etree
 
 from .records import Article, Division, Law, ParsedLaw
-from .text import normalise_space, render_article
+from .text import inline_text, render_article
 
 # Elements that structure a law above the article; their <kop> gives number and title.
 DIVISION_TAGS = frozenset(
@@ -92,20 +92,8 @@ def parse_xml_bytes(data: bytes, name: str) -> etree._Element:
 
 
 def _text(el: etree._Element | None) -> str:
-    if el is None:
-        return ""
-    return normalise_space("".join(t for t in _own_text(el)))
-
-
-def _own_text(el: etree._Element):
-    """itertext() without <meta-data> subtrees (the toestand format embeds them everywhere)."""
-    if el.text:
-        yield el.text
-    for child in el:
-        if child.tag != "meta-data" and isinstance(child.tag, str):
-            yield from _own_text(child)
-        if child.tail:
-            yield child.tail
+    """An element's text without <meta-data> (the toestand format embeds it everywhere)."""
+    return "" if el is None else inline_text(el)
 
 
 def _kop(el: etree._Element) -> tuple[str, str, str]:

@@ -19,7 +19,7 @@ def normalise_space(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
-def _inline_text(el: etree._Element) -> str:
+def inline_text(el: etree._Element) -> str:
     parts: list[str] = []
 
     def walk(e: etree._Element) -> None:
@@ -47,7 +47,7 @@ def _with_marker(marker: str, lines: list[str]) -> list[str]:
 def _table_lines(table: etree._Element) -> list[str]:
     lines = []
     for row in table.iter("row"):
-        cells = [_inline_text(entry) for entry in row.iter("entry")]
+        cells = [inline_text(entry) for entry in row.iter("entry")]
         if any(cells):
             lines.append(" | ".join(cells))
     return lines
@@ -73,7 +73,7 @@ def block_lines(el: etree._Element) -> list[str]:
     has_blocks = any(isinstance(c.tag, str) and c.tag in _BLOCKS for c in el)
     if has_blocks:
         return _children_lines(el)
-    text = _inline_text(el)
+    text = inline_text(el)
     return [text] if text else []
 
 
