@@ -205,9 +205,14 @@ def read_manifest(corpus_dir: str | os.PathLike) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_chunks(path: str | os.PathLike) -> list[Chunk]:
+    """The chunks of a ``chunks.jsonl`` file (in a corpus or an index folder)."""
+    return [Chunk.from_json(row) for row in read_jsonl(path)]
+
+
 def load_chunks(corpus_dir: str | os.PathLike) -> list[Chunk]:
     read_manifest(corpus_dir)
-    return [Chunk.from_json(row) for row in read_jsonl(Path(corpus_dir) / CHUNKS)]
+    return read_chunks(Path(corpus_dir) / CHUNKS)
 
 
 def load_articles(corpus_dir: str | os.PathLike) -> list[dict]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from corpus.build import read_chunks
 from corpus.records import Chunk
 from wetqa.io import atomic_file, read_jsonl, write_json
 
@@ -92,7 +93,7 @@ class CorpusMap:
         path = Path(folder) / "chunks.jsonl"
         if not path.is_file():
             raise RunFileError(f"no chunks.jsonl in {folder}: give a corpus or index folder")
-        return cls([Chunk.from_json(r) for r in read_jsonl(path)])
+        return cls(read_chunks(path))
 
 
 def score_record(rec: dict, item: QAItem, corpus: CorpusMap, metrics: Sequence[str]) -> dict:

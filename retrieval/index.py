@@ -13,10 +13,9 @@ import shutil
 import time
 from pathlib import Path
 
-from corpus.build import CHUNKS, read_manifest
-from corpus.records import Chunk
+from corpus.build import CHUNKS, read_chunks, read_manifest
 from wetqa import __version__
-from wetqa.io import atomic_dir, read_jsonl
+from wetqa.io import atomic_dir
 
 from ._base import RetrievalError, Retriever
 
@@ -75,7 +74,7 @@ def build_index(
         if old.get("retriever") == retriever and old.get("options") == opts and old.get("corpus_hash") == manifest["corpus_hash"]:
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
-    chunks = [Chunk.from_json(r) for r in read_jsonl(Path(corpus_dir) / CHUNKS)]
+    chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out) as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
         if encoder is not None:
@@ -109,7 +108,7 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, encoder=N
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
     cls, _ = _backend(meta["retriever"])
-    chunks = [Chunk.from_json(r) for r in read_jsonl(path / CHUNKS)]
+    chunks = read_chunks(path / CHUNKS)
     if len(chunks) != meta.get("chunks"):
         raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
     if encoder is not None:
