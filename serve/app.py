@@ -115,6 +115,14 @@ def create_app(
         if p.pipeline is None:
             p.load()
     default = presets[0]
+    # For the page's source view: chunk id -> (preset, chunk) and each article's parts, built once
+    # here rather than scanned per request. The first preset that holds an id answers for it.
+    chunk_by_id: dict[str, tuple[int, object]] = {}
+    article_parts: dict[tuple, list] = {}
+    for n, p in enumerate(presets):
+        for c in chunks_of(p.pipeline.retriever):
+            article_parts.setdefault((n, c.bwb_id, c.version_date, c.article), []).append(c)
+            chunk_by_id.setdefault(c.id, (n, c))
     slots = threading.BoundedSemaphore(max_concurrency)
 
     app = FastAPI(title="wetqa", version="0.1.0",
@@ -208,14 +216,12 @@ def create_app(
     @app.get("/v1/chunks/{chunk_id}")
     async def chunk(chunk_id: str):
         """A chunk with its whole article (all chunks of that article), for the page's source view."""
-        for p in presets:
-            chunks = chunks_of(p.pipeline.retriever)
-            target = next((c for c in chunks if c.id == chunk_id), None)
-            if target:
-                parts = [c for c in chunks if (c.bwb_id, c.version_date, c.article) == (target.bwb_id, target.version_date, target.article)]
-                return {"id": target.id, "doc_id": target.doc_id, "bwb_id": target.bwb_id, "law": target.law,
-                        "article": target.article, "path": target.path_label, "text": target.text,
-                        "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part))}
+        if chunk_id in chunk_by_id:
+            n, target = chunk_by_id[chunk_id]
+            parts = article_parts[(n, target.bwb_id, target.version_date, target.article)]
+            return {"id": target.id, "doc_id": target.doc_id, "bwb_id": target.bwb_id, "law": target.law,
+                    "article": target.article, "path": target.path_label, "text": target.text,
+                    "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part))}
         raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
 
     @app.post("/v1/chat/completions")
