@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
-
 from corpus.records import Chunk
 
 from ._base import Hit, check_k, check_query
+from .selection import ImpactIndex, top_k_dense
 from .tokenization import DutchAnalyzer
 
 # Pyserini's defaults, so both BM25 backends score alike.
@@ -22,6 +20,7 @@ class BM25sRetriever:
 
     def __init__(self, model, chunks: list[Chunk], analyzer: DutchAnalyzer):
         self._model = model
+        self._impacts = ImpactIndex.from_bm25s(model)
         self.chunks = chunks
         self.analyzer = analyzer
 
@@ -47,15 +46,10 @@ class BM25sRetriever:
         return [vocab[t] for t in self.analyzer.tokens(query) if t in vocab]
 
     def _top(self, ids: list[int], k: int) -> list[Hit]:
-        # Rank only the documents that contain a query term. numpy's argpartition
-        # (what bm25s.retrieve uses) degrades badly on an array that is mostly
-        # zeros: 1.3 ms against 0.1 ms here for 30k chunks.
-        scores = self._model.get_scores_from_ids(ids)
-        nz = np.flatnonzero(scores)
-        if nz.size > k:
-            nz = nz[np.argpartition(-scores[nz], k - 1)[:k]]
-        order = nz[np.lexsort((nz, -scores[nz]))]  # score descending, ties by position
-        return [Hit(self.chunks[int(d)], float(scores[d]), r, self.name) for r, d in enumerate(order, 1)]
+        # Rank only the documents that contain a query term: numpy's argpartition over
+        # the whole, mostly-zero score array (what bm25s.retrieve does) costs far more.
+        docs, scores = top_k_dense(self._impacts, ids, k)
+        return [Hit(self.chunks[int(d)], float(s), r, self.name) for r, (d, s) in enumerate(zip(docs, scores), 1)]
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)

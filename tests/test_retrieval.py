@@ -167,3 +167,30 @@ def test_chunks_behind_any_retriever(fixture_corpus, tmp_path):
     assert chunks_of(Wrapped()) is base.chunks
     with pytest.raises(RetrievalError, match="cannot find the chunks"):
         chunks_of(object())
+
+
+@pytest.mark.unit
+def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
+    import random
+
+    import bm25s
+
+    from retrieval.selection import ImpactIndex, top_k_dense
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(40)]
+    docs = [[rng.choice(words) for _ in range(rng.randint(1, 12))] for _ in range(300)]
+    docs += docs[:60]  # duplicate documents: equal scores, so ties decide the order
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(docs, show_progress=False)
+    index = ImpactIndex.from_bm25s(model)
+    vocab = model.vocab_dict
+    for _ in range(300):
+        terms = [vocab[rng.choice(words)] for _ in range(rng.randint(1, 6))]
+        terms += terms[:1]  # a repeated query term counts twice, as in bm25s
+        reference = model.get_scores_from_ids(terms)
+        expected = sorted((d for d in range(len(docs)) if reference[d] > 0), key=lambda d: (-reference[d], d))
+        for k in (1, 3, 10, 500):
+            got_docs, got_scores = top_k_dense(index, terms, k)
+            assert got_docs.tolist() == expected[:k]
+            assert got_scores.tobytes() == reference[expected[:k]].tobytes()  # bit for bit
