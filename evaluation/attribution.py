@@ -66,16 +66,18 @@ def bm25_matrix(queries: Sequence[list[str]], docs: Sequence[list[str]], k1: flo
             df[t] = df.get(t, 0) + 1
     idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
     norms = [k1 * (1 - b + b * len(d) / avgdl) for d in docs]
+    # Term -> [(document, weight)]: each query then touches only the documents that
+    # share a term with it instead of looking every term up in every document.
+    postings: dict[str, list[tuple[int, float]]] = {}
+    for j, (tf, norm) in enumerate(zip(tfs, norms)):
+        for t, f in tf.items():
+            postings.setdefault(t, []).append((j, idf[t] * f / (f + norm)))
     out = []
     for q in queries:
-        row = []
-        for tf, norm in zip(tfs, norms):
-            s = 0.0
-            for t in q:
-                f = tf.get(t)
-                if f:
-                    s += idf[t] * f / (f + norm)
-            row.append(s)
+        row = [0.0] * n
+        for t in q:  # a repeated query term counts again, as in Lucene
+            for j, w in postings.get(t, ()):
+                row[j] += w
         out.append(row)
     return out
 
