@@ -6,8 +6,9 @@ term by term in query order).
 
 MaxScore pruning (score only the documents of the terms that can still lift a
 document into the top k) was tried: exact, but in numpy its per-term calls
-cost more than walking the ~8,000 postings of a typical question here
-(0.63 against 0.23 ms per query at k=3 on the 29,994-chunk corpus).
+cost more than walking all ~8,000 postings of a typical question here
+(0.63 ms per question at k=3 on the 29,994-chunk corpus, against 0.06 ms
+for the dense scan below).
 """
 
 from __future__ import annotations
@@ -36,16 +37,17 @@ class ImpactIndex:
 
 
 def dense_scores(index: ImpactIndex, terms: Sequence[int]) -> np.ndarray:
-    """Every document's score, as bm25s' ``get_scores_from_ids`` computes it.
-
-    bm25s adds each posting list with ``np.add.at``; a term's postings name distinct
-    documents, so a fancy-index ``+=`` gives the same float32 sums several times faster.
-    """
+    """Every document's score, added posting list by posting list as bm25s' ``get_scores_from_ids`` does."""
     scores = np.zeros(index.num_docs, dtype=index.data.dtype)
     for t in terms:
         docs, impacts = index.postings(t)
-        scores[docs] += impacts
+        np.add.at(scores, docs, impacts)  # numpy >= 1.25's ufunc.at beats a fancy-index += here
     return scores
+
+
+# Up to this k, k passes of argmax over the score array beat finding the matching
+# documents first (0.06 against 0.14 ms per question at k=3, 29,994 chunks).
+_ARGMAX_MAX_K = 16
 
 
 def _take_top(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +64,17 @@ def _take_top(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray,
 
 def top_k_dense(index: ImpactIndex, terms: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = dense_scores(index, terms)
+    if k <= _ARGMAX_MAX_K:
+        # argmax returns the first of equal maxima: the lower position wins a tie.
+        docs, best = [], []
+        for _ in range(k):
+            d = int(scores.argmax())
+            if scores[d] <= 0:
+                break
+            docs.append(d)
+            best.append(scores[d])
+            scores[d] = -1.0  # BM25 scores are never negative: taken
+        return np.asarray(docs, dtype=np.int64), np.asarray(best, dtype=scores.dtype)
     # nonzero() of a boolean mask is several times cheaper than of the float array.
     docs = (scores > 0).nonzero()[0]
     return _take_top(docs, scores[docs], k)
