@@ -57,6 +57,23 @@ def test_parser_never_fails_and_only_returns_retrieved_ids(raw):
     assert isinstance(p.answer, str)
 
 
+# Text built from marker pieces, so that markers, near-markers and odd Unicode case folds ("ſ", "K") occur.
+_marker_soup = st.lists(st.sampled_from(["DOC IDS:", " doc-ids -", "\n**Bronnen**:", "Sources\n", " (document id:", "doc", "ids", " id's", "Document", "bronnen", "Sources", "ſources", "gebruikte",
+                                         " artikelen", ":", "-", "\n", " ", "*", "[", "(", "#", ">", "x", "é", "İ", "K", "ı", "\u0130"]),
+                        max_size=40).map("".join)
+
+
+@pytest.mark.unit
+@settings(max_examples=500, deadline=None)
+@given(raw=_marker_soup, start=st.integers(0, 30))
+def test_ids_marker_shortcut_finds_what_the_full_search_finds(raw, start):
+    from generation.parser import _IDS, _find_ids_marker
+
+    start = min(start, len(raw))
+    full, fast = _IDS.search(raw, start), _find_ids_marker(raw, start)
+    assert (full and full.span()) == (fast and fast.span())
+
+
 # Answers from an alphabet that cannot spell a marker ("doc", "answer", "bronnen"), with line breaks.
 _answer_text = st.text(alphabet="abcefgh éëï0123456789.,;:()\n", max_size=120)
 
