@@ -162,3 +162,19 @@ def test_generation_openai_backend_against_wetqa_itself(index):
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
         with pytest.raises(Exception, match="413"):
             Pipeline(open_index(index), backend, k=2).ask(QUESTION)
+
+
+@pytest.mark.unit
+def test_fast_json_response_equals_the_standard_one_with_and_without_orjson(monkeypatch):
+    import json
+
+    from starlette.responses import JSONResponse
+
+    from serve import app as serve_app
+
+    content = {"text": "Artikel 1:266 — het gezag \"beëindigd\"\n", "n": [1, 2.5, None, True], "nested": {"a": []}}
+    standard = json.loads(JSONResponse(content).body)
+    assert serve_app.orjson is not None  # the [serve] extra brings it
+    assert json.loads(serve_app.FastJSONResponse(content).body) == standard
+    monkeypatch.setattr(serve_app, "orjson", None)
+    assert serve_app.FastJSONResponse(content).body == JSONResponse(content).body

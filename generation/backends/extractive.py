@@ -9,6 +9,7 @@ about as well as the top chunk does. Every chunk used is cited.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from retrieval._base import Hit
 from retrieval.tokenization import cached_tokens
@@ -23,6 +24,12 @@ _QUESTION_WORDS = {
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
 
 
+@lru_cache(maxsize=1 << 15)
+def content_terms(text: str) -> frozenset[str]:
+    """The stemmed content words of a text. Cached: chunk texts are static and come back often."""
+    return frozenset(t for t in cached_tokens(text) if t not in _QUESTION_WORDS and len(t) > 1)
+
+
 class ExtractiveBackend:
     name = "extractive"
     # About a millisecond of CPU and no I/O: a server may run it on its event loop.
@@ -33,19 +40,17 @@ class ExtractiveBackend:
     def __init__(self, coverage_ratio: float = 1.2, max_chunks: int = 2):
         self.coverage_ratio = coverage_ratio
         self.max_chunks = max_chunks
-    def _terms(self, text: str) -> set[str]:
-        return {t for t in cached_tokens(text) if t not in _QUESTION_WORDS and len(t) > 1}
 
-    def _coverage(self, q_terms: set[str], hit: Hit) -> float:
+    def _coverage(self, q_terms: frozenset[str], hit: Hit) -> float:
         if not q_terms:
             return 0.0
-        return len(q_terms & self._terms(hit.chunk.text)) / len(q_terms)
+        return len(q_terms & content_terms(hit.chunk.text)) / len(q_terms)
 
     def select(self, question: str, hits: Sequence[Hit]) -> list[Hit]:
         if not hits:
             return []
         primary = hits[0]
-        q_terms = self._terms(question)
+        q_terms = content_terms(question)
         base = self._coverage(q_terms, primary)
         chosen = [primary]
         for hit in hits[1:]:
