@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -45,31 +46,45 @@ def select(scores: Sequence[float], threshold: float, max_refs: int | None = Non
     return sorted(order[:max_refs] if max_refs else order)
 
 
-def bm25_matrix(queries: Sequence[list[str]], docs: Sequence[list[str]], k1: float = 1.2, b: float = 0.75) -> list[list[float]]:
+def bm25_matrix(queries: Sequence[Sequence[str]], docs: Sequence[Sequence[str]], k1: float = 1.2, b: float = 0.75) -> list[list[float]]:
     """Lucene BM25 of each query against a small document set (the set is the collection).
 
     The same formula as bm25s' ``method="lucene"``, without building an index:
     for a handful of candidate sentences per request this is far cheaper.
     """
-    n = len(docs)
+    return _bm25_rows(queries, [term_freqs(d) for d in docs], [len(d) for d in docs], k1, b)
+
+
+def term_freqs(tokens: Sequence[str]) -> dict[str, int]:
+    tf: dict[str, int] = {}
+    for t in tokens:
+        tf[t] = tf.get(t, 0) + 1
+    return tf
+
+
+@lru_cache(maxsize=1 << 15)
+def _sentence_stats(text: str, stemmer: str) -> tuple[dict[str, int], int]:
+    """A candidate sentence's term frequencies and length. Cached: source sentences are law text, static."""
+    tokens = cached_tokens(text, stemmer)
+    return term_freqs(tokens), len(tokens)
+
+
+def _bm25_rows(queries: Sequence[Sequence[str]], tfs: Sequence[dict[str, int]], lengths: Sequence[int],
+               k1: float, b: float) -> list[list[float]]:
+    n = len(tfs)
     if n == 0:
         return [[] for _ in queries]
-    avgdl = sum(len(d) for d in docs) / n or 1.0
+    avgdl = sum(lengths) / n or 1.0
     df: dict[str, int] = {}
-    tfs = []
-    for d in docs:
-        tf: dict[str, int] = {}
-        for t in d:
-            tf[t] = tf.get(t, 0) + 1
-        tfs.append(tf)
+    for tf in tfs:
         for t in tf:
             df[t] = df.get(t, 0) + 1
     idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
-    norms = [k1 * (1 - b + b * len(d) / avgdl) for d in docs]
     # Term -> [(document, weight)]: each query then touches only the documents that
     # share a term with it instead of looking every term up in every document.
     postings: dict[str, list[tuple[int, float]]] = {}
-    for j, (tf, norm) in enumerate(zip(tfs, norms)):
+    for j, (tf, length) in enumerate(zip(tfs, lengths)):
+        norm = k1 * (1 - b + b * length / avgdl)
         for t, f in tf.items():
             postings.setdefault(t, []).append((j, idf[t] * f / (f + norm)))
     out = []
@@ -105,8 +120,10 @@ class BM25Attributor:
 
     def normalised_matrix(self, sentences: Sequence[str], candidates: Sequence[str]) -> list[list[float]]:
         """Scores of many answer sentences against one candidate set (the fast path)."""
-        docs = [self.tokens(c) for c in candidates]
-        rows = bm25_matrix([self.tokens(s) for s in sentences], docs, self.k1, self.b)
+        stemmer = self.analyzer.stemmer_name
+        stats = [_sentence_stats(c, stemmer) for c in candidates]
+        rows = _bm25_rows([cached_tokens(s, stemmer) for s in sentences], [tf for tf, _ in stats], [n for _, n in stats],
+                          self.k1, self.b)
         out = []
         for row in rows:
             top = max(row) if row else 0.0

@@ -36,6 +36,11 @@ def test_python_bm25_equals_bm25s():
         cands = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 10))) for _ in range(rng.randint(1, 8))]
         q = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
         assert fast.scores(q, cands) == pytest.approx(ref.scores(q, cands), abs=1e-5)
+        # The serving path: many answer sentences at once, candidate statistics cached.
+        q2 = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6)))
+        rows = fast.normalised_matrix([q, q2], cands)
+        assert rows[0] == pytest.approx(ref.scores(q, cands), abs=1e-5)
+        assert rows[1] == pytest.approx(ref.scores(q2, cands), abs=1e-5)
     assert bm25_matrix([["a"]], []) == [[]]
 
 
