@@ -258,13 +258,15 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     write_json(out / f"metrics_{args.method}.json", result)
 
     def text() -> str:
-        d, b = result["at_default"], result["best_f1"]
+        d, b = result["at_default"], result["best_macro_f1"]
         return "\n".join([
             f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
             f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
-            f"at threshold {d['threshold']}: P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f} accuracy {d['accuracy']:.3f}",
-            f"best F1 on the sweep: {b['f1']:.3f} at {b['threshold']} (P {b['precision']:.3f} R {b['recall']:.3f})",
-            f"baselines: always 'Complete' F1 {result['always_complete']['f1']:.3f}; majority accuracy {result['majority_accuracy']:.3f}",
+            f"at threshold {d['threshold']}: 'Complete' P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f}; "
+            f"unsupported F1 {d['unsupported_f1']:.3f}; macro-F1 {d['macro_f1']:.3f}; accuracy {d['accuracy']:.3f}",
+            f"best macro-F1 on the sweep: {b['macro_f1']:.3f} at {b['threshold']} (unsupported F1 {b['unsupported_f1']:.3f})",
+            f"baselines: always 'Complete' macro-F1 {result['always_complete']['macro_f1']:.3f}; "
+            f"majority accuracy {result['majority_accuracy']:.3f}",
             f"{len(failed)} claim(s) failed, {result['n_problems']} malformed; metrics in {out / f'metrics_{args.method}.json'}",
         ])
 

@@ -5,8 +5,8 @@ support label. The task measured here: does the evidence completely support
 the claim ("Complete") or not ("Partial", "Incomplete", "Missing")? Claims
 without evidence, or labelled N/A, have nothing to predict and are counted
 apart. A method gives each claim a support score; the score is judged
-threshold-free (AUROC) and at thresholds (precision, recall, F1, accuracy
-of "Complete", with the sweep's best).
+threshold-free (AUROC) and at thresholds (P/R/F1 of "Complete", F1 of the
+unsupported claims, their mean macro-F1, accuracy; with the sweep's best).
 
 Methods: ``overlap`` (the share of the claim's content words found in the
 evidence; no model), ``embedding`` (best cosine of the claim and an evidence
@@ -207,15 +207,25 @@ def auroc(scores: Sequence[float], labels: Sequence[bool]) -> float | None:
     return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
 
 
+def _f1(p: float, r: float) -> float:
+    return 2 * p * r / (p + r) if p + r else 0.0
+
+
 def at_threshold(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict:
+    """Predict "Complete" at score >= threshold. P/R/F1 of "Complete"; F1 of "not complete" (the claims
+    a checker exists to flag) and their mean, macro-F1, since "Complete" is the majority."""
     tp = sum(1 for s, y in zip(scores, labels) if s >= threshold and y)
     fp = sum(1 for s, y in zip(scores, labels) if s >= threshold and not y)
     fn = sum(1 for s, y in zip(scores, labels) if s < threshold and y)
     tn = len(labels) - tp - fp - fn
     p = tp / (tp + fp) if tp + fp else 0.0
     r = tp / (tp + fn) if tp + fn else 0.0
-    return {"threshold": threshold, "precision": round(p, 4), "recall": round(r, 4),
-            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "accuracy": round((tp + tn) / len(labels), 4) if labels else 0.0}
+    neg_p = tn / (tn + fn) if tn + fn else 0.0
+    neg_r = tn / (tn + fp) if tn + fp else 0.0
+    f1, neg_f1 = _f1(p, r), _f1(neg_p, neg_r)
+    return {"threshold": threshold, "precision": round(p, 4), "recall": round(r, 4), "f1": round(f1, 4),
+            "unsupported_f1": round(neg_f1, 4), "macro_f1": round((f1 + neg_f1) / 2, 4),
+            "accuracy": round((tp + tn) / len(labels), 4) if labels else 0.0}
 
 
 def support_metrics(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict:
@@ -228,9 +238,8 @@ def support_metrics(scores: Sequence[float], labels: Sequence[bool], threshold: 
         "positive_rate": round(positive_rate, 4),
         "auroc": None if a is None else round(a, 4),
         "at_default": at_threshold(scores, labels, threshold),
-        "best_f1": max(sweep, key=lambda x: (x["f1"], -x["threshold"])) if sweep else None,
-        "best_accuracy": max(sweep, key=lambda x: (x["accuracy"], -x["threshold"])) if sweep else None,
-        # What a method must beat: always answering "Complete", or always the majority label.
+        "best_macro_f1": max(sweep, key=lambda x: (x["macro_f1"], -x["threshold"])) if sweep else None,
+        # What a method must beat: always answering "Complete" (macro-F1 = half its F1), or the majority label.
         "always_complete": at_threshold([1.0] * len(labels), labels, 0.5),
         "majority_accuracy": round(max(positive_rate, 1 - positive_rate), 4),
     }

@@ -54,11 +54,13 @@ def test_auroc_equals_the_pairwise_definition_with_ties():
 def test_threshold_metrics_and_baselines():
     scores, labels = [0.9, 0.8, 0.4, 0.1], [True, False, True, False]
     m = at_threshold(scores, labels, 0.5)
-    assert (m["precision"], m["recall"], m["accuracy"]) == (0.5, 0.5, 0.5)
+    assert (m["precision"], m["recall"], m["accuracy"], m["unsupported_f1"], m["macro_f1"]) == (0.5, 0.5, 0.5, 0.5, 0.5)
     full = support_metrics(scores, labels, 0.5)
     assert full["auroc"] == 0.75 and full["majority_accuracy"] == 0.5
-    assert full["always_complete"]["recall"] == 1.0 and full["always_complete"]["precision"] == 0.5
-    assert full["best_f1"]["f1"] >= m["f1"]
+    always = full["always_complete"]
+    assert (always["recall"], always["precision"], always["unsupported_f1"]) == (1.0, 0.5, 0.0)
+    assert always["macro_f1"] == round(always["f1"] / 2, 4)
+    assert full["best_macro_f1"]["macro_f1"] >= m["macro_f1"]
 
 
 @pytest.mark.unit
