@@ -29,6 +29,8 @@ from typing import Protocol
 
 from tqdm import tqdm
 
+from wetqa.io import read_journal
+
 from .sentences import split_sentences
 
 POSITIVE = "Complete"
@@ -262,26 +264,8 @@ def scores_file(out: Path, method: str, model: str | None) -> Path:
 
 
 def read_scores(path: Path) -> dict[str, float]:
-    done: dict[str, float] = {}
-    if path.exists():
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                    done[row["key"]] = float(row["score"])
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    continue  # a line cut short by an interruption: scored again
-    return done
-
-
-def _drop_partial_last_line(path: Path) -> None:
-    """Cut a line that an interruption left without its newline, so the next score starts a line of its own."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with path.open("r+b") as fh:
-            fh.truncate(data.rfind(b"\n") + 1)
+    """Scores already made; a line cut short by an interruption is cut off, and that claim scored again."""
+    return {rec["key"]: float(rec["score"]) for rec in read_journal(path)}
 
 
 def score_claims(scorer: SupportScorer, items: Iterable[ClaimItem], scores_path: Path, progress: bool = True) -> tuple[dict[str, float], list[dict]]:
@@ -291,7 +275,6 @@ def score_claims(scorer: SupportScorer, items: Iterable[ClaimItem], scores_path:
     problems: list[dict] = []
     todo = [i for i in items if i.key not in done]
     scores_path.parent.mkdir(parents=True, exist_ok=True)
-    _drop_partial_last_line(scores_path)
     with scores_path.open("a", encoding="utf-8") as out:
         for item in tqdm(todo, desc=f"support ({scorer.name})", unit="claim", disable=not progress):
             try:

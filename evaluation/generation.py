@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from corpus.build import read_chunks
 from corpus.records import Chunk
-from wetqa.io import atomic_file, read_jsonl, write_json
+from wetqa.io import atomic_file, read_journal, write_json
 
 from .citations import citation_scores
 from .dataset import QAItem, article_key
@@ -180,9 +180,8 @@ def evaluate_runs(
     files = find_run_files(run_paths)
     cache_path = out / "scores.jsonl"
     cache: dict[tuple[str, str], dict] = {}
-    if cache_path.is_file():
-        for rec in read_jsonl(cache_path):
-            cache[(rec["run"], rec["id"])] = rec
+    for rec in read_journal(cache_path):  # a torn last line from an interrupted evaluation is cut off
+        cache[(rec["run"], rec["id"])] = rec
     problems: list[dict] = []
     scores: dict[str, list[dict]] = {}
     todo_model: list[tuple[str, dict, dict, QAItem]] = []  # (metric, score row, run record, item)

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from wetqa.io import read_journal
+
 log = logging.getLogger("wetqa.evaluation.judge")
 
 # USD per million tokens (input, output), for the cost log; unknown models cost 0.
@@ -72,14 +74,8 @@ class DiskCache:
         self._mem: dict[str, dict] = {}
         if self.folder:
             self.folder.mkdir(parents=True, exist_ok=True)
-            path = self.folder / "judge-cache.jsonl"
-            if path.is_file():
-                for line in path.read_text(encoding="utf-8").splitlines():
-                    try:
-                        rec = json.loads(line)
-                        self._mem[rec["key"]] = rec["value"]
-                    except (json.JSONDecodeError, KeyError):
-                        continue  # a torn last line from an interrupted run
+            for rec in read_journal(self.folder / "judge-cache.jsonl"):  # a torn last line is cut off
+                self._mem[rec["key"]] = rec["value"]
 
     @staticmethod
     def key(*parts: object) -> str:

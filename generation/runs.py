@@ -18,7 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from wetqa import __version__
-from wetqa.io import write_json
+from wetqa.io import read_journal, write_json
 
 from ._base import Answer, Request
 from .pipeline import Pipeline
@@ -41,24 +41,7 @@ def run_file(out: Path, run: int) -> Path:
 
 def read_done(path: Path) -> dict[str, dict]:
     """Finished records of a run file; a truncated last line (killed mid-write) is cut off."""
-    done: dict[str, dict] = {}
-    if not path.is_file():
-        return done
-    good_end = 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                break
-            try:
-                rec = json.loads(raw)
-            except json.JSONDecodeError:
-                break
-            done[str(rec["id"])] = rec
-            good_end += len(raw)
-    if good_end != path.stat().st_size:
-        with open(path, "r+b") as fh:
-            fh.truncate(good_end)
-    return done
+    return {str(rec["id"]): rec for rec in read_journal(path)}
 
 
 def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds: float) -> dict:

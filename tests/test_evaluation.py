@@ -241,9 +241,31 @@ def test_evaluate_runs_records_bad_lines_and_resumes(tmp_path, monkeypatch):
         assert (tmp_path / "eval" / f).is_file()
     import evaluation.generation as g
 
+    # A killed evaluation leaves a torn last line: it is cut off and only that question is scored again.
+    scores_path = tmp_path / "eval" / "scores.jsonl"
+    whole = scores_path.read_text().splitlines()
+    scores_path.write_text("\n".join(whole[:-1]) + "\n" + whole[-1][:15])
+    resumed = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
+    assert resumed["summary"]["rougeL"] == s["rougeL"]
+    assert [json.loads(l) for l in scores_path.read_text().splitlines()] == rows  # every line whole again
     monkeypatch.setattr(g, "rouge_l", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recomputed")))
     again = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
     assert again["summary"]["rougeL"] == s["rougeL"]
+
+
+@pytest.mark.unit
+def test_journal_reader_cuts_a_torn_tail_so_appends_start_a_new_line(tmp_path):
+    from evaluation.judge import DiskCache
+    from wetqa.io import read_journal
+
+    assert read_journal(tmp_path / "absent.jsonl") == []
+    path = tmp_path / "judge-cache.jsonl"
+    path.write_text('{"key": "a", "value": {"score": 1}}\n\n{"key": "b", "val')
+    cache = DiskCache(tmp_path)
+    assert cache.get("a") == {"score": 1} and cache.get("b") is None
+    cache.put("b", {"score": 2})
+    assert [r["key"] for r in read_journal(path)] == ["a", "b"]
+    assert DiskCache(tmp_path).get("b") == {"score": 2}
 
 
 def test_markdown_table_shape():

@@ -73,3 +73,31 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
+
+
+def read_journal(path: str | os.PathLike) -> list[dict]:
+    """The finished records of an append-only JSONL journal (resumable runs, scores, caches).
+
+    A process killed mid-write leaves a last line without its newline (or not
+    JSON): the file is cut back to the last whole record, so the next append
+    starts a line of its own instead of gluing itself onto the torn one.
+    """
+    path = Path(path)
+    records: list[dict] = []
+    if not path.is_file():
+        return records
+    good_end = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                break
+            if raw.strip():
+                try:
+                    records.append(json.loads(raw))
+                except json.JSONDecodeError:
+                    break
+            good_end += len(raw)
+    if good_end != path.stat().st_size:
+        with open(path, "r+b") as fh:
+            fh.truncate(good_end)
+    return records
