@@ -11,6 +11,15 @@ class DatasetError(ValueError):
     pass
 
 
+def data_files(path: str | Path, pattern: str, what: str) -> list[Path]:
+    """The files matching ``pattern`` in a folder, or the one file named; FileNotFoundError naming ``what`` if none."""
+    path = Path(path)
+    files = sorted(path.glob(pattern)) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise FileNotFoundError(f"no {what} ({pattern}) at {path}")
+    return files
+
+
 @dataclass(frozen=True, slots=True)
 class GoldArticle:
     bwb_id: str

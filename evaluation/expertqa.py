@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from wetqa.io import read_journal
 
+from .dataset import data_files
 from .sentences import split_sentences
 
 POSITIVE = "Complete"
@@ -76,10 +77,7 @@ def load_claims(path: str | Path) -> tuple[list[ClaimItem], list[dict]]:
 
     A malformed line or claim is recorded and skipped; the rest still loads.
     """
-    path = Path(path)
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    if not files or not all(f.is_file() for f in files):
-        raise FileNotFoundError(f"no ExpertQA data (*.jsonl) at {path}")
+    files = data_files(path, "*.jsonl", "ExpertQA data")
     items: list[ClaimItem] = []
     problems: list[dict] = []
     for f in files:

@@ -19,6 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .attribution import Attributor, select
+from .dataset import data_files
 
 PUBLISHED_BM25_F1 = {"BBB": 0.644, "CDA": 0.519, "CU": 0.725, "D66": 0.658, "DENK": 0.467, "FVD": 0.646,
                      "JA21": 0.669, "NSC": 0.800}
@@ -35,10 +36,7 @@ class RefItem:
 
 def load_reference_items(folder: str | Path) -> tuple[list[RefItem], list[dict]]:
     """(items, problems): a malformed item or file is recorded, the rest still loads."""
-    folder = Path(folder)
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else [folder]
-    if not files or not all(f.is_file() for f in files):
-        raise FileNotFoundError(f"no reference data (*.json) at {folder}")
+    files = data_files(folder, "*.json", "reference data")
     items, problems = [], []
     for f in files:
         try:
