@@ -50,18 +50,6 @@ def dense_scores(index: ImpactIndex, terms: Sequence[int]) -> np.ndarray:
 _ARGMAX_MAX_K = 16
 
 
-def _take_top(docs: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best of (docs, scores) with ties by lower document; docs need not be sorted."""
-    keep = scores > 0
-    docs, scores = docs[keep], scores[keep]
-    if docs.size > k:
-        kth = np.partition(scores, docs.size - k)[docs.size - k]
-        keep = scores >= kth  # all tied at the k-th score, so the tie-break below is exact
-        docs, scores = docs[keep], scores[keep]
-    order = np.lexsort((docs, -scores))[:k]
-    return docs[order], scores[order]
-
-
 def top_k_dense(index: ImpactIndex, terms: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = dense_scores(index, terms)
     if k <= _ARGMAX_MAX_K:
@@ -77,4 +65,10 @@ def top_k_dense(index: ImpactIndex, terms: Sequence[int], k: int) -> tuple[np.nd
         return np.asarray(docs, dtype=np.int64), np.asarray(best, dtype=scores.dtype)
     # nonzero() of a boolean mask is several times cheaper than of the float array.
     docs = (scores > 0).nonzero()[0]
-    return _take_top(docs, scores[docs], k)
+    scores = scores[docs]
+    if docs.size > k:
+        kth = np.partition(scores, docs.size - k)[docs.size - k]
+        keep = scores >= kth  # all tied at the k-th score, so the tie-break below is exact
+        docs, scores = docs[keep], scores[keep]
+    order = np.lexsort((docs, -scores))[:k]
+    return docs[order], scores[order]
