@@ -38,13 +38,16 @@ except ImportError:  # orjson comes with the [serve] extra; without it, the stan
     orjson = None
 
 
-class FastJSONResponse(JSONResponse):
-    """JSONResponse rendered by orjson when installed (about 10x faster on a 5 KB answer), the standard library otherwise."""
-
-    def render(self, content) -> bytes:
-        if orjson is None:
-            return super().render(content)
+def json_bytes(content) -> bytes:
+    """Compact UTF-8 JSON: orjson when installed (about 10x faster on a 5 KB answer), else what Starlette renders."""
+    if orjson is not None:
         return orjson.dumps(content)
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+class FastJSONResponse(JSONResponse):
+    def render(self, content) -> bytes:
+        return json_bytes(content)
 
 
 class APIError(Exception):
@@ -263,7 +266,7 @@ def create_app(
         def chunk(delta: dict, finish: str | None = None, **more) -> str:
             body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": preset.name,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **more}
-            return f"data: {orjson.dumps(body).decode() if orjson else json.dumps(body, ensure_ascii=False)}\n\n"
+            return f"data: {json_bytes(body).decode()}\n\n"
 
         async def events():
             yield chunk({"role": "assistant", "content": ""})
