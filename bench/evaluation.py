@@ -9,16 +9,11 @@ wetqa's full scoring <= 2x the time of bare rouge-score's ROUGE-L.
 
 from __future__ import annotations
 
-import sys
+import tempfile
+import time
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
 ROOT = _HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -26,12 +21,12 @@ SHARED = ROOT.parent / "shared" / "data"
 def main() -> None:
     from rouge_score import rouge_scorer
 
-    from corpus import BuildOptions, build_corpus
-    from evaluation import load_dataset
-    from evaluation.generation import CorpusMap, score_record
-    from evaluation.meteor import meteor, meteor_variant
-    from generation import Pipeline, make_backend, resolve_generator
-    from retrieval import build_index, open_index
+    from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.evaluation import load_dataset
+    from wetqa.evaluation.answers import CorpusMap, score_record
+    from wetqa.evaluation.meteor import meteor, meteor_variant
+    from wetqa.generation import Pipeline, make_backend, resolve_generator
+    from wetqa.retrieval import build_index, open_index
 
     items = load_dataset(SHARED / "legalqa" / "dev.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,7 +36,9 @@ def main() -> None:
         pipeline = Pipeline(open_index(tmp / "idx"), make_backend(resolve_generator("extractive")), k=3)
         answers = pipeline.ask_many([i.question for i in items])
         corpus = CorpusMap.from_folder(tmp / "idx")
-    recs = [{"id": it.id, "answer": a.answer, "cited_ids": [c.id for c in a.citations]} for it, a in zip(items, answers)]
+    recs = [
+        {"id": it.id, "answer": a.answer, "cited_ids": [c.id for c in a.citations]} for it, a in zip(items, answers)
+    ]
     pairs = list(zip(recs, items)) * 2  # 102 answers
     meteor("warm", "up")  # WordNet loads once, outside the timing (it is cached per process)
     print(f"{len(pairs)} answers; METEOR variant {meteor_variant()}")
@@ -53,8 +50,12 @@ def main() -> None:
     bare = time.perf_counter() - t
     print(f"bare rouge-score ROUGE-L (default tokenizer, no stemming): {bare * 1000:.0f} ms")
 
-    for name, metrics in (("ROUGE-L", ["rouge"]), ("METEOR", ["meteor"]), ("citations", ["citations"]),
-                          ("ROUGE-L + METEOR + citations", ["rouge", "meteor", "citations"])):
+    for name, metrics in (
+        ("ROUGE-L", ["rouge"]),
+        ("METEOR", ["meteor"]),
+        ("citations", ["citations"]),
+        ("ROUGE-L + METEOR + citations", ["rouge", "meteor", "citations"]),
+    ):
         t = time.perf_counter()
         for rec, item in pairs:
             score_record(rec, item, corpus, metrics)

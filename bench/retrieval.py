@@ -10,26 +10,18 @@ Goals: Pyserini index build <= 20 s; batch BM25 >= 500 queries/s.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# bench/retrieval.py, bench/evaluation.py ... share names with the packages they
-# measure: take this folder off the import path so `import retrieval` finds the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+_HERE = Path(__file__).resolve().parent
 ROOT = _HERE.parent
 
-from corpus import BuildOptions, build_corpus, load_chunks  # noqa: E402
-from evaluation import load_dataset  # noqa: E402
-from retrieval import build_index, open_index  # noqa: E402
+from wetqa.corpus import BuildOptions, build_corpus, load_chunks  # noqa: E402
+from wetqa.evaluation import load_dataset  # noqa: E402
+from wetqa.retrieval import build_index, open_index  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -69,8 +61,10 @@ def main() -> None:
             p50, p95 = latency(r, questions)
             qps = throughput(r, many)
             goal = " (goal <= 20 s)" if name == "bm25" else ""
-            print(f"{name:6} index build {build:6.2f} s{goal}; latency p50 {p50:.1f} ms p95 {p95:.1f} ms; "
-                  f"batch {qps:,.0f} queries/s with 2 threads (goal >= 500)")
+            print(
+                f"{name:6} index build {build:6.2f} s{goal}; latency p50 {p50:.1f} ms p95 {p95:.1f} ms; "
+                f"batch {qps:,.0f} queries/s with 2 threads (goal >= 500)"
+            )
 
         sys.path.insert(0, str(ROOT / "tests"))
         from tiny_models import tiny_sentence_transformer
@@ -81,8 +75,10 @@ def main() -> None:
         build = time.perf_counter() - t
         r = open_index(tmp / "dense")
         p50, p95 = latency(r, questions)
-        print(f"dense  (tiny 2-layer BERT, CPU) index build {build:6.2f} s = {n / build:,.0f} passages/s encoded; "
-              f"latency p50 {p50:.1f} ms p95 {p95:.1f} ms; batch {throughput(r, many):,.0f} queries/s")
+        print(
+            f"dense  (tiny 2-layer BERT, CPU) index build {build:6.2f} s = {n / build:,.0f} passages/s encoded; "
+            f"latency p50 {p50:.1f} ms p95 {p95:.1f} ms; batch {throughput(r, many):,.0f} queries/s"
+        )
 
 
 if __name__ == "__main__":

@@ -11,39 +11,38 @@ Goal: wetqa >= 50% of the hello-world rate; 0 failed requests; flat memory.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
+import httpx
+
 _HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import httpx  # noqa: E402
-
 ROOT = _HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
 # The 51 dev questions, cycled: distinct questions, so no answer is served from a cache.
-QUESTIONS = [json.loads(line)["question"] for line in (SHARED / "legalqa" / "dev.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+QUESTIONS = [
+    json.loads(line)["question"]
+    for line in (SHARED / "legalqa" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+    if line.strip()
+]
 
-SERVER = r'''
+SERVER = r"""
 import sys, uvicorn
-sys.path.insert(0, sys.argv[3])
-from serve import create_app, make_preset
-app = create_app([make_preset([sys.argv[1]], "extractive").load()], max_concurrency=256)
+from wetqa.serve import create_app, make_served_pipeline
+app = create_app([make_served_pipeline([sys.argv[1]], "extractive").load()], max_concurrency=256)
 @app.get("/hello")
 async def hello():
     return {"hello": "world"}
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
-'''
+"""
 
 
 def rss_mb(pid: int) -> float:
@@ -60,6 +59,7 @@ async def load(url: str, concurrency: int, seconds: float, chat: bool) -> dict:
     stop = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
+
         async def worker(i: int) -> None:
             nonlocal failures
             n = i
@@ -67,8 +67,13 @@ async def load(url: str, concurrency: int, seconds: float, chat: bool) -> dict:
                 t = time.perf_counter()
                 try:
                     if chat:
-                        r = await client.post("/v1/chat/completions", json={
-                            "model": MODEL, "messages": [{"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}]})
+                        r = await client.post(
+                            "/v1/chat/completions",
+                            json={
+                                "model": MODEL,
+                                "messages": [{"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}],
+                            },
+                        )
                     else:
                         r = await client.get("/hello")
                     ok = r.status_code == 200
@@ -82,8 +87,13 @@ async def load(url: str, concurrency: int, seconds: float, chat: bool) -> dict:
         await asyncio.gather(*(worker(i) for i in range(concurrency)))
         elapsed = time.perf_counter() - t0
     latencies.sort()
-    return {"rps": len(latencies) / elapsed, "p50": 1000 * statistics.median(latencies),
-            "p95": 1000 * latencies[int(0.95 * (len(latencies) - 1))], "n": len(latencies), "failed": failures}
+    return {
+        "rps": len(latencies) / elapsed,
+        "p50": 1000 * statistics.median(latencies),
+        "p95": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
+        "n": len(latencies),
+        "failed": failures,
+    }
 
 
 MODEL = ""
@@ -99,8 +109,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         index = args.index
         if not index:
-            from corpus import BuildOptions, build_corpus
-            from retrieval import build_index
+            from wetqa.corpus import BuildOptions, build_corpus
+            from wetqa.retrieval import build_index
 
             build_corpus([SHARED / "bwb"], Path(tmp) / "corpus", BuildOptions(), progress=False)
             build_index(Path(tmp) / "corpus", "bm25s", Path(tmp) / "idx", progress=False)
@@ -133,8 +143,10 @@ def main() -> None:
                     failed += r["failed"]
                     total += r["n"]
                     samples.append(rss_mb(proc.pid))
-                print(f"soak {args.soak:.0f} s at 8 clients: {total} requests, {failed} failed; server RSS MB "
-                      + " -> ".join(f"{s:.0f}" for s in samples))
+                print(
+                    f"soak {args.soak:.0f} s at 8 clients: {total} requests, {failed} failed; server RSS MB "
+                    + " -> ".join(f"{s:.0f}" for s in samples)
+                )
         finally:
             proc.terminate()
             proc.wait(timeout=10)

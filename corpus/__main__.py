@@ -1,4 +1,4 @@
-"""``python -m corpus build ...`` is ``wetqa corpus build ...``."""
+"""``python -m wetqa.corpus build ...`` is ``wetqa corpus build ...``."""
 
 import sys
 

@@ -94,7 +94,7 @@ def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
         return path, digest, parse_law_bytes(data, path)
     except BWBParseError as exc:
         return path, digest, ParseFailure(exc.file, exc.problem)
-    except Exception as exc:  # a parser bug must not take the other laws down
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not take the other laws down
         return path, digest, ParseFailure(path, f"unexpected {type(exc).__name__}: {exc}")
 
 
@@ -167,12 +167,12 @@ def build_corpus(
                     }
                 )
         if n_laws == 0:
-            raise CorpusBuildError(
-                "no law could be built; failures:\n" + "\n".join(f"  {f}" for f in failures)
-            )
+            raise CorpusBuildError("no law could be built; failures:\n" + "\n".join(f"  {f}" for f in failures))
         options_json = options.to_json()
         corpus_hash = hashlib.sha256(
-            json.dumps({"sources": [r["sha256"] for r in source_rows], "options": options_json}, sort_keys=True).encode()
+            json.dumps(
+                {"sources": [r["sha256"] for r in source_rows], "options": options_json}, sort_keys=True
+            ).encode()
         ).hexdigest()
         manifest = {
             "tool": "wetqa",
@@ -201,7 +201,9 @@ def build_corpus(
 def read_manifest(corpus_dir: str | os.PathLike) -> dict:
     path = Path(corpus_dir) / MANIFEST
     if not path.is_file():
-        raise CorpusBuildError(f"{corpus_dir} is not a wetqa corpus (no {MANIFEST}); build it with `wetqa corpus build`")
+        raise CorpusBuildError(
+            f"{corpus_dir} is not a wetqa corpus (no {MANIFEST}); build it with `wetqa corpus build`"
+        )
     return json.loads(path.read_text(encoding="utf-8"))
 
 

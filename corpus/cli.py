@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from wetqa.cli import UsageError, emit
+from wetqa.console import EXIT_PARTIAL, UsageError, emit, non_negative_float, positive_int
+from wetqa.home import default_corpus
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -14,16 +16,30 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
 
     b = csub.add_parser("build", parents=[output], help="BWB XML -> articles.jsonl, chunks.jsonl, manifest.json")
     b.add_argument("--source", nargs="+", required=True, metavar="DIR_OR_FILE", help="law XML files or folders")
-    b.add_argument("--out", required=True, help="corpus folder to write (replaced atomically)")
+    b.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="corpus folder to write (replaced atomically; default $WETQA_HOME/corpus, i.e. data/corpus)",
+    )
     b.add_argument("--chunking", choices=("words150", "structured"), default="words150")
-    b.add_argument("--max-words", type=int, default=None, help="word budget per chunk (150 for words150, 200 structured)")
-    b.add_argument("--include-expired", action=argparse.BooleanOptionalAction, default=None,
-                   help="keep expired (vervallen) articles; default: yes for words150, no for structured")
+    b.add_argument(
+        "--max-words", type=positive_int, default=None, help="word budget per chunk (150 for words150, 200 structured)"
+    )
+    b.add_argument(
+        "--include-expired",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep expired (vervallen) articles; default: yes for words150, no for structured",
+    )
     b.add_argument("--lowercase", action="store_true", help="lower-case chunk text like the published pipeline")
-    b.add_argument("--exclude-technical", action="store_true",
-                   help="leave out technical/administrative laws by title words (as the published pipeline)")
+    b.add_argument(
+        "--exclude-technical",
+        action="store_true",
+        help="leave out technical/administrative laws by title words (as the published pipeline)",
+    )
     b.add_argument("--strict", action="store_true", help="stop at the first file that fails to parse")
-    b.add_argument("--workers", type=int, default=0, help="parser processes (0: one per core)")
+    b.add_argument("--workers", type=_workers, default=0, help="parser processes (0: one per core)")
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(func=cmd_build)
 
@@ -32,15 +48,20 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     d.add_argument("--date", help="the version valid on this date (YYYY-MM-DD); default: the newest")
     d.add_argument("--reference", action="store_true", help="download the 273 laws of the reference corpus")
     d.add_argument("--out", help="folder for the XML files (default: the cache, ~/.cache/wetqa/bwb)")
-    d.add_argument("--timeout", type=float, default=30.0)
-    d.add_argument("--retries", type=int, default=3)
+    d.add_argument("--timeout", type=non_negative_float, default=30.0)
+    d.add_argument("--retries", type=positive_int, default=3)
     d.set_defaults(func=cmd_download)
+
+
+def _workers(text: str) -> int:
+    value = int(text) if text.strip().lstrip("-").isdigit() else -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 (one per core) or a number of processes, got {text!r}")
+    return value
 
 
 def _default_max_words(args: argparse.Namespace) -> int:
     if args.max_words is not None:
-        if args.max_words < 1:
-            raise UsageError(f"--max-words must be >= 1, got {args.max_words}")
         return args.max_words
     return 150 if args.chunking == "words150" else 200
 
@@ -61,7 +82,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         workers=args.workers,
     )
     try:
-        report = build_corpus(args.source, args.out, opts, progress=not args.no_progress)
+        report = build_corpus(args.source, args.out or default_corpus(), opts, progress=not args.no_progress)
     except CorpusBuildError as exc:
         raise UsageError(str(exc)) from None
 
@@ -71,14 +92,16 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"({report.expired_articles} expired), {report.chunks} chunks in {report.seconds:.1f} s"
         ]
         if report.excluded:
-            lines.append(f"excluded {len(report.excluded)} technical laws: " + ", ".join(e["title"] for e in report.excluded))
+            lines.append(
+                f"excluded {len(report.excluded)} technical laws: " + ", ".join(e["title"] for e in report.excluded)
+            )
         if report.failures:
             lines.append(f"{len(report.failures)} file(s) failed:")
             lines.extend(f"  {f}" for f in report.failures)
         return "\n".join(lines)
 
     emit(args, report.to_json(), text)
-    return 1 if report.failures else 0
+    return EXIT_PARTIAL if report.failures else 0
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -94,7 +117,9 @@ def cmd_download(args: argparse.Namespace) -> int:
     done, failed = [], []
     for bwb_id, date, version in tqdm(targets, unit="law", desc="downloading", disable=len(targets) < 3):
         try:
-            path = download_law(bwb_id, date, args.out, timeout=args.timeout, retries=args.retries, version_date=version)
+            path = download_law(
+                bwb_id, date, args.out, timeout=args.timeout, retries=args.retries, version_date=version
+            )
             done.append({"bwb_id": bwb_id, "path": str(path)})
         except DownloadError as exc:
             if len(targets) == 1:
@@ -105,4 +130,4 @@ def cmd_download(args: argparse.Namespace) -> int:
         {"downloaded": done, "failed": failed},
         lambda: "\n".join([*(d["path"] for d in done), *(f"FAILED {f['bwb_id']}: {f['error']}" for f in failed)]),
     )
-    return 1 if failed else 0
+    return EXIT_PARTIAL if failed else 0

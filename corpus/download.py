@@ -54,7 +54,7 @@ def default_cache_dir() -> Path:
 
 def reference_corpus() -> list[tuple[str, str]]:
     """The (bwb_id, version_date) pairs of the 273-law reference corpus."""
-    text = resources.files("corpus").joinpath("reference_corpus.tsv").read_text(encoding="utf-8")
+    text = resources.files("wetqa.corpus").joinpath("reference_corpus.tsv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(text.splitlines(), delimiter="\t"))
     return [(r["bwb_id"], r["version_date"]) for r in rows]
 
@@ -116,12 +116,20 @@ def find_version(
         fields: dict[str, str] = {}
         for el in record.iter():
             name = _local(el)
-            if name in ("locatie_toestand", "geldigheidsperiode_startdatum", "geldigheidsperiode_einddatum", "identifier"):
+            if name in (
+                "locatie_toestand",
+                "geldigheidsperiode_startdatum",
+                "geldigheidsperiode_einddatum",
+                "identifier",
+            ):
                 fields.setdefault(name, (el.text or "").strip())
         if fields.get("locatie_toestand") and fields.get("identifier", bwb_id) == bwb_id:
             candidates.append(
-                (fields.get("geldigheidsperiode_startdatum", ""), fields.get("geldigheidsperiode_einddatum", ""),
-                 fields["locatie_toestand"])
+                (
+                    fields.get("geldigheidsperiode_startdatum", ""),
+                    fields.get("geldigheidsperiode_einddatum", ""),
+                    fields["locatie_toestand"],
+                )
             )
     if date:
         candidates = [c for c in candidates if c[0] <= date and (not c[1] or date <= c[1])] or candidates

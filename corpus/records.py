@@ -100,7 +100,7 @@ class Chunk:
         return d
 
     @classmethod
-    def from_json(cls, d: dict) -> "Chunk":
+    def from_json(cls, d: dict) -> Chunk:
         known = {f for f in cls.__slots__}  # type: ignore[attr-defined]
         return cls(**{k: v for k, v in d.items() if k in known})
 

@@ -1,6 +1,7 @@
 """Evaluate retrieval, generated answers and reference attribution."""
 
-from .dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
-from .retrieval import evaluate_retrieval
+from wetqa.dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
+
+from .ranking import evaluate_retrieval
 
 __all__ = ["DatasetError", "GoldArticle", "QAItem", "article_key", "evaluate_retrieval", "load_dataset"]

@@ -1,4 +1,4 @@
-"""``python -m evaluation retrieval ...`` is ``wetqa eval retrieval ...``."""
+"""``python -m wetqa.evaluation retrieval ...`` is ``wetqa eval retrieval ...``."""
 
 import sys
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from .dataset import article_key
+from wetqa.dataset import article_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,5 @@ def citation_scores(
     """
     cited = list(dict.fromkeys(i.strip() for i in cited_ids if i and i.strip()))
     gold_chunks = {c for key in gold_keys for c in article_chunks.get(key, [])}
-    articles = list(dict.fromkeys(
-        article_key(*chunk_article[c]) if c in chunk_article else f"?{c}" for c in cited
-    ))
+    articles = list(dict.fromkeys(article_key(*chunk_article[c]) if c in chunk_article else f"?{c}" for c in cited))
     return {"chunk": _prf(cited, gold_chunks), "article": _prf(articles, gold_keys)}

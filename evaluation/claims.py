@@ -17,8 +17,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from wetqa.generation.sentences import split_sentences
+
 from .attribution import BM25Attributor
-from .sentences import split_sentences
 
 Complete = Callable[[str], str]  # prompt -> model text
 
@@ -68,7 +69,7 @@ def _json_in(text: str):
     text = text or ""
     for m in re.finditer(r"[\[{]", text):
         try:
-            return json.JSONDecoder().raw_decode(text[m.start():])[0]
+            return json.JSONDecoder().raw_decode(text[m.start() :])[0]
         except json.JSONDecodeError:
             continue
     return None
@@ -139,8 +140,11 @@ def segment(answer: str, question: str = "", mode: str = "sentence", complete: C
         raise ValueError(f"segmentation mode {mode!r} needs an LLM (--llm)")
     out: list[Claim] = []
     for s in sentences:
-        prompt = (SEGMENT_PROMPT.format(text=s) if mode == "claims"
-                  else CONTEXT_SEGMENT_PROMPT.format(question=question, answer=answer, sentence=s))
+        prompt = (
+            SEGMENT_PROMPT.format(text=s)
+            if mode == "claims"
+            else CONTEXT_SEGMENT_PROMPT.format(question=question, answer=answer, sentence=s)
+        )
         claims = parse_claim_list(complete(prompt)) or [s]  # a model that returns nothing usable keeps the sentence
         out += [Claim(c, s) for c in claims]
     return out
@@ -150,7 +154,8 @@ def classify(claims: Sequence[Claim], question: str, answer: str, complete: Comp
     for c in claims:
         c.worthiness = parse_worthiness(complete(WORTHINESS_PROMPT.format(claim=c.text)))
         independent, rewritten = parse_independence(
-            complete(INDEPENDENCE_PROMPT.format(question=question, answer=answer, claim=c.text)), c.text)
+            complete(INDEPENDENCE_PROMPT.format(question=question, answer=answer, claim=c.text)), c.text
+        )
         c.independent = independent
         if not independent and rewritten != c.text:
             c.original, c.text = c.text, rewritten
@@ -171,9 +176,18 @@ def find_evidence(claims: Sequence[Claim], retriever, k: int = 3, per_claim: int
             continue
         scores = bm25.normalised_matrix([claim.text], [s for _, s in cands])[0]
         best = sorted(range(len(cands)), key=lambda i: -scores[i])[:per_claim]
-        claim.evidence = [{"id": cands[i][0].chunk.id, "doc_id": cands[i][0].chunk.doc_id, "law": cands[i][0].chunk.law,
-                           "article": cands[i][0].chunk.article, "sentence": cands[i][1], "score": round(scores[i], 4)}
-                          for i in best if scores[i] > 0]
+        claim.evidence = [
+            {
+                "id": cands[i][0].chunk.id,
+                "doc_id": cands[i][0].chunk.doc_id,
+                "law": cands[i][0].chunk.law,
+                "article": cands[i][0].chunk.article,
+                "sentence": cands[i][1],
+                "score": round(scores[i], 4),
+            }
+            for i in best
+            if scores[i] > 0
+        ]
     if nli is not None:
         pairs = [(e["sentence"], c.text) for c in claims for e in c.evidence]  # premise: evidence, hypothesis: claim
         probs = nli.probabilities(pairs) if pairs else []

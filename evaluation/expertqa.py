@@ -29,19 +29,20 @@ from typing import Protocol
 
 from tqdm import tqdm
 
+from wetqa.dataset import data_files
+from wetqa.generation.sentences import split_sentences
 from wetqa.io import read_journal
-
-from .dataset import data_files
-from .sentences import split_sentences
 
 POSITIVE = "Complete"
 NEGATIVE = ("Partial", "Incomplete", "Missing")
 # English function words: dropped so that overlap counts content words only.
-_STOP = frozenset("""a an the and or but if of to in on at by for with from as is are was were be been being it its this
+_STOP = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being it its this
 that these those there their they them he she his her we our you your i not no nor so than too very can will would should
 could may might must do does did has have had which who whom whose what when where why how all any both each more most
 other some such only own same into over under about against between through during before after above below up down out
-off again further then once also just""".split())
+off again further then once also just""".split()
+)
 _WORD = re.compile(r"\w+", re.UNICODE)
 _EVIDENCE_HEADER = re.compile(r"^\s*\[\d+\]\s*\S*\s*\n+")  # "[3] https://...\n\n" before the snippet
 
@@ -93,7 +94,9 @@ def load_claims(path: str | Path) -> tuple[list[ClaimItem], list[dict]]:
                     if not isinstance(answers, dict):
                         raise TypeError("answers is not an object")
                 except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                    problems.append({"file": f.name, "line": n, "problem": f"malformed question: {type(exc).__name__}: {exc}"})
+                    problems.append(
+                        {"file": f.name, "line": n, "problem": f"malformed question: {type(exc).__name__}: {exc}"}
+                    )
                     continue
                 for system, answer in answers.items():
                     for c, claim in enumerate((answer or {}).get("claims") or []):
@@ -102,11 +105,27 @@ def load_claims(path: str | Path) -> tuple[list[ClaimItem], list[dict]]:
                             if not isinstance(text, str) or not text.strip():
                                 raise ValueError("empty claim_string")
                             evidence = [evidence_text(e) for e in claim.get("evidence") or [] if isinstance(e, str)]
-                            items.append(ClaimItem(f"{f.name}:{n}:{system}:{c}", question, text.strip(),
-                                                   [e for e in evidence if e], claim.get("support"), claim.get("worthiness"), field))
+                            items.append(
+                                ClaimItem(
+                                    f"{f.name}:{n}:{system}:{c}",
+                                    question,
+                                    text.strip(),
+                                    [e for e in evidence if e],
+                                    claim.get("support"),
+                                    claim.get("worthiness"),
+                                    field,
+                                )
+                            )
                         except (KeyError, TypeError, ValueError) as exc:
-                            problems.append({"file": f.name, "line": n, "system": system, "claim": c,
-                                             "problem": f"malformed claim: {type(exc).__name__}: {exc}"})
+                            problems.append(
+                                {
+                                    "file": f.name,
+                                    "line": n,
+                                    "system": system,
+                                    "claim": c,
+                                    "problem": f"malformed claim: {type(exc).__name__}: {exc}",
+                                }
+                            )
     return items, problems
 
 
@@ -223,9 +242,15 @@ def at_threshold(scores: Sequence[float], labels: Sequence[bool], threshold: flo
     neg_p = tn / (tn + fn) if tn + fn else 0.0
     neg_r = tn / (tn + fp) if tn + fp else 0.0
     f1, neg_f1 = _f1(p, r), _f1(neg_p, neg_r)
-    return {"threshold": threshold, "precision": round(p, 4), "recall": round(r, 4), "f1": round(f1, 4),
-            "unsupported_f1": round(neg_f1, 4), "macro_f1": round((f1 + neg_f1) / 2, 4),
-            "accuracy": round((tp + tn) / len(labels), 4) if labels else 0.0}
+    return {
+        "threshold": threshold,
+        "precision": round(p, 4),
+        "recall": round(r, 4),
+        "f1": round(f1, 4),
+        "unsupported_f1": round(neg_f1, 4),
+        "macro_f1": round((f1 + neg_f1) / 2, 4),
+        "accuracy": round((tp + tn) / len(labels), 4) if labels else 0.0,
+    }
 
 
 def support_metrics(scores: Sequence[float], labels: Sequence[bool], threshold: float) -> dict:
@@ -246,7 +271,9 @@ def support_metrics(scores: Sequence[float], labels: Sequence[bool], threshold: 
 
 
 # ------------------------------------------------------------------ running
-def choose(items: Sequence[ClaimItem], field: str | None = None, limit: int | None = None, seed: int = 0) -> list[ClaimItem]:
+def choose(
+    items: Sequence[ClaimItem], field: str | None = None, limit: int | None = None, seed: int = 0
+) -> list[ClaimItem]:
     """The judgeable claims (optionally of one field), a seeded random sample of ``limit`` of them."""
     chosen = [i for i in items if i.label is not None and (field is None or i.field.lower() == field.lower())]
     if limit is not None and limit < len(chosen):
@@ -266,7 +293,9 @@ def read_scores(path: Path) -> dict[str, float]:
     return {rec["key"]: float(rec["score"]) for rec in read_journal(path)}
 
 
-def score_claims(scorer: SupportScorer, items: Iterable[ClaimItem], scores_path: Path, progress: bool = True) -> tuple[dict[str, float], list[dict]]:
+def score_claims(
+    scorer: SupportScorer, items: Iterable[ClaimItem], scores_path: Path, progress: bool = True
+) -> tuple[dict[str, float], list[dict]]:
     """Scores per claim key, resuming from ``scores_path`` and appending each new score as it is made."""
     items = list(items)
     done = read_scores(scores_path)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .dataset import QAItem
+from wetqa.dataset import QAItem
+
 from .judge import Judge
 
 
@@ -32,13 +33,17 @@ CRITERIA = {
         "1. Read the answer carefully.\n2. Check whether it has a clear line: the rule, then its conditions or exceptions.\n"
         "3. Check whether sentences connect logically and nothing is repeated without reason.\n"
         "4. Give a coherence score from 1 (incoherent) to 5 (fully coherent).",
-        (1, 2, 3, 4, 5), False),
+        (1, 2, 3, 4, 5),
+        False,
+    ),
     "fluency": Criterion(
         "fluency",
         "Fluency (1-3): the quality of the Dutch: grammar, spelling, word choice and sentence construction.",
         "1. Read the answer.\n2. Note grammatical errors, broken sentences, wrong words or text in another language.\n"
         "3. Give 1 (many problems, hard to read), 2 (some problems, still understandable) or 3 (fluent Dutch).",
-        (1, 2, 3), False),
+        (1, 2, 3),
+        False,
+    ),
     "consistency": Criterion(
         "consistency",
         "Consistency (1-5): the answer agrees in fact with the reference answer written by a legal expert. "
@@ -47,7 +52,9 @@ CRITERIA = {
         "2. Read the answer and check each of its claims against the reference.\n"
         "3. Penalise claims that contradict the reference or are not supported by it.\n"
         "4. Give a consistency score from 1 (mostly inconsistent) to 5 (fully consistent).",
-        (1, 2, 3, 4, 5), True),
+        (1, 2, 3, 4, 5),
+        True,
+    ),
     "relevance": Criterion(
         "relevance",
         "Relevance (1-5): the answer addresses the question and contains the important information of the "
@@ -56,7 +63,9 @@ CRITERIA = {
         "2. Check how much of the important information of the reference the answer contains.\n"
         "3. Penalise material that does not help answer the question.\n"
         "4. Give a relevance score from 1 (irrelevant) to 5 (fully relevant and complete).",
-        (1, 2, 3, 4, 5), True),
+        (1, 2, 3, 4, 5),
+        True,
+    ),
 }
 
 
@@ -69,12 +78,16 @@ def build_prompt(criterion: Criterion, answer: str, question: str = "", referenc
     ]
     if criterion.with_reference:
         parts += [f"Question:\n{question}", f"Reference answer:\n{reference}"]
-    parts += [f"Answer to evaluate:\n{answer}",
-              f"Reply with the score only, a single number from {criterion.scale[0]} to {criterion.scale[-1]}.\nScore:"]
+    parts += [
+        f"Answer to evaluate:\n{answer}",
+        f"Reply with the score only, a single number from {criterion.scale[0]} to {criterion.scale[-1]}.\nScore:",
+    ]
     return "\n\n".join(parts)
 
 
-def geval_scores(judge: Judge, pairs: Sequence[tuple[dict, QAItem]], criteria: Sequence[str] = tuple(CRITERIA)) -> list[dict]:
+def geval_scores(
+    judge: Judge, pairs: Sequence[tuple[dict, QAItem]], criteria: Sequence[str] = tuple(CRITERIA)
+) -> list[dict]:
     """Scores per answer: ``geval_<criterion>`` on its own scale, errors as ``geval_error``."""
     results: list[dict] = [{} for _ in pairs]
     for name in criteria:

@@ -97,18 +97,31 @@ def _from_cache(v: dict) -> JudgeResult:
 
 
 class OpenAIJudge:
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, concurrency: int = 8,
-                 max_retries: int = 4, timeout: float = 60.0, samples: int = 10, cache_dir: str | Path | None = None,
-                 use_logprobs: bool = True):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        concurrency: int = 8,
+        max_retries: int = 4,
+        timeout: float = 60.0,
+        samples: int = 10,
+        cache_dir: str | Path | None = None,
+        use_logprobs: bool = True,
+    ):
         import openai
 
         api_key = api_key or os.environ.get("OPENAI_API_KEY")
         if not api_key and base_url is None:
-            raise ValueError("the G-Eval judge needs OPENAI_API_KEY, or --judge-base-url for a local OpenAI-compatible server")
+            raise ValueError(
+                "the G-Eval judge needs OPENAI_API_KEY, or --judge-base-url for a local OpenAI-compatible server"
+            )
         self.model = model
         self.base_url = base_url
         self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", max_retries=max_retries, timeout=timeout)
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "not-needed", max_retries=max_retries, timeout=timeout
+        )
         self.concurrency = max(1, concurrency)
         self.samples = samples
         self.use_logprobs = use_logprobs
@@ -128,20 +141,31 @@ class OpenAIJudge:
             result = None
             if self.use_logprobs:
                 resp = self._client.chat.completions.create(
-                    model=self.model, messages=self._messages(prompt), max_tokens=2, temperature=0.0, logprobs=True, top_logprobs=20)
+                    model=self.model,
+                    messages=self._messages(prompt),
+                    max_tokens=2,
+                    temperature=0.0,
+                    logprobs=True,
+                    top_logprobs=20,
+                )
                 content = resp.choices[0].logprobs.content if resp.choices[0].logprobs else None
                 if content:
                     first = next((c for c in content if c.token.strip()), content[0])
                     score, dist = weighted_score({t.token: t.logprob for t in first.top_logprobs}, scale)
                     if score is not None:
-                        result = JudgeResult(score, "logprobs", dist, resp.usage.prompt_tokens, resp.usage.completion_tokens)
+                        result = JudgeResult(
+                            score, "logprobs", dist, resp.usage.prompt_tokens, resp.usage.completion_tokens
+                        )
             if result is None:  # no log-probabilities: the mean of n sampled scores
                 resp = self._client.chat.completions.create(
-                    model=self.model, messages=self._messages(prompt), max_tokens=5, temperature=1.0, n=self.samples)
+                    model=self.model, messages=self._messages(prompt), max_tokens=5, temperature=1.0, n=self.samples
+                )
                 vals = [v for c in resp.choices if (v := parse_score(c.message.content, scale)) is not None]
                 if not vals:
                     return JudgeResult(None, "samples", error="the judge gave no score on the scale")
-                result = JudgeResult(sum(vals) / len(vals), "samples", {}, resp.usage.prompt_tokens, resp.usage.completion_tokens)
+                result = JudgeResult(
+                    sum(vals) / len(vals), "samples", {}, resp.usage.prompt_tokens, resp.usage.completion_tokens
+                )
         except (o.APIConnectionError, o.APITimeoutError) as exc:
             return JudgeResult(None, "error", error=f"judge unreachable at {self.base_url or 'api.openai.com'}: {exc}")
         except o.APIStatusError as exc:
@@ -158,8 +182,13 @@ class OpenAIJudge:
             out = list(pool.map(lambda p: self._one(p, scale), prompts))
         price = PRICES.get(self.model, (0.0, 0.0))
         cost = (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1e6
-        log.info("judge %s: %d prompt + %d completion tokens so far, cost ~$%.4f", self.model, self.prompt_tokens,
-                 self.completion_tokens, cost)
+        log.info(
+            "judge %s: %d prompt + %d completion tokens so far, cost ~$%.4f",
+            self.model,
+            self.prompt_tokens,
+            self.completion_tokens,
+            cost,
+        )
         return out
 
     @property
@@ -171,11 +200,13 @@ class OpenAIJudge:
 class TransformersJudge:
     """A local causal LM as judge: exact probabilities of the score tokens after the prompt."""
 
-    def __init__(self, model: str, cache_dir: str | Path | None = None, device: str | None = None, gguf_file: str | None = None):
+    def __init__(
+        self, model: str, cache_dir: str | Path | None = None, device: str | None = None, gguf_file: str | None = None
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from generation.backends.transformers_backend import split_gguf
+        from wetqa.generation.backends.transformers_backend import split_gguf
 
         model, gguf_file = split_gguf(model, gguf_file)
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
@@ -207,7 +238,9 @@ class TransformersJudge:
                 continue
             msgs = [{"role": "user", "content": prompt}]
             if self.tokenizer.chat_template:
-                ids = self.tokenizer.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
+                ids = self.tokenizer.apply_chat_template(
+                    msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+                )["input_ids"]
             else:
                 ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"]
             with self.torch.no_grad():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from generation import GenerationError, Request, make_backend, resolve_generator
+from wetqa.generation import GenerationError, Request, make_backend, resolve_generator
 
 
 def make_completer(spec: str, base_url: str | None = None, max_tokens: int = 300):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .dataset import QAItem
-from .sentences import split_sentences
+from wetqa.dataset import QAItem
+from wetqa.generation.sentences import split_sentences
 
 DEFAULT_NLI_MODEL = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
 
@@ -20,7 +20,9 @@ DEFAULT_NLI_MODEL = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
 class NLIModel:
     """Entailment probabilities from a sequence-classification NLI model, in batches."""
 
-    def __init__(self, model: str = DEFAULT_NLI_MODEL, batch_size: int = 16, max_length: int = 512, device: str | None = None):
+    def __init__(
+        self, model: str = DEFAULT_NLI_MODEL, batch_size: int = 16, max_length: int = 512, device: str | None = None
+    ):
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -44,8 +46,14 @@ class NLIModel:
         names = {i: n for n, i in self.labels.items()}
         for start in range(0, len(pairs), self.batch_size):
             batch = pairs[start : start + self.batch_size]
-            enc = self.tokenizer([p for p, _ in batch], [h for _, h in batch], truncation="only_first",
-                                 max_length=self.max_length, padding=True, return_tensors="pt")
+            enc = self.tokenizer(
+                [p for p, _ in batch],
+                [h for _, h in batch],
+                truncation="only_first",
+                max_length=self.max_length,
+                padding=True,
+                return_tensors="pt",
+            )
             with self.torch.no_grad():
                 probs = self.torch.softmax(self.model(**enc.to(self.device)).logits.float(), dim=-1)
             out += [{names[i]: float(row[i]) for i in range(row.shape[0])} for row in probs]
@@ -89,9 +97,11 @@ def nli_citation_scores(
         entailed = [j for j in idx if joint[j] >= threshold and jobs[j][2]]
         total_cites = sum(len(jobs[j][2]) for j in idx)
         good = sum(len(jobs[j][2]) - overcited[j] for j in entailed)
-        results.append({
-            "nli_citation_recall": len(entailed) / len(idx),
-            "nli_citation_precision": good / total_cites if total_cites else 0.0,
-            "nli_sentences": len(idx),
-        })
+        results.append(
+            {
+                "nli_citation_recall": len(entailed) / len(idx),
+                "nli_citation_precision": good / total_cites if total_cites else 0.0,
+                "nli_sentences": len(idx),
+            }
+        )
     return results

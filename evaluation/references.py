@@ -18,11 +18,20 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from .attribution import Attributor, select
-from .dataset import data_files
+from wetqa.dataset import data_files
 
-PUBLISHED_BM25_F1 = {"BBB": 0.644, "CDA": 0.519, "CU": 0.725, "D66": 0.658, "DENK": 0.467, "FVD": 0.646,
-                     "JA21": 0.669, "NSC": 0.800}
+from .attribution import Attributor, select
+
+PUBLISHED_BM25_F1 = {
+    "BBB": 0.644,
+    "CDA": 0.519,
+    "CU": 0.725,
+    "D66": 0.658,
+    "DENK": 0.467,
+    "FVD": 0.646,
+    "JA21": 0.669,
+    "NSC": 0.800,
+}
 
 
 @dataclass(slots=True)
@@ -37,7 +46,8 @@ class RefItem:
 def load_reference_items(folder: str | Path) -> tuple[list[RefItem], list[dict]]:
     """(items, problems): a malformed item or file is recorded, the rest still loads."""
     files = data_files(folder, "*.json", "reference data")
-    items, problems = [], []
+    items: list[RefItem] = []
+    problems: list[dict] = []
     for f in files:
         try:
             rows = json.loads(f.read_text(encoding="utf-8"))
@@ -62,7 +72,9 @@ def load_reference_items(folder: str | Path) -> tuple[list[RefItem], list[dict]]
                 missing = [r for r in refs if r not in candidates]
                 if missing:
                     raise ValueError(f"{len(missing)} gold reference(s) are not among the candidates")
-                items.append(RefItem(row.get("party") or f.stem, i, sentence, candidates, {candidates.index(r) for r in refs}))
+                items.append(
+                    RefItem(row.get("party") or f.stem, i, sentence, candidates, {candidates.index(r) for r in refs})
+                )
             except (KeyError, TypeError, ValueError) as exc:
                 problems.append({"file": f.name, "item": i, "problem": f"malformed item: {exc}"})
     return items, problems
@@ -82,8 +94,13 @@ def _mean(xs: Sequence[float]) -> float:
     return round(statistics.mean(xs), 4) if xs else 0.0
 
 
-def score_items(items: Sequence[RefItem], all_scores: Sequence[Sequence[float]], threshold: float,
-                max_refs: int | None = None, no_gold: str = "exclude") -> dict:
+def score_items(
+    items: Sequence[RefItem],
+    all_scores: Sequence[Sequence[float]],
+    threshold: float,
+    max_refs: int | None = None,
+    no_gold: str = "exclude",
+) -> dict:
     per_party: dict[str, list[tuple[float, float, float]]] = {}
     rows = []
     abstain = []
@@ -92,14 +109,26 @@ def score_items(items: Sequence[RefItem], all_scores: Sequence[Sequence[float]],
         if not item.gold:
             abstain.append(1.0 if not pred else 0.0)
             if no_gold == "exclude":
-                rows.append({"party": item.party, "index": item.index, "predicted": sorted(pred), "gold": [], "scored": False})
+                rows.append(
+                    {"party": item.party, "index": item.index, "predicted": sorted(pred), "gold": [], "scored": False}
+                )
                 continue
             p = r = f = 1.0 if not pred else 0.0
         else:
             p, r, f = prf(pred, item.gold)
         per_party.setdefault(item.party, []).append((p, r, f))
-        rows.append({"party": item.party, "index": item.index, "predicted": sorted(pred), "gold": sorted(item.gold),
-                     "precision": p, "recall": r, "f1": f, "scored": True})
+        rows.append(
+            {
+                "party": item.party,
+                "index": item.index,
+                "predicted": sorted(pred),
+                "gold": sorted(item.gold),
+                "precision": p,
+                "recall": r,
+                "f1": f,
+                "scored": True,
+            }
+        )
     scored = [x for v in per_party.values() for x in v]
     return {
         "threshold": threshold,
@@ -110,14 +139,23 @@ def score_items(items: Sequence[RefItem], all_scores: Sequence[Sequence[float]],
         "n_scored": len(scored),
         "no_gold_items": len(abstain),
         "no_gold_correct_abstentions": sum(abstain),
-        "per_party": {party: {"precision": _mean([x[0] for x in v]), "recall": _mean([x[1] for x in v]),
-                              "f1": _mean([x[2] for x in v]), "n": len(v), "published_bm25_f1": PUBLISHED_BM25_F1.get(party)}
-                      for party, v in sorted(per_party.items())},
+        "per_party": {
+            party: {
+                "precision": _mean([x[0] for x in v]),
+                "recall": _mean([x[1] for x in v]),
+                "f1": _mean([x[2] for x in v]),
+                "n": len(v),
+                "published_bm25_f1": PUBLISHED_BM25_F1.get(party),
+            }
+            for party, v in sorted(per_party.items())
+        },
         "items": rows,
     }
 
 
-def compute_scores(attributor: Attributor, items: Sequence[RefItem], progress: bool = True) -> tuple[list[list[float]], list[dict]]:
+def compute_scores(
+    attributor: Attributor, items: Sequence[RefItem], progress: bool = True
+) -> tuple[list[list[float]], list[dict]]:
     """Candidate scores per item; an item the method fails on gets empty scores and a recorded problem."""
     out, problems = [], []
     for item in tqdm(items, desc=f"attributing ({attributor.name})", unit="item", disable=not progress):
@@ -132,9 +170,17 @@ def compute_scores(attributor: Attributor, items: Sequence[RefItem], progress: b
     return out, problems
 
 
-def sweep(items: Sequence[RefItem], all_scores: Sequence[Sequence[float]], thresholds: Sequence[float], **kw) -> list[dict]:
-    return [{k: v for k, v in score_items(items, all_scores, t, **kw).items() if k in ("threshold", "precision", "recall", "f1")}
-            for t in thresholds]
+def sweep(
+    items: Sequence[RefItem], all_scores: Sequence[Sequence[float]], thresholds: Sequence[float], **kw
+) -> list[dict]:
+    return [
+        {
+            k: v
+            for k, v in score_items(items, all_scores, t, **kw).items()
+            if k in ("threshold", "precision", "recall", "f1")
+        }
+        for t in thresholds
+    ]
 
 
 def plot_pr_curve(points: Sequence[dict], path: Path, title: str) -> None:
@@ -146,8 +192,13 @@ def plot_pr_curve(points: Sequence[dict], path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(5.5, 4.5), dpi=120)
     ax.plot([p["recall"] for p in points], [p["precision"] for p in points], marker="o", ms=3)
     best = max(points, key=lambda p: p["f1"])
-    ax.scatter([best["recall"]], [best["precision"]], color="red", zorder=3,
-               label=f"best F1 {best['f1']:.3f} at threshold {best['threshold']:.2f}")
+    ax.scatter(
+        [best["recall"]],
+        [best["precision"]],
+        color="red",
+        zorder=3,
+        label=f"best F1 {best['f1']:.3f} at threshold {best['threshold']:.2f}",
+    )
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
     ax.set_xlim(0, 1.02)

@@ -16,17 +16,60 @@ from pathlib import Path
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 _FILES = [f"{kind}.{pos}" for kind in ("data", "index") for pos in ("noun", "verb", "adj", "adv")] + [
-    "noun.exc", "verb.exc", "adj.exc", "adv.exc", "index.sense", "cntlist.rev",
+    "noun.exc",
+    "verb.exc",
+    "adj.exc",
+    "adv.exc",
+    "index.sense",
+    "cntlist.rev",
 ]
 # lexnames(5WN): file number, lexicographer file name, syntactic category (1 noun, 2 verb, 3 adj, 4 adv).
 LEXNAMES = [
-    "adj.all", "adj.pert", "adv.all", "noun.Tops", "noun.act", "noun.animal", "noun.artifact", "noun.attribute",
-    "noun.body", "noun.cognition", "noun.communication", "noun.event", "noun.feeling", "noun.food", "noun.group",
-    "noun.location", "noun.motive", "noun.object", "noun.person", "noun.phenomenon", "noun.plant",
-    "noun.possession", "noun.process", "noun.quantity", "noun.relation", "noun.shape", "noun.state",
-    "noun.substance", "noun.time", "verb.body", "verb.change", "verb.cognition", "verb.communication",
-    "verb.competition", "verb.consumption", "verb.contact", "verb.creation", "verb.emotion", "verb.motion",
-    "verb.perception", "verb.possession", "verb.social", "verb.stative", "verb.weather", "adj.ppl",
+    "adj.all",
+    "adj.pert",
+    "adv.all",
+    "noun.Tops",
+    "noun.act",
+    "noun.animal",
+    "noun.artifact",
+    "noun.attribute",
+    "noun.body",
+    "noun.cognition",
+    "noun.communication",
+    "noun.event",
+    "noun.feeling",
+    "noun.food",
+    "noun.group",
+    "noun.location",
+    "noun.motive",
+    "noun.object",
+    "noun.person",
+    "noun.phenomenon",
+    "noun.plant",
+    "noun.possession",
+    "noun.process",
+    "noun.quantity",
+    "noun.relation",
+    "noun.shape",
+    "noun.state",
+    "noun.substance",
+    "noun.time",
+    "verb.body",
+    "verb.change",
+    "verb.cognition",
+    "verb.communication",
+    "verb.competition",
+    "verb.consumption",
+    "verb.contact",
+    "verb.creation",
+    "verb.emotion",
+    "verb.motion",
+    "verb.perception",
+    "verb.possession",
+    "verb.social",
+    "verb.stative",
+    "verb.weather",
+    "adj.ppl",
 ]
 _CATEGORY = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
 
@@ -36,7 +79,10 @@ def lexnames_text() -> str:
 
 
 def default_nltk_data() -> Path:
-    return Path(os.environ.get("WETQA_NLTK_DATA") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "wetqa" / "nltk_data")
+    return Path(
+        os.environ.get("WETQA_NLTK_DATA")
+        or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "wetqa" / "nltk_data"
+    )
 
 
 def install_wordnet(nltk_data: Path | None = None, source: Path = DEBIAN_WORDNET) -> Path | None:

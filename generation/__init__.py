@@ -1,6 +1,6 @@
 """Cited answers: prompt, generator backends, and the forgiving output parser.
 
->>> from generation import Pipeline, make_backend, resolve_generator
+>>> from wetqa.generation import Pipeline, make_backend, resolve_generator
 """
 
 from ._base import Answer, Backend, Citation, ContextOverflowError, Generation, GenerationError, Request, Usage
@@ -10,7 +10,21 @@ from .presets import PRESETS, GeneratorConfig, make_backend, resolve_generator
 from .prompt import build_messages, build_request
 
 __all__ = [
-    "Answer", "Backend", "Citation", "ContextOverflowError", "Generation", "GenerationError", "GeneratorConfig",
-    "PRESETS", "ParsedOutput", "Pipeline", "Request", "Usage", "build_messages", "build_request", "make_backend",
-    "parse_output", "resolve_generator",
+    "Answer",
+    "Backend",
+    "Citation",
+    "ContextOverflowError",
+    "Generation",
+    "GenerationError",
+    "GeneratorConfig",
+    "PRESETS",
+    "ParsedOutput",
+    "Pipeline",
+    "Request",
+    "Usage",
+    "build_messages",
+    "build_request",
+    "make_backend",
+    "parse_output",
+    "resolve_generator",
 ]

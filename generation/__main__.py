@@ -1,4 +1,4 @@
-"""``python -m generation ask ...`` / ``python -m generation generate ...``."""
+"""``python -m wetqa.generation ask ...`` / ``python -m wetqa.generation generate ...``."""
 
 import sys
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from retrieval._base import Hit
+from wetqa.retrieval._base import Hit
 
 
 class GenerationError(RuntimeError):
@@ -36,7 +36,11 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def to_json(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
 
 
 @dataclass(slots=True)
@@ -66,12 +70,19 @@ class Citation:
     text: str
 
     @classmethod
-    def from_hit(cls, hit: Hit) -> "Citation":
+    def from_hit(cls, hit: Hit) -> Citation:
         c = hit.chunk
         return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text)
 
     def to_json(self) -> dict:
-        return {"id": self.id, "doc_id": self.doc_id, "bwb_id": self.bwb_id, "law": self.law, "article": self.article, "text": self.text}
+        return {
+            "id": self.id,
+            "doc_id": self.doc_id,
+            "bwb_id": self.bwb_id,
+            "law": self.law,
+            "article": self.article,
+            "text": self.text,
+        }
 
 
 @dataclass(slots=True)

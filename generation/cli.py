@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from wetqa.cli import UsageError, emit
+from wetqa.console import EXIT_PARTIAL, emit, non_negative_float, positive_int
 
 
 def add_generator_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--generator", default="extractive",
-                   help="preset (extractive, gpt-4o, gpt-3.5-turbo, geitje-7b-ultra, llama-3-8b-dutch, fietje-2) "
-                        "or backend (transformers, vllm, openai)")
-    p.add_argument("--backend", choices=("extractive", "openai", "transformers", "vllm"),
-                   help="run a preset on another engine (e.g. openai for a `vllm serve` server)")
+    p.add_argument(
+        "--generator",
+        default="extractive",
+        help="preset (extractive, gpt-4o, gpt-3.5-turbo, geitje-7b-ultra, llama-3-8b-dutch, fietje-2) "
+        "or backend (transformers, vllm, openai)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("extractive", "openai", "transformers", "vllm"),
+        help="run a preset on another engine (e.g. openai for a `vllm serve` server)",
+    )
     p.add_argument("--model", help="model id or local path")
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--max-tokens", type=int)
-    p.add_argument("--concurrency", type=int)
-    p.add_argument("--timeout", type=float)
-    p.add_argument("--max-model-len", type=int)
-    p.add_argument("--dtype")
-    p.add_argument("-k", type=int, default=3, help="retrieved chunks in the prompt")
+    p.add_argument("--temperature", type=non_negative_float)
+    p.add_argument("--max-tokens", type=positive_int)
+    p.add_argument("--concurrency", type=positive_int)
+    p.add_argument("--timeout", type=non_negative_float)
+    p.add_argument("--max-model-len", type=positive_int)
+    p.add_argument("--dtype", choices=("auto", "float32", "float16", "bfloat16"))
+    p.add_argument("-k", type=positive_int, default=3, help="retrieved chunks in the prompt")
     p.add_argument("--language", choices=("nl", "en"), default="nl", help="prompt language")
 
 
@@ -29,14 +36,21 @@ def generator_config(args: argparse.Namespace):
     from .presets import resolve_generator
 
     return resolve_generator(
-        args.generator, backend=args.backend, model=args.model, base_url=args.base_url, temperature=args.temperature,
-        max_tokens=args.max_tokens, concurrency=args.concurrency, timeout=args.timeout,
-        max_model_len=args.max_model_len, dtype=args.dtype,
+        args.generator,
+        backend=args.backend,
+        model=args.model,
+        base_url=args.base_url,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
     )
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from retrieval.cli import add_retriever_args
+    from wetqa.retrieval.cli import add_retriever_args
 
     a = sub.add_parser("ask", parents=[output], help="answer a question with cited law articles")
     a.add_argument("question")
@@ -48,15 +62,20 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--dataset", required=True)
     add_retriever_args(g)
     add_generator_args(g)
-    g.add_argument("--runs", type=int, default=1)
+    g.add_argument("--runs", type=positive_int, default=1)
     g.add_argument("--out", required=True, help="folder for run-N.jsonl and config.json")
-    g.add_argument("--batch-size", type=int, default=16)
-    g.add_argument("--limit", type=int, help="only the first N questions")
+    g.add_argument("--batch-size", type=positive_int, default=16)
+    g.add_argument("--limit", type=positive_int, help="only the first N questions")
+    g.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even when some questions failed (for sweeps); they are recorded in the run files",
+    )
     g.set_defaults(func=cmd_generate)
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from retrieval.cli import retriever_from_args
+    from wetqa.retrieval.cli import retriever_from_args
 
     from .pipeline import Pipeline, check_question
     from .presets import make_backend
@@ -83,22 +102,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from evaluation.dataset import load_dataset
-    from retrieval.cli import retriever_from_args
+    from wetqa.dataset import load_dataset
+    from wetqa.retrieval.cli import index_paths, retriever_from_args
 
     from .pipeline import Pipeline
     from .presets import make_backend
     from .runs import generate_runs
 
-    if args.runs < 1:
-        raise UsageError(f"--runs must be >= 1, got {args.runs}")
     items = load_dataset(args.dataset)
     if args.limit:
         items = items[: args.limit]
     cfg = generator_config(args)
     pipeline = Pipeline(retriever_from_args(args), make_backend(cfg), k=args.k, language=args.language)
-    config = {"dataset": str(args.dataset), "indexes": [str(i) for i in args.index], "fusion": args.fusion,
-              "generator": args.generator, "generator_config": cfg.to_json(), "language": args.language}
+    config = {
+        "dataset": str(args.dataset),
+        "indexes": [str(i.resolve()) for i in index_paths(args)],
+        "fusion": args.fusion,
+        "generator": args.generator,
+        "generator_config": cfg.to_json(),
+        "language": args.language,
+    }
     summary = generate_runs(pipeline, items, args.out, runs=args.runs, config=config, batch_size=args.batch_size)
 
     def text() -> str:
@@ -109,4 +132,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
 
     emit(args, summary, text)
+    failed = sum(r["failed"] for r in summary["runs"])
+    if failed and not args.allow_failures:
+        files = ", ".join(r["file"] for r in summary["runs"] if r["failed"])
+        print(
+            f"wetqa: {failed} answer(s) failed; their errors are recorded in {files} "
+            "(rerun to retry them, or pass --allow-failures)",
+            file=sys.stderr,
+        )
+        return EXIT_PARTIAL
     return 0

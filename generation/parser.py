@@ -12,9 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-_ANSWER = re.compile(
-    r"(?:^|\n)[ \t>#*_]*(?:answer|antwoord)[ \t*_]*(?::|-|\n)[ \t*_]*", re.IGNORECASE
-)
+_ANSWER = re.compile(r"(?:^|\n)[ \t>#*_]*(?:answer|antwoord)[ \t*_]*(?::|-|\n)[ \t*_]*", re.IGNORECASE)
 _IDS = re.compile(
     r"(?:(?:^|\n)[ \t>#*_\[(-]*(?:bronnen|sources|gebruikte\s+artikelen)"
     r"|(?:^|[\s(\[*_>#-])(?:doc[\s_-]*ids?|doc[\s_-]*id'?s|document[\s_-]*ids?))"
@@ -109,4 +107,10 @@ def parse_output(raw: str, retrieved_doc_ids: Sequence[str]) -> ParsedOutput:
         elif doc not in cited:
             cited.append(doc)
 
-    return ParsedOutput(answer=_clean_answer(answer_text), cited=cited, dropped=dropped, has_answer_marker=bool(ans_m), has_ids_marker=bool(ids_m))
+    return ParsedOutput(
+        answer=_clean_answer(answer_text),
+        cited=cited,
+        dropped=dropped,
+        has_answer_marker=bool(ans_m),
+        has_ids_marker=bool(ids_m),
+    )

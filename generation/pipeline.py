@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrieval._base import Retriever, RetrievalError, check_k
+from wetqa.retrieval._base import RetrievalError, Retriever, check_k
 
 from ._base import Answer, Backend, Citation, Generation, GenerationError, Request
 from .parser import parse_output
@@ -19,7 +19,9 @@ def check_question(question: str) -> str:
 
 def to_answer(request: Request, gen: Generation) -> Answer:
     if gen.error:
-        return Answer(request.question, "", [], request.hits, raw=gen.text, format_ok=False, usage=gen.usage, error=gen.error)
+        return Answer(
+            request.question, "", [], request.hits, raw=gen.text, format_ok=False, usage=gen.usage, error=gen.error
+        )
     parsed = parse_output(gen.text, [h.chunk.doc_id for h in request.hits])
     by_doc = {h.chunk.doc_id: h for h in request.hits}
     return Answer(
@@ -52,7 +54,9 @@ class Pipeline:
     def answer_requests(self, requests: Sequence[Request]) -> list[Answer]:
         gens = self.backend.generate(requests)
         if len(gens) != len(requests):
-            raise GenerationError(f"backend {self.backend.name} returned {len(gens)} outputs for {len(requests)} prompts")
+            raise GenerationError(
+                f"backend {self.backend.name} returned {len(gens)} outputs for {len(requests)} prompts"
+            )
         return [to_answer(r, g) for r, g in zip(requests, gens)]
 
     def ask(self, question: str) -> Answer:

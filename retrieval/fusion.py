@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._base import Hit, Retriever, RetrievalError, check_k
+from ._base import Hit, RetrievalError, Retriever, check_k
 
 
 def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list[Hit]:
@@ -53,7 +53,7 @@ class HybridRetriever:
         weights: Sequence[float] | None = None,
         depth: int = 100,
         rrf_k: int = 60,
-        reranker: "CrossEncoderReranker | None" = None,
+        reranker: CrossEncoderReranker | None = None,
         rerank_top: int = 20,
     ):
         if len(retrievers) < 2:
@@ -92,7 +92,9 @@ class HybridRetriever:
 class CrossEncoderReranker:
     """Re-score the top hits with a cross-encoder (sentence-transformers ``CrossEncoder``)."""
 
-    def __init__(self, model: str = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1", batch_size: int = 32, device: str | None = None):
+    def __init__(
+        self, model: str = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1", batch_size: int = 32, device: str | None = None
+    ):
         from sentence_transformers import CrossEncoder
 
         self.model = CrossEncoder(model, device=device)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from corpus.build import CHUNKS, read_chunks, read_manifest
 from wetqa import __version__
+from wetqa.corpus.build import CHUNKS, read_chunks, read_manifest
 from wetqa.io import atomic_dir
 
 from ._base import RetrievalError, Retriever
@@ -24,18 +25,19 @@ RETRIEVERS = ("bm25", "bm25s", "dense")
 
 
 def _backend(name: str):
+    # Each backend is imported only when used: Pyserini starts a JVM, dense imports torch.
     if name == "bm25s":
-        from . import bm25s_backend as mod
+        from . import bm25s_backend
 
-        return mod.BM25sRetriever, mod.DEFAULT_OPTIONS
+        return bm25s_backend.BM25sRetriever, bm25s_backend.DEFAULT_OPTIONS
     if name in ("bm25", "pyserini"):
-        from . import pyserini_backend as mod
+        from . import pyserini_backend
 
-        return mod.PyseriniRetriever, mod.DEFAULT_OPTIONS
+        return pyserini_backend.PyseriniRetriever, pyserini_backend.DEFAULT_OPTIONS
     if name == "dense":
-        from . import dense as mod
+        from . import dense
 
-        return mod.DenseRetriever, mod.DEFAULT_OPTIONS
+        return dense.DenseRetriever, dense.DEFAULT_OPTIONS
     raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
 
@@ -50,7 +52,10 @@ def resolve_options(retriever: str, options: dict | None = None) -> dict:
 def read_index_meta(path: str | Path) -> dict:
     meta_path = Path(path) / INDEX_META
     if not meta_path.is_file():
-        raise RetrievalError(f"no index at {path} (missing {INDEX_META}); build one with `wetqa index`")
+        raise RetrievalError(
+            f"no index at {path}: build one with `wetqa index --retriever bm25s --out {path}` "
+            "(after `wetqa corpus build`), or run scripts/demo.sh"
+        )
     return json.loads(meta_path.read_text(encoding="utf-8"))
 
 
@@ -61,7 +66,6 @@ def build_index(
     options: dict | None = None,
     force: bool = False,
     progress: bool = True,
-    encoder=None,
 ) -> dict:
     """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set."""
     retriever = "bm25" if retriever == "pyserini" else retriever
@@ -71,16 +75,17 @@ def build_index(
     out = Path(out)
     if not force and (out / INDEX_META).is_file():
         old = read_index_meta(out)
-        if old.get("retriever") == retriever and old.get("options") == opts and old.get("corpus_hash") == manifest["corpus_hash"]:
+        if (
+            old.get("retriever") == retriever
+            and old.get("options") == opts
+            and old.get("corpus_hash") == manifest["corpus_hash"]
+        ):
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
     chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out) as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
-        if encoder is not None:
-            cls.build(chunks, tmp, opts, progress=progress, encoder=encoder)
-        else:
-            cls.build(chunks, tmp, opts, progress=progress)
+        cls.build(chunks, tmp, opts, progress=progress)
         meta = {
             "retriever": retriever,
             "options": opts,
@@ -97,7 +102,7 @@ def build_index(
     return {**meta, "rebuilt": True}
 
 
-def open_index(path: str | Path, corpus_dir: str | Path | None = None, encoder=None) -> Retriever:
+def open_index(path: str | Path, corpus_dir: str | Path | None = None) -> Retriever:
     """Load an index. With ``corpus_dir``, refuse a stale index built from another corpus."""
     path = Path(path)
     meta = read_index_meta(path)
@@ -111,13 +116,11 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, encoder=N
     chunks = read_chunks(path / CHUNKS)
     if len(chunks) != meta.get("chunks"):
         raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
-    if encoder is not None:
-        return cls.load(path, meta, chunks, encoder=encoder)
     return cls.load(path, meta, chunks)
 
 
 def open_retriever(
-    indexes: list[str | Path],
+    indexes: Sequence[str | Path],
     fusion: str = "rrf",
     weights: list[float] | None = None,
     rerank: str | None = None,

@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from corpus.records import Chunk
+from wetqa.corpus.records import Chunk
 
 from ._base import Hit, RetrievalError, check_k, check_query
 
@@ -112,12 +112,18 @@ class PyseriniRetriever:
                 # The row number is the Lucene id: chunk metadata lives in chunks.jsonl.
                 fh.write(json.dumps({"id": str(i), "contents": c.indexed_text}, ensure_ascii=False) + "\n")
         args = [
-            "-collection", "JsonCollection",
-            "-generator", "DefaultLuceneDocumentGenerator",
-            "-input", str(docs),
-            "-index", str(out / "lucene"),
-            "-threads", str(min(4, os.cpu_count() or 1)),
-            "-language", options["language"],
+            "-collection",
+            "JsonCollection",
+            "-generator",
+            "DefaultLuceneDocumentGenerator",
+            "-input",
+            str(docs),
+            "-index",
+            str(out / "lucene"),
+            "-threads",
+            str(min(4, os.cpu_count() or 1)),
+            "-language",
+            options["language"],
             "-storeDocvectors",
         ]
         if not progress:
@@ -128,7 +134,7 @@ class PyseriniRetriever:
             raise RetrievalError("Anserini did not write a Lucene index")
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> "PyseriniRetriever":
+    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> PyseriniRetriever:
         LuceneSearcher = _import_searcher()
         searcher = LuceneSearcher(str(path / "lucene"))
         # Query with the analyzer the index was built with; a Dutch index queried with

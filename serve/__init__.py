@@ -1,6 +1,6 @@
 """The OpenAI-compatible HTTP endpoint with citations, and the web page."""
 
 from .app import create_app
-from .presets import ServePreset, make_preset
+from .pipelines import ServedPipeline, make_served_pipeline
 
-__all__ = ["ServePreset", "create_app", "make_preset"]
+__all__ = ["ServedPipeline", "create_app", "make_served_pipeline"]

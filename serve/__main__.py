@@ -1,4 +1,4 @@
-"""``python -m serve --index DIR`` is ``wetqa serve --index DIR``."""
+"""``python -m wetqa.serve --index DIR`` is ``wetqa serve --index DIR``."""
 
 import sys
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evaluation.attribution import BM25Attributor, select
-from evaluation.sentences import split_sentences
-from generation import Answer
+from wetqa.generation import Answer
+from wetqa.generation.posthoc import BM25Attributor, select
+from wetqa.generation.sentences import split_sentences
 
 _ATTRIBUTOR = BM25Attributor(backend="python")
 
@@ -38,8 +38,14 @@ def cite(answer: Answer, threshold: float = 0.6) -> Cited:
     for n, c in enumerate(answer.citations, 1):
         sents = split_sentences(c.text)
         sources.append(sents)
-        citations.append({**c.to_json(), "index": n, "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
-                          "sentences": sents})
+        citations.append(
+            {
+                **c.to_json(),
+                "index": n,
+                "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
+                "sentences": sents,
+            }
+        )
     out_sentences = []
     marked = []
     answer_sentences = split_sentences(answer.answer)

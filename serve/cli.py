@@ -5,35 +5,50 @@ from __future__ import annotations
 import argparse
 import os
 
+from wetqa.console import non_negative_float, port_number, positive_int
+
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from generation.cli import add_generator_args
+    from wetqa.generation.cli import add_generator_args
 
     p = sub.add_parser("serve", help="serve the OpenAI-compatible API and the web page")
-    p.add_argument("--index", action="append", required=True, metavar="DIR", help="index folder(s); several = hybrid")
+    p.add_argument(
+        "--index", action="append", metavar="DIR", help="index folder(s); several = hybrid (default $WETQA_HOME/index)"
+    )
     add_generator_args(p)
     p.add_argument("--fusion", choices=("rrf", "interpolate"), default="rrf")
     p.add_argument("--preset", help="model name clients use (default: wetqa-<retriever>-<generator>)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--api-key", default=os.environ.get("WETQA_API_KEY"), help="require this bearer key (or WETQA_API_KEY)")
-    p.add_argument("--max-concurrency", type=int, default=16, help="requests answered at once; more get 429")
-    p.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request gets 504")
-    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--port", type=port_number, default=8000)
+    p.add_argument(
+        "--api-key", default=os.environ.get("WETQA_API_KEY"), help="require this bearer key (or WETQA_API_KEY)"
+    )
+    p.add_argument("--max-concurrency", type=positive_int, default=16, help="requests answered at once; more get 429")
+    p.add_argument(
+        "--request-timeout", type=non_negative_float, default=120.0, help="seconds before a request gets 504"
+    )
     p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from generation.cli import generator_config
+    from wetqa.generation.cli import generator_config
+    from wetqa.retrieval.cli import index_paths
 
     from .app import create_app
-    from .presets import ServePreset, preset_name
+    from .pipelines import ServedPipeline, served_pipeline_name
 
     cfg = generator_config(args)
-    preset = ServePreset(args.preset or preset_name(args.index, args.generator), list(args.index), cfg, args.k, args.fusion)
-    app = create_app([preset.load()], api_key=args.api_key, max_concurrency=args.max_concurrency, timeout=args.request_timeout)
-    print(f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)")
+    indexes = [str(p) for p in index_paths(args)]
+    preset = ServedPipeline(
+        args.preset or served_pipeline_name(indexes, args.generator), indexes, cfg, args.k, args.fusion
+    )
+    app = create_app(
+        [preset.load()], api_key=args.api_key, max_concurrency=args.max_concurrency, timeout=args.request_timeout
+    )
+    print(
+        f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)"
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -26,7 +26,7 @@ def require_shared() -> None:
 
 @pytest.fixture(scope="session")
 def fixture_corpus(tmp_path_factory) -> Path:
-    from corpus import BuildOptions, build_corpus
+    from wetqa.corpus import BuildOptions, build_corpus
 
     out = tmp_path_factory.mktemp("fixture-corpus") / "corpus"
     build_corpus([FIXTURES / "bwb"], out, BuildOptions(workers=1), progress=False)
@@ -37,7 +37,7 @@ def fixture_corpus(tmp_path_factory) -> Path:
 def real_corpus(tmp_path_factory) -> Path:
     """The 272 shared laws built once per test session with words150 chunks."""
     require_shared()
-    from corpus import BuildOptions, build_corpus
+    from wetqa.corpus import BuildOptions, build_corpus
 
     out = tmp_path_factory.mktemp("real-corpus") / "words150"
     build_corpus([BWB_DIR], out, BuildOptions(), progress=False)

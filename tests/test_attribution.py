@@ -3,9 +3,17 @@ import random
 
 import pytest
 
-from evaluation.attribution import (BM25Attributor, LLMAttributor, NLIAttributor, AttributionError, bm25_matrix,
-                                    make_attributor, parse_llm_references, select)
-from evaluation.references import compute_scores, load_reference_items, prf, score_items, sweep
+from wetqa.evaluation.attribution import (
+    AttributionError,
+    BM25Attributor,
+    LLMAttributor,
+    NLIAttributor,
+    bm25_matrix,
+    make_attributor,
+    parse_llm_references,
+    select,
+)
+from wetqa.evaluation.references import compute_scores, load_reference_items, prf, score_items, sweep
 
 from .conftest import REFERENCES, require_shared
 from .tiny_models import tiny_bert_dir
@@ -48,7 +56,7 @@ def test_python_bm25_equals_bm25s():
 def test_prf_and_policies():
     assert prf(set(), {1}) == (0.0, 0.0, 0.0)  # empty prediction: precision 0, not NaN
     assert prf({1, 2}, {2, 3}) == (0.5, 0.5, 0.5)
-    from evaluation.references import RefItem
+    from wetqa.evaluation.references import RefItem
 
     items = [RefItem("A", 0, "s", ["x", "y"], {0}), RefItem("A", 1, "s", ["x", "y"], set())]
     scores = [[1.0, 0.2], [0.1, 0.1]]
@@ -61,9 +69,20 @@ def test_prf_and_policies():
 
 @pytest.mark.unit
 def test_malformed_items_are_recorded_not_fatal(tmp_path):
-    good = {"party": "X", "statement": "s", "summarySentence": "Asielzoekers werken.", "paragraphs": [CANDS], "references": [CANDS[2]]}
-    rows = [good, {"party": "X", "paragraphs": [CANDS]}, {**good, "references": ["niet in de kandidaten"]},
-            {**good, "summarySentence": "  "}, {**good, "paragraphs": [[]], "references": []}]
+    good = {
+        "party": "X",
+        "statement": "s",
+        "summarySentence": "Asielzoekers werken.",
+        "paragraphs": [CANDS],
+        "references": [CANDS[2]],
+    }
+    rows = [
+        good,
+        {"party": "X", "paragraphs": [CANDS]},
+        {**good, "references": ["niet in de kandidaten"]},
+        {**good, "summarySentence": "  "},
+        {**good, "paragraphs": [[]], "references": []},
+    ]
     (tmp_path / "X.json").write_text(json.dumps(rows))
     (tmp_path / "BAD.json").write_text("{not json")
     items, problems = load_reference_items(tmp_path)
@@ -78,8 +97,11 @@ def test_malformed_items_are_recorded_not_fatal(tmp_path):
 def test_llm_reference_parsing_with_recorded_outputs():
     recorded = [
         ('{"references": ["Kansrijke asielzoekers krijgen na drie maanden toegang tot de arbeidsmarkt."]}', [2]),
-        ('Hier is het antwoord:\n```json\n{"references": ["kansrijke asielzoekers krijgen na drie maanden toegang tot de arbeidsmarkt",'
-         ' "Nederland is een gemeenschap."]}\n```', [1, 2]),  # copy error (case, missing dot) matched fuzzily
+        (
+            'Hier is het antwoord:\n```json\n{"references": ["kansrijke asielzoekers krijgen na drie maanden toegang tot de arbeidsmarkt",'
+            ' "Nederland is een gemeenschap."]}\n```',
+            [1, 2],
+        ),  # copy error (case, missing dot) matched fuzzily
         ('{"references": []}', []),
         ('{"references": ["Een zin die nergens staat en niet lijkt op de kandidaten."]}', []),
         ('{"references": ["1", "3"]}', [0, 2]),  # numbers instead of sentences
@@ -99,7 +121,7 @@ def test_nli_and_cross_encoder_attributors_with_tiny_models(tmp_path):
     long_sentence = " ".join(["asielzoekers"] * 400)  # longer than the model's 128 positions: truncated, no crash
     scores = nli.scores(long_sentence, CANDS)
     assert len(scores) == 3 and all(0.0 <= s <= 1.0 for s in scores)
-    from evaluation.attribution import CrossEncoderAttributor
+    from wetqa.evaluation.attribution import CrossEncoderAttributor
 
     ce_dir = tiny_bert_dir(tmp_path / "ce", texts=CANDS, num_labels=1)
     ce = CrossEncoderAttributor(str(ce_dir), max_length=128)
@@ -117,8 +139,26 @@ def test_bm25_on_the_real_reference_data(tmp_path):
 
     from .conftest import ROOT
 
-    r = subprocess.run([sys.executable, "-m", "wetqa", "eval", "references", "--data", str(REFERENCES), "--method", "bm25",
-                        "--out", str(tmp_path), "--output", "json"], cwd=ROOT, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wetqa",
+            "eval",
+            "references",
+            "--data",
+            str(REFERENCES),
+            "--method",
+            "bm25",
+            "--out",
+            str(tmp_path),
+            "--output",
+            "json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["n_scored"] == 141 and out["no_gold_items"] == 1 and out["problems"] == []

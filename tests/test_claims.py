@@ -4,9 +4,16 @@ import sys
 
 import pytest
 
-from evaluation.claims import (Claim, classify, find_evidence, parse_claim_list, parse_independence, parse_worthiness,
-                               segment)
-from retrieval import build_index, open_index
+from wetqa.evaluation.claims import (
+    Claim,
+    classify,
+    find_evidence,
+    parse_claim_list,
+    parse_independence,
+    parse_worthiness,
+    segment,
+)
+from wetqa.retrieval import build_index, open_index
 
 from .conftest import ROOT
 from .tiny_models import smollm2_gguf, tiny_bert_dir
@@ -52,7 +59,10 @@ def test_parsers_on_recorded_outputs():
 def test_segmentation_modes_and_classification():
     rec = Recorded()
     sentences = segment(ANSWER, QUESTION, "sentence")
-    assert [c.text for c in sentences] == ["De rechtbank kan het gezag van een ouder beëindigen.", "Dat kan als hij het gezag misbruikt."]
+    assert [c.text for c in sentences] == [
+        "De rechtbank kan het gezag van een ouder beëindigen.",
+        "Dat kan als hij het gezag misbruikt.",
+    ]
     claims = segment(ANSWER, QUESTION, "claims", rec)
     assert len(claims) == 2 and claims[0].sentence == sentences[0].text
     ctx = segment(ANSWER, QUESTION, "context", rec)
@@ -71,7 +81,7 @@ def test_segmentation_modes_and_classification():
 @pytest.mark.unit
 def test_evidence_with_nli_relations(fixture_corpus, tmp_path):
     build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
-    from evaluation.nli import NLIModel
+    from wetqa.evaluation.nli import NLIModel
 
     nli = NLIModel(str(tiny_bert_dir(tmp_path / "nli", num_labels=3)))
     claims = [Claim("De rechtbank kan het gezag van een ouder beëindigen.", "s"), Claim("zzz onbekend", "s")]
@@ -87,10 +97,26 @@ def test_evidence_with_nli_relations(fixture_corpus, tmp_path):
 def test_attribute_cli_resumes_and_records_failures(fixture_corpus, tmp_path):
     build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
     run = tmp_path / "run-1.jsonl"
-    run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n{bad\n"
-                   + json.dumps({"id": "2", "question": "?", "answer": ""}) + "\n")
-    cmd = [sys.executable, "-m", "wetqa", "attribute", "--answers", str(run), "--index", str(tmp_path / "idx"),
-           "--out", str(tmp_path / "attr.jsonl"), "--output", "json"]
+    run.write_text(
+        json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER})
+        + "\n{bad\n"
+        + json.dumps({"id": "2", "question": "?", "answer": ""})
+        + "\n"
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "wetqa",
+        "attribute",
+        "--answers",
+        str(run),
+        "--index",
+        str(tmp_path / "idx"),
+        "--out",
+        str(tmp_path / "attr.jsonl"),
+        "--output",
+        "json",
+    ]
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -106,7 +132,7 @@ def test_attribute_cli_resumes_and_records_failures(fixture_corpus, tmp_path):
 @pytest.mark.integration
 def test_claim_prompts_against_smollm2():
     """One run against a real small local model: whatever it says, the pipeline copes."""
-    from evaluation.llm import make_completer
+    from wetqa.evaluation.llm import make_completer
 
     complete = make_completer("transformers:" + smollm2_gguf(), max_tokens=60)
     claims = segment(ANSWER, QUESTION, "claims", complete)

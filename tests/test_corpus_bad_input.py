@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from corpus import BuildOptions, BWBParseError, CorpusBuildError, build_corpus, parse_law
+from wetqa.corpus import BuildOptions, BWBParseError, CorpusBuildError, build_corpus, parse_law
 
 from .conftest import FIXTURES
 
@@ -31,8 +31,10 @@ CASES = {
     "truncated.xml": (None, "truncated or unbalanced XML"),
     "wrong_root.xml": (b'<?xml version="1.0"?><html><body>niet een wet</body></html>', "root element <html>"),
     "empty.xml": (b"", "empty file"),
-    "latin1.xml": ('<?xml version="1.0" encoding="UTF-8"?><toestand>caf\xe9</toestand>'.encode("latin-1"),
-                   "not valid UTF-8: byte 0xE9"),
+    "latin1.xml": (
+        '<?xml version="1.0" encoding="UTF-8"?><toestand>caf\xe9</toestand>'.encode("latin-1"),
+        "not valid UTF-8: byte 0xE9",
+    ),
     "not_xml.xml": (b"this is plain text, not XML", "malformed XML"),
 }
 
@@ -59,7 +61,7 @@ def test_xxe_never_reads_the_file(tmp_path):
     # Even if the DOCTYPE check were bypassed, the parser must not resolve entities.
     from lxml import etree
 
-    from corpus.bwb import _parser
+    from wetqa.corpus.bwb import _parser
 
     root = etree.fromstring(XXE, _parser())
     assert "root:" not in "".join(root.itertext())

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from corpus import BuildOptions, build_corpus, load_chunks, read_manifest
-from corpus.build import CHUNKS
+from wetqa.corpus import BuildOptions, build_corpus, load_chunks, read_manifest
+from wetqa.corpus.build import CHUNKS
 
 from .conftest import BWB_DIR, DEV, FIXTURES, ROOT
 
@@ -22,7 +22,12 @@ def test_build_writes_articles_chunks_manifest(fixture_corpus):
     assert manifest["options"]["chunking"]["strategy"] == "words150"
     chunks = load_chunks(fixture_corpus)
     first = chunks[0]
-    assert (first.doc_id, first.bwb_id, first.law, first.article) == ("DOC0001", "BWBR9990001", "Wet fictief gezag", "Artikel 266")
+    assert (first.doc_id, first.bwb_id, first.law, first.article) == (
+        "DOC0001",
+        "BWBR9990001",
+        "Wet fictief gezag",
+        "Artikel 266",
+    )
     rows = [json.loads(l) for l in (fixture_corpus / "articles.jsonl").read_text().splitlines()]
     assert {"bwb_id", "law", "article", "path", "text"} <= rows[0].keys()
 
@@ -50,7 +55,7 @@ def test_rebuild_replaces_atomically_and_a_failed_build_keeps_the_old(tmp_path, 
     build_corpus([FIXTURES / "bwb"], out, BuildOptions(workers=1), progress=False)
     before = (out / CHUNKS).read_bytes()
 
-    import corpus.build as build_mod
+    import wetqa.corpus.build as build_mod
 
     def boom(*a, **k):
         raise RuntimeError("disk on fire")
@@ -70,8 +75,23 @@ def test_killed_build_leaves_previous_corpus_intact(tmp_path):
     if not BWB_DIR.is_dir():
         pytest.skip("needs the shared corpus for a build long enough to kill")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "corpus", "build", "--source", str(BWB_DIR), "--out", str(out), "--workers", "1", "--no-progress"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "wetqa.corpus",
+            "build",
+            "--source",
+            str(BWB_DIR),
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     time.sleep(1.5)
     os.killpg(proc.pid, signal.SIGKILL)

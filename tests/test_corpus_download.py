@@ -7,7 +7,7 @@ import urllib.parse
 
 import pytest
 
-from corpus.download import DownloadError, download_law, find_version, reference_corpus
+from wetqa.corpus.download import DownloadError, download_law, find_version, reference_corpus
 
 from .conftest import FIXTURES
 
@@ -47,7 +47,11 @@ def bwb_server():
             url = urllib.parse.urlsplit(self.path)
             if url.path == "/sru/Search":
                 q = urllib.parse.parse_qs(url.query)
-                body = SRU.format(base=base).encode() if "BWBR9990001" in q["query"][0] else SRU.split("<sru:records>")[0].encode() + b"</sru:searchRetrieveResponse>"
+                body = (
+                    SRU.format(base=base).encode()
+                    if "BWBR9990001" in q["query"][0]
+                    else SRU.split("<sru:records>")[0].encode() + b"</sru:searchRetrieveResponse>"
+                )
             elif url.path.endswith(".xml") and "BWBR9990001" in url.path:
                 body = law
             elif url.path.endswith("broken.xml"):

@@ -1,7 +1,7 @@
 import pytest
 
-from corpus import ChunkingOptions, chunk_articles, parse_law
-from corpus.chunking import split_words
+from wetqa.corpus import ChunkingOptions, chunk_articles, parse_law
+from wetqa.corpus.chunking import split_words
 
 from .conftest import FIXTURES
 

@@ -7,16 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluation.citations import citation_scores
-from evaluation.dataset import GoldArticle, QAItem, article_key
-from evaluation.generation import CorpusMap, evaluate_runs, markdown_table
-from evaluation.geval import CRITERIA, build_prompt, geval_scores
-from evaluation.judge import OpenAIJudge, parse_score, weighted_score
-from evaluation.meteor import meteor
-from evaluation.nli import NLIModel, nli_citation_scores
-from evaluation.rouge import lcs_length, rouge_l
-from evaluation.text import dutch_tokens
-from evaluation.wordnet import LEXNAMES, lexnames_text
+from wetqa.dataset import GoldArticle, QAItem, article_key
+from wetqa.evaluation.answers import CorpusMap, evaluate_runs, markdown_table
+from wetqa.evaluation.citations import citation_scores
+from wetqa.evaluation.geval import CRITERIA, build_prompt, geval_scores
+from wetqa.evaluation.judge import OpenAIJudge, parse_score, weighted_score
+from wetqa.evaluation.meteor import meteor
+from wetqa.evaluation.nli import NLIModel, nli_citation_scores
+from wetqa.evaluation.rouge import lcs_length, rouge_l
+from wetqa.evaluation.text import dutch_tokens
+from wetqa.evaluation.wordnet import LEXNAMES, lexnames_text
 
 from .tiny_models import tiny_bert_dir
 
@@ -40,8 +40,10 @@ def test_rouge_l_by_hand():
 
 
 @settings(max_examples=300, deadline=None)
-@given(a=st.lists(st.sampled_from("de het gezag ouder kind 12 wet x".split()), max_size=70),
-       b=st.lists(st.sampled_from("de het gezag ouder kind 12 wet y".split()), max_size=70))
+@given(
+    a=st.lists(st.sampled_from("de het gezag ouder kind 12 wet x".split()), max_size=70),
+    b=st.lists(st.sampled_from("de het gezag ouder kind 12 wet y".split()), max_size=70),
+)
 def test_rouge_l_equals_rouge_score_on_ascii(a, b):
     from rouge_score import rouge_scorer
 
@@ -54,7 +56,7 @@ def test_rouge_l_equals_rouge_score_on_ascii(a, b):
 def test_meteor_equals_nltk_on_english():
     from nltk.translate.meteor_score import meteor_score
 
-    from evaluation.meteor import _resources
+    from wetqa.evaluation.meteor import _resources
 
     wn = _resources()[1]
     rng = random.Random(3)
@@ -62,7 +64,9 @@ def test_meteor_equals_nltk_on_english():
     for _ in range(30):
         hyp = [rng.choice(words) for _ in range(rng.randint(1, 12))]
         ref = [rng.choice(words) for _ in range(rng.randint(1, 12))]
-        assert meteor(" ".join(hyp), " ".join(ref), language="en") == pytest.approx(meteor_score([ref], hyp, wordnet=wn))
+        assert meteor(" ".join(hyp), " ".join(ref), language="en") == pytest.approx(
+            meteor_score([ref], hyp, wordnet=wn)
+        )
 
 
 def test_meteor_dutch_uses_the_dutch_stemmer():
@@ -81,9 +85,17 @@ def test_lexnames_is_the_documented_45_entry_list():
 
 # ---------------------------------------------------------------- citations
 def test_citation_scores_by_hand():
-    chunk_article = {"a1": ("X", "Artikel 1"), "a2": ("X", "Artikel 1"), "b1": ("X", "Artikel 2"), "c1": ("X", "Artikel 3")}
-    article_chunks = {article_key("X", "Artikel 1"): ["a1", "a2"], article_key("X", "Artikel 2"): ["b1"],
-                      article_key("X", "Artikel 3"): ["c1"]}
+    chunk_article = {
+        "a1": ("X", "Artikel 1"),
+        "a2": ("X", "Artikel 1"),
+        "b1": ("X", "Artikel 2"),
+        "c1": ("X", "Artikel 3"),
+    }
+    article_chunks = {
+        article_key("X", "Artikel 1"): ["a1", "a2"],
+        article_key("X", "Artikel 2"): ["b1"],
+        article_key("X", "Artikel 3"): ["c1"],
+    }
     gold = {article_key("X", "Artikel 1"), article_key("X", "Artikel 2")}
     s = citation_scores(["a1", "a2", "c1", "zz"], gold, chunk_article, article_chunks)
     # Chunk level: 2 of 4 cited are gold chunks; 2 of 3 gold chunks cited.
@@ -99,7 +111,9 @@ def test_citation_scores_by_hand():
 def test_weighted_score_by_hand():
     import math
 
-    score, dist = weighted_score({"4": math.log(0.6), "5": math.log(0.2), " 3": math.log(0.2), "x": math.log(0.5)}, (1, 2, 3, 4, 5))
+    score, dist = weighted_score(
+        {"4": math.log(0.6), "5": math.log(0.2), " 3": math.log(0.2), "x": math.log(0.5)}, (1, 2, 3, 4, 5)
+    )
     assert score == pytest.approx(0.6 * 4 + 0.2 * 5 + 0.2 * 3)
     assert sum(dist.values()) == pytest.approx(1.0)
     assert weighted_score({"nee": -0.1}, (1, 2, 3)) == (None, {})
@@ -127,14 +141,28 @@ class FakeOpenAI(http.server.BaseHTTPRequestHandler):
             import math
 
             top = [{"token": t, "logprob": math.log(p), "bytes": None} for t, p in (("4", 0.7), ("3", 0.3))]
-            choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "4"},
-                      "logprobs": {"content": [{"token": "4", "logprob": math.log(0.7), "bytes": None, "top_logprobs": top}]}}
+            choice = {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "4"},
+                "logprobs": {"content": [{"token": "4", "logprob": math.log(0.7), "bytes": None, "top_logprobs": top}]},
+            }
             choices = [choice]
         else:
-            choices = [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": s}, "logprobs": None}
-                       for i, s in enumerate(["2", "3", "geen idee", "3"][: body.get("n", 1)])]
-        out = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                          "choices": choices, "usage": usage}).encode()
+            choices = [
+                {"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": s}, "logprobs": None}
+                for i, s in enumerate(["2", "3", "geen idee", "3"][: body.get("n", 1)])
+            ]
+        out = json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": choices,
+                "usage": usage,
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
@@ -160,7 +188,9 @@ def test_openai_judge_logprobs_samples_cache_and_errors(fake_openai, tmp_path):
     res = judge.score(["beoordeel dit"], (1, 2, 3, 4, 5))[0]
     assert res.method == "logprobs" and res.score == pytest.approx(0.7 * 4 + 0.3 * 3)
     calls = FakeOpenAI.calls
-    again = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4).score(["beoordeel dit"], (1, 2, 3, 4, 5))[0]
+    again = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4).score(
+        ["beoordeel dit"], (1, 2, 3, 4, 5)
+    )[0]
     assert again.method == "cache:logprobs" and FakeOpenAI.calls == calls  # answered from the disk cache
     FakeOpenAI.mode = "samples"  # a server without log-probabilities
     res = OpenAIJudge("judge-model", base_url=fake_openai, samples=4).score(["iets anders"], (1, 2, 3, 4, 5))[0]
@@ -183,7 +213,10 @@ class ToyNLI:
     """Entails when every word of the hypothesis occurs in the premise: a fixed, checkable judge."""
 
     def entailment(self, pairs):
-        return [1.0 if set(h.lower().strip(".").split()) <= set(p.lower().replace(".", " ").split()) else 0.0 for p, h in pairs]
+        return [
+            1.0 if set(h.lower().strip(".").split()) <= set(p.lower().replace(".", " ").split()) else 0.0
+            for p, h in pairs
+        ]
 
 
 def test_alce_leave_one_out_precision_by_hand():
@@ -201,7 +234,11 @@ def test_alce_leave_one_out_precision_by_hand():
 def test_nli_model_with_a_tiny_bert_built_here(tmp_path):
     model = tiny_bert_dir(tmp_path / "nli", num_labels=3)
     nli = NLIModel(str(model), batch_size=2, max_length=64)
-    pairs = [("de ouder misbruikt het gezag " * 40, "de ouder"), ("a", "b"), ("c", "d")]  # the first is truncated, not an error
+    pairs = [
+        ("de ouder misbruikt het gezag " * 40, "de ouder"),
+        ("a", "b"),
+        ("c", "d"),
+    ]  # the first is truncated, not an error
     probs = nli.probabilities(pairs)
     assert len(probs) == 3 and all(sum(p.values()) == pytest.approx(1.0, abs=1e-5) for p in probs)
     rec = {"answer": "De ouder misbruikt het gezag. Ook dit.", "cited_ids": ["c1"]}
@@ -211,10 +248,14 @@ def test_nli_model_with_a_tiny_bert_built_here(tmp_path):
 
 # ---------------------------------------------------------------- runs
 def _corpus():
-    from corpus.records import Chunk
+    from wetqa.corpus.records import Chunk
 
-    return CorpusMap([Chunk(id=i, doc_id=i, bwb_id="X", version_date="d", law="L", article=a, part=1, text="t")
-                      for i, a in (("a1", "Artikel 1"), ("b1", "Artikel 2"))])
+    return CorpusMap(
+        [
+            Chunk(id=i, doc_id=i, bwb_id="X", version_date="d", law="L", article=a, part=1, text="t")
+            for i, a in (("a1", "Artikel 1"), ("b1", "Artikel 2"))
+        ]
+    )
 
 
 def test_evaluate_runs_records_bad_lines_and_resumes(tmp_path, monkeypatch):
@@ -228,18 +269,22 @@ def test_evaluate_runs_records_bad_lines_and_resumes(tmp_path, monkeypatch):
         json.dumps({"answer": "no id"}),
     ]
     (run / "run-1.jsonl").write_text("\n".join(lines) + "\n")
-    items = [QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")]),
-             QAItem("2", "?", "iets anders", [GoldArticle("X", "Artikel 1")])]
+    items = [
+        QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")]),
+        QAItem("2", "?", "iets anders", [GoldArticle("X", "Artikel 1")]),
+    ]
     res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
     assert len(res["problems"]) == 3
     s = res["summary"]
-    assert s["rougeL"]["mean"] == pytest.approx(100 * (1.0 + 2 / 3) / 2, abs=0.01)  # "iets" vs "iets anders": P 1, R 1/2
+    assert s["rougeL"]["mean"] == pytest.approx(
+        100 * (1.0 + 2 / 3) / 2, abs=0.01
+    )  # "iets" vs "iets anders": P 1, R 1/2
     assert s["chunk_precision"]["mean"] == pytest.approx(100 * (1.0 + 0.0) / 2)
     rows = [json.loads(l) for l in (tmp_path / "eval" / "scores.jsonl").read_text().splitlines()]
     assert [r for r in rows if r["id"] == "2"][0]["unknown_cited_ids"] == ["nope"]
     for f in ("metrics.json", "metrics.csv", "table.md"):
         assert (tmp_path / "eval" / f).is_file()
-    import evaluation.generation as g
+    import wetqa.evaluation.answers as g
 
     # A killed evaluation leaves a torn last line: it is cut off and only that question is scored again.
     scores_path = tmp_path / "eval" / "scores.jsonl"
@@ -255,7 +300,7 @@ def test_evaluate_runs_records_bad_lines_and_resumes(tmp_path, monkeypatch):
 
 @pytest.mark.unit
 def test_journal_reader_cuts_a_torn_tail_so_appends_start_a_new_line(tmp_path):
-    from evaluation.judge import DiskCache
+    from wetqa.evaluation.judge import DiskCache
     from wetqa.io import read_journal
 
     assert read_journal(tmp_path / "absent.jsonl") == []
@@ -269,7 +314,9 @@ def test_journal_reader_cuts_a_torn_tail_so_appends_start_a_new_line(tmp_path):
 
 
 def test_markdown_table_shape():
-    t = markdown_table({"bm25+extractive": {"rougeL": {"mean": 52.1, "std": 0.0}, "article_hit": {"mean": 62.7, "std": 1.5}}})
+    t = markdown_table(
+        {"bm25+extractive": {"rougeL": {"mean": 52.1, "std": 0.0}, "article_hit": {"mean": 62.7, "std": 1.5}}}
+    )
     head, sep, row = t.strip().splitlines()
     assert head == "| configuration | COH | FLU | ROU | MET | CON | REL | R | P | Hit |"
     assert row == "| bm25+extractive | - | - | 52.1 ± 0.0 | - | - | - | - | - | 62.7 ± 1.5 |"

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from evaluation.experiment import run_experiment
 from wetqa.config import ConfigError, load_experiment
+from wetqa.experiment import run_experiment
 
 from .conftest import FIXTURES
 
@@ -12,18 +12,31 @@ pytestmark = pytest.mark.unit
 
 def _write(tmp_path, body: str):
     (tmp_path / "qa.jsonl").write_text(
-        json.dumps({"id": 1, "question": "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
-                    "answer": "De rechtbank kan het gezag beëindigen indien de ouder het gezag misbruikt.",
-                    "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]}) + "\n"
-        + json.dumps({"id": 2, "question": "Wanneer heeft een vreemdeling rechtmatig verblijf?",
-                      "answer": "Met een geldige verblijfsvergunning.",
-                      "articles": [{"bwb_id": "BWBR9990002", "article": "Artikel 2b"}]}) + "\n")
+        json.dumps(
+            {
+                "id": 1,
+                "question": "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
+                "answer": "De rechtbank kan het gezag beëindigen indien de ouder het gezag misbruikt.",
+                "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}],
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "id": 2,
+                "question": "Wanneer heeft een vreemdeling rechtmatig verblijf?",
+                "answer": "Met een geldige verblijfsvergunning.",
+                "articles": [{"bwb_id": "BWBR9990002", "article": "Artikel 2b"}],
+            }
+        )
+        + "\n"
+    )
     cfg = tmp_path / "grid.toml"
     cfg.write_text(body.replace("BWB", str(FIXTURES / "bwb")))
     return cfg
 
 
-GRID = '''
+GRID = """
 name = "fixture-grid"
 dataset = "qa.jsonl"
 corpus = "BWB"
@@ -38,7 +51,7 @@ retriever = "bm25s"
 components = ["bm25s", "strict"]
 [generators.extractive]
 generator = "extractive"
-'''
+"""
 
 
 def test_grid_runs_and_tables(tmp_path):

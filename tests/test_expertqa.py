@@ -7,8 +7,16 @@ import sys
 
 import pytest
 
-from evaluation.expertqa import (OverlapScorer, auroc, at_threshold, choose, evidence_text, load_claims, read_scores,
-                                 support_metrics)
+from wetqa.evaluation.expertqa import (
+    OverlapScorer,
+    at_threshold,
+    auroc,
+    choose,
+    evidence_text,
+    load_claims,
+    read_scores,
+    support_metrics,
+)
 
 from .conftest import FIXTURES, ROOT
 from .tiny_models import tiny_bert_dir
@@ -66,14 +74,16 @@ def test_threshold_metrics_and_baselines():
 @pytest.mark.unit
 def test_overlap_scores_content_words_only():
     s = OverlapScorer()
-    assert s.score("Regular exercise lowers blood pressure.", ["Exercising regularly lowered the blood pressure"]) == 1.0
+    assert (
+        s.score("Regular exercise lowers blood pressure.", ["Exercising regularly lowered the blood pressure"]) == 1.0
+    )
     assert s.score("Judges are appointed for life.", ["Unrelated snippet about cooking."]) == 0.0
     assert s.score("the and of", ["anything"]) == 0.0  # no content words: no support
 
 
 @pytest.mark.unit
 def test_nli_and_embedding_methods_run_with_tiny_models(tmp_path):
-    from evaluation.expertqa import make_scorer
+    from wetqa.evaluation.expertqa import make_scorer
 
     texts = ["The court may end parental authority.", "Regular exercise lowers blood pressure."]
     nli = make_scorer("nli", str(tiny_bert_dir(tmp_path / "nli", texts=texts, num_labels=3)))
@@ -87,8 +97,12 @@ def test_nli_and_embedding_methods_run_with_tiny_models(tmp_path):
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "wetqa", "eval", "claims", *args, "--no-progress"],
-                          capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "wetqa", "eval", "claims", *args, "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.unit
@@ -120,7 +134,12 @@ def test_real_expertqa_labels_load_as_published():
     # The data's README: 5,137 claims; Complete 2,926 / Incomplete 810 / Partial 259 / Missing 902 / N/A 231.
     assert len(items) == 5137 and not problems
     assert {k: supports[k] for k in ("Complete", "Incomplete", "Partial", "Missing", "N/A")} == {
-        "Complete": 2926, "Incomplete": 810, "Partial": 259, "Missing": 902, "N/A": 231}
+        "Complete": 2926,
+        "Incomplete": 810,
+        "Partial": 259,
+        "Missing": 902,
+        "N/A": 231,
+    }
     judged = choose(items)
     scorer = OverlapScorer()
     m = support_metrics([scorer.score(i.claim, i.evidence) for i in judged], [bool(i.label) for i in judged], 0.8)

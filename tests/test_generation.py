@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from corpus.records import Chunk
-from generation import GenerationError, Pipeline, build_messages, make_backend, parse_output, resolve_generator
-from generation.backends.extractive import ExtractiveBackend
-from generation.runs import generate_runs, read_done
-from retrieval import Hit, build_index, open_index
+from wetqa.corpus.records import Chunk
+from wetqa.generation import GenerationError, Pipeline, build_messages, make_backend, parse_output, resolve_generator
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.generation.runs import generate_runs, read_done
+from wetqa.retrieval import Hit, build_index, open_index
 
 from .conftest import ROOT
 from .tiny_models import tiny_llama_dir
@@ -20,8 +20,16 @@ IDS = ["DOC0226", "DOC0227", "DOC12988"]
 
 
 def _chunk(doc_id, article, text, part=1, bwb="BWBR9990001"):
-    return Chunk(id=f"{bwb}_x_{article}_{part}", doc_id=doc_id, bwb_id=bwb, version_date="2024-01-01", law="Wet X",
-                 article=f"Artikel {article}", part=part, text=text)
+    return Chunk(
+        id=f"{bwb}_x_{article}_{part}",
+        doc_id=doc_id,
+        bwb_id=bwb,
+        version_date="2024-01-01",
+        law="Wet X",
+        article=f"Artikel {article}",
+        part=part,
+        text=text,
+    )
 
 
 # ---------------------------------------------------------------- parser
@@ -29,8 +37,20 @@ EXAMPLES = [
     ("ANSWER: Het gezag eindigt.\nDOC IDS: DOC0226, DOC0227", "Het gezag eindigt.", ["DOC0226", "DOC0227"], [], True),
     ("**Antwoord:** Ja.\n\n**DOC IDs:** [226], [12988], [999]", "Ja.", ["DOC0226", "DOC12988"], ["DOC0999"], True),
     ("Answer: x\nDoc-ids: ['DOC0227']\n\nNog meer tekst 226", "x", ["DOC0227"], [], True),
-    ("ANSWER:\nregel een\nregel twee\nDOC IDS:\n- DOC0226\n- DOC12988", "regel een\nregel twee", ["DOC0226", "DOC12988"], [], True),
-    ("Zonder opmaak, zie [DOC0226] en DOC 12988.", "Zonder opmaak, zie [DOC0226] en DOC 12988.", ["DOC0226", "DOC12988"], [], False),
+    (
+        "ANSWER:\nregel een\nregel twee\nDOC IDS:\n- DOC0226\n- DOC12988",
+        "regel een\nregel twee",
+        ["DOC0226", "DOC12988"],
+        [],
+        True,
+    ),
+    (
+        "Zonder opmaak, zie [DOC0226] en DOC 12988.",
+        "Zonder opmaak, zie [DOC0226] en DOC 12988.",
+        ["DOC0226", "DOC12988"],
+        [],
+        False,
+    ),
     ("ANSWER: iets\nDOC IDS: geen", "iets", [], [], True),
     ("antwoord - kort\ndoc ids - DOC0227, DOC0227", "kort", ["DOC0227"], [], True),
     ("", "", [], [], False),
@@ -58,16 +78,49 @@ def test_parser_never_fails_and_only_returns_retrieved_ids(raw):
 
 
 # Text built from marker pieces, so that markers, near-markers and odd Unicode case folds ("ſ", "K") occur.
-_marker_soup = st.lists(st.sampled_from(["DOC IDS:", " doc-ids -", "\n**Bronnen**:", "Sources\n", " (document id:", "doc", "ids", " id's", "Document", "bronnen", "Sources", "ſources", "gebruikte",
-                                         " artikelen", ":", "-", "\n", " ", "*", "[", "(", "#", ">", "x", "é", "İ", "K", "ı", "\u0130"]),
-                        max_size=40).map("".join)
+_marker_soup = st.lists(
+    st.sampled_from(
+        [
+            "DOC IDS:",
+            " doc-ids -",
+            "\n**Bronnen**:",
+            "Sources\n",
+            " (document id:",
+            "doc",
+            "ids",
+            " id's",
+            "Document",
+            "bronnen",
+            "Sources",
+            "ſources",
+            "gebruikte",
+            " artikelen",
+            ":",
+            "-",
+            "\n",
+            " ",
+            "*",
+            "[",
+            "(",
+            "#",
+            ">",
+            "x",
+            "é",
+            "İ",
+            "K",
+            "ı",
+            "\u0130",
+        ]
+    ),
+    max_size=40,
+).map("".join)
 
 
 @pytest.mark.unit
 @settings(max_examples=500, deadline=None)
 @given(raw=_marker_soup, start=st.integers(0, 30))
 def test_ids_marker_shortcut_finds_what_the_full_search_finds(raw, start):
-    from generation.parser import _IDS, _find_ids_marker
+    from wetqa.generation.parser import _IDS, _find_ids_marker
 
     start = min(start, len(raw))
     full, fast = _IDS.search(raw, start), _find_ids_marker(raw, start)
@@ -80,8 +133,12 @@ _answer_text = st.text(alphabet="abcefgh éëï0123456789.,;:()\n", max_size=120
 
 @pytest.mark.unit
 @settings(max_examples=300, deadline=None)
-@given(answer=_answer_text, ids=st.lists(st.sampled_from(IDS), max_size=3),
-       style=st.sampled_from(["plain", "bold", "brackets", "numbers"]), marker=st.sampled_from(["ANSWER:", "**Antwoord:**", "Answer -"]))
+@given(
+    answer=_answer_text,
+    ids=st.lists(st.sampled_from(IDS), max_size=3),
+    style=st.sampled_from(["plain", "bold", "brackets", "numbers"]),
+    marker=st.sampled_from(["ANSWER:", "**Antwoord:**", "Answer -"]),
+)
 def test_parser_recovers_what_was_written(answer, ids, style, marker):
     id_text = {
         "plain": ", ".join(ids),
@@ -175,7 +232,7 @@ def test_unreachable_server_is_recorded_per_question_and_the_run_goes_on(bm25s_i
     backend = make_backend(cfg)
     backend._client = backend._client.with_options(max_retries=0)
     p = Pipeline(open_index(bm25s_index), backend, k=2)
-    from evaluation.dataset import QAItem
+    from wetqa.dataset import QAItem
 
     items = [QAItem("1", "Wanneer eindigt het gezag?"), QAItem("2", "Wat is rechtmatig verblijf?")]
     summary = generate_runs(p, items, tmp_path / "run", progress=False)
@@ -188,7 +245,7 @@ def test_unreachable_server_is_recorded_per_question_and_the_run_goes_on(bm25s_i
 
 @pytest.mark.unit
 def test_generate_resumes_without_redoing_finished_questions(bm25s_index, tmp_path):
-    from evaluation.dataset import QAItem
+    from wetqa.dataset import QAItem
 
     calls = []
 
@@ -197,7 +254,10 @@ def test_generate_resumes_without_redoing_finished_questions(bm25s_index, tmp_pa
             calls.extend(r.question for r in requests)
             return super().generate(requests)
 
-    items = [QAItem(str(i), q) for i, q in enumerate(["Wanneer eindigt het gezag?", "Wat is rechtmatig verblijf?", "Welke tarieven?"])]
+    items = [
+        QAItem(str(i), q)
+        for i, q in enumerate(["Wanneer eindigt het gezag?", "Wat is rechtmatig verblijf?", "Welke tarieven?"])
+    ]
     p = Pipeline(open_index(bm25s_index), Counting(), k=2)
     out = tmp_path / "run"
     generate_runs(p, items[:2], out, progress=False)
@@ -234,10 +294,15 @@ def test_transformers_backend_with_a_tiny_llama_built_here(bm25s_index, tmp_path
 @pytest.mark.integration
 def test_cli_ask_json_on_the_real_corpus(real_corpus, tmp_path):
     idx = tmp_path / "idx"
-    env_run = lambda *a: subprocess.run([sys.executable, "-m", "wetqa", *a], cwd=ROOT, capture_output=True, text=True)
+
+    def env_run(*a):
+        return subprocess.run([sys.executable, "-m", "wetqa", *a], cwd=ROOT, capture_output=True, text=True)
+
     r = env_run("index", "--corpus", str(real_corpus), "--retriever", "bm25s", "--out", str(idx), "--no-progress")
     assert r.returncode == 0, r.stderr
-    r = env_run("ask", "Wanneer kan de rechter het gezag van een ouder beëindigen?", "--index", str(idx), "--output", "json")
+    r = env_run(
+        "ask", "Wanneer kan de rechter het gezag van een ouder beëindigen?", "--index", str(idx), "--output", "json"
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["citations"] and all(c["bwb_id"] == "BWBR0002656" for c in out["citations"])

@@ -4,11 +4,11 @@ import statistics
 import numpy as np
 import pytest
 
-from corpus import BuildOptions, build_corpus, load_chunks
-from evaluation import load_dataset
-from retrieval import RetrievalError, build_index, open_index, open_retriever
-from retrieval.dense import SentenceTransformerEncoder, prefixes
-from retrieval.tokenization import DutchAnalyzer
+from wetqa.corpus import BuildOptions, build_corpus, load_chunks
+from wetqa.evaluation import load_dataset
+from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
+from wetqa.retrieval.dense import SentenceTransformerEncoder, prefixes
+from wetqa.retrieval.tokenization import DutchAnalyzer
 
 from .conftest import DEV, FIXTURES
 from .tiny_models import tiny_sentence_transformer
@@ -20,7 +20,12 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 def test_dutch_analyzer_matches_lucene_dutch():
     a = DutchAnalyzer()
     # Stop words out, Porter-style Dutch stems, stem overrides, numbers with dots whole.
-    assert a.tokens("De rechtbank kan het gezag van een ouder beëindigen") == ["rechtbank", "gezag", "ouder", "beeindig"]
+    assert a.tokens("De rechtbank kan het gezag van een ouder beëindigen") == [
+        "rechtbank",
+        "gezag",
+        "ouder",
+        "beeindig",
+    ]
     assert a.tokens("Artikel 7.3.12 van de wet") == ["artikel", "7.3.12", "wet"]
     assert a.tokens("kinderen kind fiets") == ["kinder", "kinder", "fiets"]
 
@@ -28,7 +33,7 @@ def test_dutch_analyzer_matches_lucene_dutch():
 @pytest.mark.integration
 def test_dutch_analyzer_equals_lucenes_on_the_dev_questions():
     pytest.importorskip("pyserini")
-    from retrieval.pyserini_backend import _import_searcher
+    from wetqa.retrieval.pyserini_backend import _import_searcher
 
     _import_searcher()  # starts the JVM the wetqa way
     from pyserini.analysis import Analyzer, get_lucene_analyzer
@@ -79,7 +84,7 @@ def test_stale_and_missing_index_and_bad_input(fixture_corpus, tmp_path):
 def test_failed_rebuild_keeps_the_old_index(fixture_corpus, tmp_path, monkeypatch):
     out = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", out, progress=False)
-    from retrieval import bm25s_backend
+    from wetqa.retrieval import bm25s_backend
 
     def boom(*a, **k):
         raise RuntimeError("killed mid-build")
@@ -153,7 +158,7 @@ def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, tmp_path):
 
 @pytest.mark.unit
 def test_chunks_behind_any_retriever(fixture_corpus, tmp_path):
-    from retrieval import chunks_of
+    from wetqa.retrieval import chunks_of
 
     build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
     base = open_index(tmp_path / "a")
@@ -175,7 +180,7 @@ def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
 
     import bm25s
 
-    from retrieval.selection import ImpactIndex, top_k_dense
+    from wetqa.retrieval.selection import ImpactIndex, top_k_dense
 
     rng = random.Random(7)
     words = [f"w{i}" for i in range(40)]

@@ -2,17 +2,25 @@
 
 import pytest
 
-from corpus.records import Chunk
-from evaluation import evaluate_retrieval, load_dataset
-from evaluation.dataset import DatasetError, GoldArticle, QAItem
-from retrieval import Hit, build_index, open_index, rrf, interpolate
+from wetqa.corpus.records import Chunk
+from wetqa.dataset import DatasetError, GoldArticle, QAItem
+from wetqa.evaluation import evaluate_retrieval, load_dataset
+from wetqa.retrieval import Hit, build_index, interpolate, open_index, rrf
 
 from .conftest import DEV
 
 
 def _chunk(bwb, art, part=1):
-    return Chunk(id=f"{bwb}_{art}_{part}", doc_id="DOC", bwb_id=bwb, version_date="2024-01-01", law="L",
-                 article=f"Artikel {art}", part=part, text="t")
+    return Chunk(
+        id=f"{bwb}_{art}_{part}",
+        doc_id="DOC",
+        bwb_id=bwb,
+        version_date="2024-01-01",
+        law="L",
+        article=f"Artikel {art}",
+        part=part,
+        text="t",
+    )
 
 
 def _hits(chunks):
@@ -50,7 +58,11 @@ def test_fusion_by_hand():
     y = [Hit(c, 3, 1), Hit(a, 1, 2)]
     inter = interpolate([x, y], [0.5, 0.5], k=3)
     # a: .5*1 + .5*0 = .5; b: .5*.5 = .25; c: .5*0 + .5*1 = .5 -> tie a/c broken by id.
-    assert [(h.chunk.article, round(h.score, 3)) for h in inter] == [("Artikel 1", 0.5), ("Artikel 3", 0.5), ("Artikel 2", 0.25)]
+    assert [(h.chunk.article, round(h.score, 3)) for h in inter] == [
+        ("Artikel 1", 0.5),
+        ("Artikel 3", 0.5),
+        ("Artikel 2", 0.25),
+    ]
 
 
 @pytest.mark.unit
@@ -60,11 +72,21 @@ def test_dataset_errors(tmp_path):
     with pytest.raises(DatasetError, match="duplicate question id '1'"):
         load_dataset(p)
     p.write_text('{"id": 1, "question": ""}\n')
-    with pytest.raises(DatasetError, match=":1: each line needs a non-empty 'question'"):
+    with pytest.raises(DatasetError, match=":1: question: String should have at least 1 character"):
         load_dataset(p)
     p.write_text("{not json\n")
-    with pytest.raises(DatasetError, match="not a JSON line"):
+    with pytest.raises(DatasetError, match="not a JSON object line"):
         load_dataset(p)
+    # Types are checked at the boundary: these used to become the questions "None" and "5".
+    for line, where in [
+        ('{"question": null}', "question"),
+        ('{"question": 5}', "question"),
+        ('{"question": "q?", "articles": [{"bwb_id": null, "article": 5}]}', "articles.0.bwb_id"),
+        ("[1, 2]", "record"),
+    ]:
+        p.write_text(line + "\n")
+        with pytest.raises(DatasetError, match=rf":1: {where}"):
+            load_dataset(p)
     with pytest.raises(DatasetError, match="dataset not found"):
         load_dataset(tmp_path / "missing.jsonl")
 

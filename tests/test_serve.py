@@ -6,10 +6,10 @@ import time
 import openai
 import pytest
 
-from generation import GeneratorConfig, Pipeline
-from generation.backends.extractive import ExtractiveBackend
-from retrieval import build_index, open_index
-from serve import ServePreset, create_app
+from wetqa.generation import GeneratorConfig, Pipeline
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import build_index, open_index
+from wetqa.serve import ServedPipeline, create_app
 
 from .serving import LiveServer
 
@@ -37,7 +37,7 @@ def index(fixture_corpus, tmp_path_factory):
 
 
 def preset(index, name="wetqa-bm25s-extractive", backend=None):
-    p = ServePreset(name, [str(index)], GeneratorConfig("extractive"), k=3)
+    p = ServedPipeline(name, [str(index)], GeneratorConfig("extractive"), k=3)
     p.pipeline = Pipeline(open_index(index), backend or ExtractiveBackend(), k=3)
     return p
 
@@ -53,7 +53,9 @@ def client(server, **kw):
 
 
 def test_non_streaming_answer_with_citations(server):
-    resp = client(server).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+    resp = client(server).chat.completions.create(
+        model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+    )
     content = resp.choices[0].message.content
     assert "De rechtbank kan het gezag van een ouder beëindigen" in content and "[1]" in content
     assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266" in content
@@ -66,15 +68,19 @@ def test_non_streaming_answer_with_citations(server):
 
 
 def test_streaming_answer(server):
-    stream = client(server).chat.completions.create(model="wetqa-bm25s-extractive", stream=True,
-                                                     messages=[{"role": "system", "content": "wees kort"},
-                                                               {"role": "user", "content": QUESTION}])
+    stream = client(server).chat.completions.create(
+        model="wetqa-bm25s-extractive",
+        stream=True,
+        messages=[{"role": "system", "content": "wees kort"}, {"role": "user", "content": QUESTION}],
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].model_extra["citations"][0]["article"] == "Artikel 266"
-    full = client(server).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+    full = client(server).chat.completions.create(
+        model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+    )
     assert text == full.choices[0].message.content
 
 
@@ -107,9 +113,13 @@ def test_bad_requests_in_openai_error_shape(server):
     assert err.value.status_code == 413
     import httpx
 
-    r = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"})
+    r = httpx.post(
+        server.url + "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request_error"
-    r = httpx.post(server.url + "/v1/chat/completions", content=b"x" * 1_100_000, headers={"content-type": "application/json"})
+    r = httpx.post(
+        server.url + "/v1/chat/completions", content=b"x" * 1_100_000, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 413
 
 
@@ -128,20 +138,25 @@ def test_concurrency_limit_and_upstream_timeout(index):
         results = {}
 
         def first():
-            results["first"] = client(s).chat.completions.create(model="wetqa-bm25s-extractive",
-                                                                  messages=[{"role": "user", "content": QUESTION}])
+            results["first"] = client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
 
         t = threading.Thread(target=first)
         t.start()
         time.sleep(0.5)
         with pytest.raises(openai.RateLimitError) as err:
-            client(s).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
         assert err.value.status_code == 429
         t.join()
         assert results["first"].choices[0].message.content
     with LiveServer(create_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
         with pytest.raises(openai.APIStatusError) as err:
-            client(s).chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}])
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
         assert err.value.status_code == 504 and "did not answer within" in err.value.message
 
 
@@ -150,7 +165,7 @@ def test_generation_openai_backend_against_wetqa_itself(index):
 
     The whole wetqa prompt arrives as the question, so this server allows long questions.
     """
-    from generation import make_backend, resolve_generator
+    from wetqa.generation import make_backend, resolve_generator
 
     with LiveServer(create_app([preset(index)], max_question_chars=20_000)) as s:
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
@@ -170,9 +185,9 @@ def test_fast_json_response_equals_the_standard_one_with_and_without_orjson(monk
 
     from starlette.responses import JSONResponse
 
-    from serve import app as serve_app
+    from wetqa.serve import app as serve_app
 
-    content = {"text": "Artikel 1:266 — het gezag \"beëindigd\"\n", "n": [1, 2.5, None, True], "nested": {"a": []}}
+    content = {"text": 'Artikel 1:266 — het gezag "beëindigd"\n', "n": [1, 2.5, None, True], "nested": {"a": []}}
     standard = json.loads(JSONResponse(content).body)
     assert serve_app.orjson is not None  # the [serve] extra brings it
     assert json.loads(serve_app.FastJSONResponse(content).body) == standard

@@ -2,10 +2,10 @@
 
 import pytest
 
-from generation import GeneratorConfig, Pipeline
-from generation.backends.extractive import ExtractiveBackend
-from retrieval import build_index, open_index
-from serve import ServePreset, create_app
+from wetqa.generation import GeneratorConfig, Pipeline
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import build_index, open_index
+from wetqa.serve import ServedPipeline, create_app
 
 from .serving import LiveServer
 
@@ -18,7 +18,7 @@ def test_no_server_errors_for_any_schema_input(fixture_corpus, tmp_path):
 
     idx = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = ServePreset("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
     with LiveServer(create_app([p])) as server:
         schema = schemathesis.openapi.from_url(server.url + "/openapi.json")

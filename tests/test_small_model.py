@@ -9,13 +9,13 @@ import json
 
 import pytest
 
-from evaluation.dataset import load_dataset
-from evaluation.generation import CorpusMap, evaluate_runs
-from evaluation.geval import geval_scores
-from evaluation.judge import TransformersJudge
-from generation import Pipeline, make_backend, resolve_generator
-from generation.runs import generate_runs
-from retrieval import build_index, open_index
+from wetqa.dataset import load_dataset
+from wetqa.evaluation.answers import CorpusMap, evaluate_runs
+from wetqa.evaluation.geval import geval_scores
+from wetqa.evaluation.judge import TransformersJudge
+from wetqa.generation import Pipeline, make_backend, resolve_generator
+from wetqa.generation.runs import generate_runs
+from wetqa.retrieval import build_index, open_index
 
 from .conftest import DEV
 from .tiny_models import smollm2_gguf, tiny_bert_dir
@@ -38,16 +38,29 @@ def test_smollm2_answers_and_is_judged_end_to_end(real_corpus, tmp_path):
 
     judge = TransformersJudge(gguf, cache_dir=tmp_path / "cache")
     nli_model = tiny_bert_dir(tmp_path / "nli", num_labels=3)
-    from evaluation.nli import NLIModel, nli_citation_scores
+    from wetqa.evaluation.nli import NLIModel, nli_citation_scores
 
     nli = NLIModel(str(nli_model))
     corpus = CorpusMap.from_folder(tmp_path / "idx")
-    res = evaluate_runs([tmp_path / "run"], items, corpus, tmp_path / "eval",
-                        metrics=["rouge", "meteor", "citations", "geval", "nli"],
-                        judge_scorer=lambda pairs: geval_scores(judge, pairs),
-                        nli_scorer=lambda pairs: nli_citation_scores(nli, pairs, corpus.texts), progress=False)
+    res = evaluate_runs(
+        [tmp_path / "run"],
+        items,
+        corpus,
+        tmp_path / "eval",
+        metrics=["rouge", "meteor", "citations", "geval", "nli"],
+        judge_scorer=lambda pairs: geval_scores(judge, pairs),
+        nli_scorer=lambda pairs: nli_citation_scores(nli, pairs, corpus.texts),
+        progress=False,
+    )
     s = res["summary"]
-    for key in ("geval_coherence", "geval_fluency", "geval_consistency", "geval_relevance", "nli_citation_recall", "rougeL"):
+    for key in (
+        "geval_coherence",
+        "geval_fluency",
+        "geval_consistency",
+        "geval_relevance",
+        "nli_citation_recall",
+        "rougeL",
+    ):
         assert 0.0 <= s[key]["mean"] <= 100.0, key
     rows = [json.loads(l) for l in (tmp_path / "eval" / "scores.jsonl").read_text().splitlines()]
     assert any(r.get("geval_method") == "logprobs" for r in rows)

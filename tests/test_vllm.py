@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from generation import Pipeline, make_backend, resolve_generator
-from retrieval import build_index, open_index
+from wetqa.generation import Pipeline, make_backend, resolve_generator
+from wetqa.retrieval import build_index, open_index
 
 from .conftest import ROOT
 from .serving import free_port
@@ -45,9 +45,25 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
     model, idx = vllm_setup
     port = free_port()
     proc = subprocess.Popen(
-        [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", "float32",
-         "--enforce-eager", "--max-model-len", "2048", "--port", str(port)],
-        env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/tmp")
+        [
+            str(VLLM_PY),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(model),
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            "2048",
+            "--port",
+            str(port),
+        ],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/tmp",
+    )
     try:
         deadline = time.time() + 300
         while True:
@@ -59,15 +75,16 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
             assert proc.poll() is None, "the vLLM server exited during start-up"
             assert time.time() < deadline, "the vLLM server did not start within 300 s"
             time.sleep(2)
-        cfg = resolve_generator("geitje-7b-ultra", backend="openai", model=str(model),
-                                base_url=f"http://127.0.0.1:{port}/v1", max_tokens=40)
+        cfg = resolve_generator(
+            "geitje-7b-ultra", backend="openai", model=str(model), base_url=f"http://127.0.0.1:{port}/v1", max_tokens=40
+        )
         backend = make_backend(cfg)
         answer = Pipeline(open_index(idx), backend, k=2).ask(QUESTION)
         assert answer.usage.prompt_tokens > 100 and 0 < answer.usage.completion_tokens <= 40
         assert answer.raw  # SmolLM2 ignores the format; the parser still yields an answer
         assert isinstance(answer.format_ok, bool)
         # A prompt over the 2048-token window is a clear, recorded error.
-        from generation.prompt import build_request
+        from wetqa.generation.prompt import build_request
 
         gen = backend.generate([build_request(QUESTION * 200, [])])[0]
         assert gen.error and "context overflow" in gen.error
@@ -82,9 +99,33 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
 def test_offline_vllm_llm_backend_through_wetqa_ask(vllm_setup):
     model, idx = vllm_setup
     r = subprocess.run(
-        [str(VLLM_PY.parent / "wetqa"), "ask", QUESTION, "--index", str(idx), "--generator", "vllm", "--model", str(model),
-         "--max-model-len", "2048", "--dtype", "float32", "--max-tokens", "30", "-k", "2", "--output", "json"],
-        env=_env(), capture_output=True, text=True, cwd="/tmp", timeout=600)
+        [
+            str(VLLM_PY.parent / "wetqa"),
+            "ask",
+            QUESTION,
+            "--index",
+            str(idx),
+            "--generator",
+            "vllm",
+            "--model",
+            str(model),
+            "--max-model-len",
+            "2048",
+            "--dtype",
+            "float32",
+            "--max-tokens",
+            "30",
+            "-k",
+            "2",
+            "--output",
+            "json",
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd="/tmp",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)  # stdout is only the JSON: vLLM's logs go to stderr
     assert out["usage"]["completion_tokens"] > 0 and out["usage"]["prompt_tokens"] > 100

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from generation import GeneratorConfig, Pipeline
-from generation.backends.extractive import ExtractiveBackend
-from retrieval import build_index, open_index
-from serve import ServePreset, create_app
+from wetqa.generation import GeneratorConfig, Pipeline
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import build_index, open_index
+from wetqa.serve import ServedPipeline, create_app
 
 from .conftest import ROOT
 from .serving import LiveServer
@@ -22,7 +22,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 def page_server(fixture_corpus, tmp_path_factory):
     idx = tmp_path_factory.mktemp("web") / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = ServePreset("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
     with LiveServer(create_app([p])) as s:
         yield s
@@ -34,9 +34,17 @@ def test_ask_click_citation_see_highlighted_article(page_server):
         pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"],
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(page_server.url + "/")

@@ -22,7 +22,9 @@ def train_wordpiece(texts: list[str], vocab_size: int = 400):
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    )
     tok.train_from_iterator(texts * 5, trainer)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
@@ -34,21 +36,34 @@ def train_wordpiece(texts: list[str], vocab_size: int = 400):
 def tiny_bert_dir(out: Path, texts: list[str] | None = None, num_labels: int | None = None, seed: int = 0) -> Path:
     """A 2-layer BERT with its tokenizer saved at ``out`` (a classifier head when ``num_labels``)."""
     import torch
-    from transformers import BertConfig, BertModel, BertForSequenceClassification, PreTrainedTokenizerFast
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, PreTrainedTokenizerFast
 
     torch.manual_seed(seed)
     tok = train_wordpiece((texts or []) + CORPUS_TEXT)
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        tokenizer_object=tok,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
         model_max_length=128,
     )
     config = BertConfig(
-        vocab_size=tok.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=128,
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
     )
     if num_labels:
         config.num_labels = num_labels
-        config.id2label = {0: "contradiction", 1: "entailment", 2: "neutral"} if num_labels == 3 else {i: f"LABEL_{i}" for i in range(num_labels)}
+        config.id2label = (
+            {0: "contradiction", 1: "entailment", 2: "neutral"}
+            if num_labels == 3
+            else {i: f"LABEL_{i}" for i in range(num_labels)}
+        )
         config.label2id = {v: k for k, v in config.id2label.items()}
         model = BertForSequenceClassification(config)
     else:
@@ -90,16 +105,35 @@ def tiny_llama_dir(out: Path, texts: list[str] | None = None, seed: int = 0) -> 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=600,
+        special_tokens=["<unk>", "<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     corpus = (texts or []) + CORPUS_TEXT + ["ANSWER: DOC IDS: DOC0001 0123456789 <|user|> <|assistant|> <|system|>"]
     tok.train_from_iterator(corpus * 5, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
-                                   pad_token="<pad>", model_max_length=2048)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=2048,
+    )
     fast.chat_template = CHAT_TEMPLATE
-    config = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=2, head_dim=32, max_position_embeddings=2048,
-                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=2048,
+        bos_token_id=fast.bos_token_id,
+        eos_token_id=fast.eos_token_id,
+        pad_token_id=fast.pad_token_id,
+    )
     model = LlamaForCausalLM(config).eval()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)

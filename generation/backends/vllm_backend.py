@@ -38,8 +38,13 @@ class VLLMBackend:
         import torch
 
         on_gpu = torch.cuda.is_available()
-        kwargs = dict(model=model, enable_prefix_caching=True, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
-                      enforce_eager=enforce_eager or not on_gpu)  # CUDA graphs only exist on a GPU
+        kwargs = dict(
+            model=model,
+            enable_prefix_caching=True,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            enforce_eager=enforce_eager or not on_gpu,
+        )  # CUDA graphs only exist on a GPU
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         if on_gpu:
@@ -61,17 +66,27 @@ class VLLMBackend:
             n_prompt = len(self.tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=True))
             room = self.context - n_prompt
             if room <= 0:
-                out[i] = Generation(error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}")
+                out[i] = Generation(
+                    error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}"
+                )
                 continue
             prompts.append(r.messages)
-            params.append(self.SamplingParams(temperature=self.temperature, top_k=self.top_k if self.top_k else -1,
-                                              max_tokens=min(self.max_tokens, room)))
+            params.append(
+                self.SamplingParams(
+                    temperature=self.temperature,
+                    top_k=self.top_k if self.top_k else -1,
+                    max_tokens=min(self.max_tokens, room),
+                )
+            )
             where.append(i)
         if prompts:
             results = self.llm.chat(prompts, params, use_tqdm=len(prompts) > 1)
             seconds = (time.perf_counter() - t0) / len(prompts)
             for i, res in zip(where, results):
                 completion = res.outputs[0]
-                out[i] = Generation(text=completion.text, usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
-                                    seconds=seconds)
+                out[i] = Generation(
+                    text=completion.text,
+                    usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
+                    seconds=seconds,
+                )
         return [g for g in out if g is not None]

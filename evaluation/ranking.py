@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from corpus.records import Chunk
-from retrieval._base import Hit
-
-from .dataset import QAItem, article_key
+from wetqa.corpus.records import Chunk
+from wetqa.dataset import QAItem, article_key
+from wetqa.retrieval._base import Hit
 
 MEASURE_NAMES = {"R": "R@{k}", "Success": "Hit@{k}"}
 
 
 def measures_for(ks: Sequence[int]) -> list:
-    from ir_measures import R, RR, Success, nDCG
+    from ir_measures import RR, R, Success, nDCG
 
     ms = []
     for k in ks:

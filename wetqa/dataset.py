@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 
 class DatasetError(ValueError):
@@ -49,6 +50,31 @@ class QAItem:
         return {a.key for a in self.articles}
 
 
+class _GoldRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    bwb_id: StrictStr = Field(min_length=1)
+    article: StrictStr = Field(min_length=1)
+    law: StrictStr | None = ""
+
+
+class _QARecord(BaseModel):
+    """One dataset line as it must be: checked at the boundary, so later code can trust the types."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: StrictStr | StrictInt | None = None
+    question: StrictStr = Field(min_length=1)
+    answer: StrictStr | None = ""
+    articles: list[_GoldRecord] = []
+    paper_chunk_ids: list[StrictStr] = []
+
+
+def first_problem(exc: ValidationError) -> str:
+    """One line naming the first invalid field, e.g. ``articles.0.bwb_id: Input should be a valid string``."""
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ())) or "record"
+    return f"{where}: {err.get('msg', 'invalid value')}"
+
+
 def load_dataset(path: str | Path) -> list[QAItem]:
     path = Path(path)
     if not path.is_file():
@@ -61,26 +87,24 @@ def load_dataset(path: str | Path) -> list[QAItem]:
                 continue
             where = f"{path}:{lineno}"
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not a JSON line ({exc.msg})") from None
-            if not isinstance(row, dict) or not str(row.get("question", "")).strip():
-                raise DatasetError(f"{where}: each line needs a non-empty 'question'")
-            qid = str(row.get("id", lineno))
+                row = _QARecord.model_validate_json(line)
+            except ValidationError as exc:
+                if exc.errors()[0].get("type", "").startswith("json"):
+                    raise DatasetError(f"{where}: not a JSON object line") from None
+                raise DatasetError(f"{where}: {first_problem(exc)}") from None
+            if not row.question.strip():
+                raise DatasetError(f"{where}: question: must not be blank")
+            qid = str(row.id if row.id is not None else lineno)
             if qid in seen:
                 raise DatasetError(f"{where}: duplicate question id {qid!r}")
             seen.add(qid)
-            try:
-                gold = [GoldArticle(a["bwb_id"], a["article"], a.get("law", "")) for a in row.get("articles", [])]
-            except (KeyError, TypeError):
-                raise DatasetError(f"{where}: 'articles' must be a list of {{bwb_id, article}} objects") from None
             items.append(
                 QAItem(
                     id=qid,
-                    question=row["question"].strip(),
-                    answer=row.get("answer", "") or "",
-                    articles=gold,
-                    paper_chunk_ids=list(row.get("paper_chunk_ids", [])),
+                    question=row.question.strip(),
+                    answer=row.answer or "",
+                    articles=[GoldArticle(a.bwb_id, a.article, a.law or "") for a in row.articles],
+                    paper_chunk_ids=list(row.paper_chunk_ids),
                 )
             )
     if not items:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generation import GeneratorConfig, Pipeline, make_backend, resolve_generator
-from retrieval import open_retriever, read_index_meta
+from wetqa.generation import GeneratorConfig, Pipeline, make_backend, resolve_generator
+from wetqa.retrieval import open_retriever, read_index_meta
 
 
 @dataclass(slots=True)
-class ServePreset:
+class ServedPipeline:
     name: str
     indexes: list[str]
     generator: GeneratorConfig
@@ -26,17 +26,31 @@ class ServePreset:
         names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
         return all(n == "bm25s" for n in names)
 
-    def load(self) -> "ServePreset":
-        self.pipeline = Pipeline(open_retriever(self.indexes, fusion=self.fusion), make_backend(self.generator), k=self.k)
+    @property
+    def loaded(self) -> Pipeline:
+        if self.pipeline is None:
+            raise RuntimeError(f"served pipeline {self.name!r} is not loaded")
+        return self.pipeline
+
+    def load(self) -> ServedPipeline:
+        self.pipeline = Pipeline(
+            open_retriever(self.indexes, fusion=self.fusion), make_backend(self.generator), k=self.k
+        )
         return self
 
     def describe(self) -> dict:
-        return {"id": self.name, "object": "model", "created": 0, "owned_by": "wetqa",
-                "retriever": self.pipeline.retriever.name if self.pipeline else None,
-                "generator": self.generator.kind + (f":{self.generator.model}" if self.generator.model else ""), "k": self.k}
+        return {
+            "id": self.name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "wetqa",
+            "retriever": self.pipeline.retriever.name if self.pipeline else None,
+            "generator": self.generator.kind + (f":{self.generator.model}" if self.generator.model else ""),
+            "k": self.k,
+        }
 
 
-def preset_name(indexes: list[str], generator: str) -> str:
+def served_pipeline_name(indexes: list[str], generator: str) -> str:
     kinds = []
     for i in indexes:
         meta = read_index_meta(i)
@@ -49,6 +63,10 @@ def preset_name(indexes: list[str], generator: str) -> str:
     return "wetqa-" + "+".join(kinds) + "-" + gen
 
 
-def make_preset(indexes: list[str], generator: str = "extractive", name: str | None = None, k: int = 3, **gen_overrides) -> ServePreset:
+def make_served_pipeline(
+    indexes: list[str], generator: str = "extractive", name: str | None = None, k: int = 3, **gen_overrides
+) -> ServedPipeline:
     cfg = resolve_generator(generator, **gen_overrides)
-    return ServePreset(name or preset_name([str(i) for i in indexes], generator), [str(Path(i)) for i in indexes], cfg, k)
+    return ServedPipeline(
+        name or served_pipeline_name([str(i) for i in indexes], generator), [str(Path(i)) for i in indexes], cfg, k
+    )

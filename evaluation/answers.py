@@ -15,22 +15,31 @@ import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 from tqdm import tqdm
 
-from corpus.build import read_chunks
-from corpus.records import Chunk
+from wetqa.corpus.build import read_chunks
+from wetqa.corpus.records import Chunk
+from wetqa.dataset import QAItem, article_key, first_problem
 from wetqa.io import atomic_file, read_journal, write_json
 
 from .citations import citation_scores
-from .dataset import QAItem, article_key
 from .meteor import meteor, meteor_variant
 from .rouge import rouge_l
 
 METRICS = ("rouge", "meteor", "citations", "geval", "nli")
 # Column order of the published tables.
-TABLE_COLUMNS = [("COH", "geval_coherence"), ("FLU", "geval_fluency"), ("ROU", "rougeL"), ("MET", "meteor"),
-                 ("CON", "geval_consistency"), ("REL", "geval_relevance"), ("R", "article_recall"),
-                 ("P", "article_precision"), ("Hit", "article_hit")]
+TABLE_COLUMNS = [
+    ("COH", "geval_coherence"),
+    ("FLU", "geval_fluency"),
+    ("ROU", "rougeL"),
+    ("MET", "meteor"),
+    ("CON", "geval_consistency"),
+    ("REL", "geval_relevance"),
+    ("R", "article_recall"),
+    ("P", "article_precision"),
+    ("Hit", "article_hit"),
+]
 
 
 # The per-answer numbers that are averaged (x100) in summaries and tables.
@@ -45,6 +54,16 @@ class RunFileError(ValueError):
     pass
 
 
+class _RunRecord(BaseModel):
+    """The fields of a run line that evaluation reads, with the types it relies on."""
+
+    model_config = ConfigDict(extra="allow")
+    id: StrictStr | StrictInt
+    answer: StrictStr | None
+    cited_ids: list[StrictStr] | None = None
+    error: StrictStr | None = None
+
+
 def load_run(path: Path) -> tuple[list[dict], list[dict]]:
     """(records, problems): malformed or incomplete lines become problems, never a crash."""
     records, problems = [], []
@@ -57,8 +76,10 @@ def load_run(path: Path) -> tuple[list[dict], list[dict]]:
             except json.JSONDecodeError as exc:
                 problems.append({"file": str(path), "line": lineno, "problem": f"not JSON ({exc.msg})"})
                 continue
-            if not isinstance(rec, dict) or "id" not in rec or "answer" not in rec:
-                problems.append({"file": str(path), "line": lineno, "problem": "missing 'id' or 'answer'"})
+            try:
+                _RunRecord.model_validate(rec)
+            except ValidationError as exc:
+                problems.append({"file": str(path), "line": lineno, "problem": first_problem(exc)})
                 continue
             records.append(rec)
     return records, problems
@@ -89,7 +110,7 @@ class CorpusMap:
         self.texts = {c.id: c.text for c in chunks}
 
     @classmethod
-    def from_folder(cls, folder: str | Path) -> "CorpusMap":
+    def from_folder(cls, folder: str | Path) -> CorpusMap:
         path = Path(folder) / "chunks.jsonl"
         if not path.is_file():
             raise RunFileError(f"no chunks.jsonl in {folder}: give a corpus or index folder")
@@ -132,8 +153,11 @@ def aggregate(scores: dict[str, list[dict]]) -> dict:
     summary = {}
     for key in sorted(names):
         vals = [m[key] for m in per_run.values() if key in m]
-        summary[key] = {"mean": round(100 * statistics.mean(vals), 2),
-                        "std": round(100 * statistics.stdev(vals), 2) if len(vals) > 1 else 0.0, "runs": len(vals)}
+        summary[key] = {
+            "mean": round(100 * statistics.mean(vals), 2),
+            "std": round(100 * statistics.stdev(vals), 2) if len(vals) > 1 else 0.0,
+            "runs": len(vals),
+        }
     return {"per_run": {r: {k: round(v, 4) for k, v in m.items()} for r, m in per_run.items()}, "summary": summary}
 
 
@@ -214,7 +238,9 @@ def evaluate_runs(
             if not todo:
                 continue
             if scorer is None:
-                raise RunFileError(f"metric {m} needs a {'judge (--judge)' if m == 'geval' else 'NLI model (--nli-model)'}")
+                raise RunFileError(
+                    f"metric {m} needs a {'judge (--judge)' if m == 'geval' else 'NLI model (--nli-model)'}"
+                )
             results = scorer([(rec, item) for _, rec, item in todo])
             for (row, _, _), res in zip(todo, results):
                 row.update(res)
@@ -239,7 +265,11 @@ def evaluate_runs(
 
 
 def _has(row: dict, metric: str) -> bool:
-    key = {"rouge": "rougeL", "meteor": "meteor", "citations": "chunk_precision", "geval": "geval_coherence",
-           "nli": "nli_citation_recall"}[metric]
+    key = {
+        "rouge": "rougeL",
+        "meteor": "meteor",
+        "citations": "chunk_precision",
+        "geval": "geval_coherence",
+        "nli": "nli_citation_recall",
+    }[metric]
     return key in row  # a recorded error is retried on the next run
-

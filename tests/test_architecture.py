@@ -1,0 +1,118 @@
+"""The layers and the direction of their imports, read from the source (every import, lazy ones too).
+
+core (wetqa.console, io, config, dataset, home) <- corpus <- retrieval <- generation <- serve;
+evaluation reads records beside them and may import the stages below serve, but only the top
+layer (wetqa.cli, wetqa.experiment, wetqa.doctor, and the ``__main__`` entry points) imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {
+    "wetqa": "wetqa",
+    "corpus": "wetqa.corpus",
+    "retrieval": "wetqa.retrieval",
+    "generation": "wetqa.generation",
+    "evaluation": "wetqa.evaluation",
+    "serve": "wetqa.serve",
+}
+TOP = {"wetqa.cli", "wetqa.experiment", "wetqa.doctor"}
+ORDER = ["core", "corpus", "retrieval", "generation", "serve"]
+ALLOWED = {
+    "core": {"core"},
+    "corpus": {"core", "corpus"},
+    "retrieval": {"core", "corpus", "retrieval"},
+    "generation": {"core", "corpus", "retrieval", "generation"},
+    "serve": {"core", "corpus", "retrieval", "generation", "serve"},
+    "evaluation": {"core", "corpus", "retrieval", "generation", "evaluation"},
+}
+
+
+def layer(module: str) -> str:
+    if module in TOP or module.endswith(".__main__"):
+        return "top"
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in {"corpus", "retrieval", "generation", "evaluation", "serve"}:
+        return parts[1]
+    return "core"
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+def imports_of(module: str, path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)  # `from . import x` imports a module
+    return found
+
+
+def test_sources_use_one_namespace():
+    bare = []
+    for module, path in modules().items():
+        for target in imports_of(module, path):
+            if target.split(".")[0] in {"corpus", "retrieval", "generation", "evaluation", "serve"}:
+                bare.append(f"{module} imports {target}")
+    assert not bare, bare
+
+
+def test_imports_point_one_way():
+    known = modules()
+    wrong = []
+    for module, path in known.items():
+        here = layer(module)
+        if here == "top":
+            continue
+        for target in imports_of(module, path):
+            if not target.startswith("wetqa") or target == "wetqa":
+                continue
+            if target not in known and target.rsplit(".", 1)[0] not in known:
+                continue
+            there = layer(target if target in known else target.rsplit(".", 1)[0])
+            if there not in ALLOWED[here]:
+                wrong.append(f"{module} ({here}) imports {target} ({there})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_check_sees_a_back_edge(tmp_path):
+    # The checker itself: a retrieval module importing generation must be reported.
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from wetqa.generation import Pipeline\n")
+    targets = imports_of("wetqa.retrieval.bad", bad)
+    assert "wetqa.generation" in targets and layer("wetqa.generation") not in ALLOWED["retrieval"]
+
+
+def test_serving_imports_no_evaluation():
+    code = (
+        "import sys, wetqa.serve, wetqa.serve.cli; print([m for m in sys.modules if m.startswith('wetqa.evaluation')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == "[]"

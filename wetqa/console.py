@@ -1,0 +1,123 @@
+"""CLI plumbing every stage shares: the error type for bad input, ``--output``, and exit codes.
+
+A leaf module: it imports no stage, so every stage's CLI can use it while the
+top-level ``wetqa.cli`` imports the stages.
+
+Exit codes (the same for every command):
+
+====  ==========================================================================
+0     done, nothing failed
+1     the command ran, but some items failed (files that did not parse,
+      questions without an answer); the output says how many and where
+2     bad input or usage: nothing was done (a one-line message says why)
+3     a needed component is missing or unusable (a package, a model, a server)
+70    an internal error (a bug: ``--debug`` shows the traceback)
+130   interrupted (Ctrl-C)
+141   the output pipe was closed (``wetqa search ... | head -1``)
+====  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+EXIT_OK = 0
+EXIT_PARTIAL = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
+EXIT_PIPE = 141
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit status 2."""
+
+
+class UnavailableError(Exception):
+    """A package, model or server the command needs is missing or unreachable: exit status 3."""
+
+
+def output_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--output", choices=("text", "json"), default="text", help="print results as text or JSON")
+    return p
+
+
+def wants_json(args: argparse.Namespace | None) -> bool:
+    return getattr(args, "output", "text") == "json"
+
+
+def emit(args: argparse.Namespace, payload: object, text: Callable[[], str] | str) -> None:
+    if wants_json(args):
+        print(json.dumps(payload, ensure_ascii=False, indent=2))
+    else:
+        print(text() if callable(text) else text)
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {value}")
+    return value
+
+
+def float_list(text: str) -> list[float]:
+    """argparse type: comma-separated numbers such as ``0.7,0.3``."""
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0.7,0.3, got {text!r}") from None
+    if any(not v >= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"weights must be >= 0, got {text!r}")
+    return values
+
+
+def report_error(args: argparse.Namespace | None, kind: str, message: str) -> None:
+    """One line on stderr, or ``{"error": {...}}`` on stdout with ``--output json``."""
+    message = " ".join(str(message).split()) or kind
+    if wants_json(args):
+        print(json.dumps({"error": {"type": kind, "message": message}}, ensure_ascii=False))
+    else:
+        print(f"wetqa: error: {message}", file=sys.stderr)
+
+
+def check_model_ref(ref: str, what: str = "model") -> str:
+    """A model given as a local path must exist; a Hugging Face id is left to the loader.
+
+    Catches ``--nli-model /nonexistent`` with one clear line instead of the hub
+    client's complaint that the path is not a valid repository id.
+    """
+    from pathlib import Path
+
+    looks_like_path = ref.startswith(("/", "./", "../", "~")) or ref.endswith((".gguf", ".safetensors", ".bin"))
+    if looks_like_path and not Path(ref).expanduser().exists():
+        raise UsageError(f"{what} not found: {ref} (no such file or folder)")
+    return ref
