@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
     r.add_argument("--dataset", required=True, help="questions with gold articles (JSONL)")
     add_retriever_args(r)
-    r.add_argument("-k", default="3,5,10", help="cut-offs, comma-separated")
+    r.add_argument("-k", default="1,3,5,10", help="cut-offs, comma-separated (article Hit@1 and MRR always)")
     r.add_argument("--threads", type=positive_int, default=2)
     r.add_argument(
         "--out", help="folder for metrics.json, run and qrels files (default runs/eval-retrieval/<index names>)"

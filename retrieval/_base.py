@@ -19,6 +19,9 @@ class Hit:
     score: float
     rank: int  # 1-based
     retriever: str = ""
+    # Article-level retrievers: every chunk of the hit's article, in reading order (the hit's
+    # chunk among them), so an answer can quote the passage that answers best.
+    article_chunks: tuple[Chunk, ...] = ()
 
     @property
     def id(self) -> str:

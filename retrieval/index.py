@@ -21,11 +21,15 @@ from wetqa.io import atomic_dir
 from ._base import RetrievalError, Retriever
 
 INDEX_META = "index.json"
-RETRIEVERS = ("bm25", "bm25s", "dense")
+RETRIEVERS = ("articles", "bm25", "bm25s", "dense")
 
 
 def _backend(name: str):
     # Each backend is imported only when used: Pyserini starts a JVM, dense imports torch.
+    if name == "articles":
+        from . import articles
+
+        return articles.ArticleRetriever, articles.DEFAULT_OPTIONS
     if name == "bm25s":
         from . import bm25s_backend
 
@@ -53,7 +57,7 @@ def read_index_meta(path: str | Path) -> dict:
     meta_path = Path(path) / INDEX_META
     if not meta_path.is_file():
         raise RetrievalError(
-            f"no index at {path}: build one with `wetqa index --retriever bm25s --out {path}` "
+            f"no index at {path}: build one with `wetqa index --out {path}` "
             "(after `wetqa corpus build`), or run scripts/demo.sh"
         )
     return json.loads(meta_path.read_text(encoding="utf-8"))
@@ -85,7 +89,10 @@ def build_index(
     chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out) as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
-        cls.build(chunks, tmp, opts, progress=progress)
+        if getattr(cls, "needs_corpus", False):
+            cls.build(chunks, tmp, opts, progress=progress, corpus_dir=Path(corpus_dir))
+        else:
+            cls.build(chunks, tmp, opts, progress=progress)
         meta = {
             "retriever": retriever,
             "options": opts,

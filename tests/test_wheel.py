@@ -35,25 +35,38 @@ def _free_port() -> int:
 def wheel_env(tmp_path_factory):
     work = tmp_path_factory.mktemp("wheel")
     dist = work / "dist"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wheel = next(dist.glob("wetqa-*.whl"))
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    purelib = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     # The dependencies: this environment's site-packages, as a plain path entry (its .pth files,
     # among them the editable install's finder, are not run for such an entry).
     (Path(purelib) / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return {"wheel": wheel, "python": py, "bin": venv / "bin", "cwd": work}
 
 
 def _run(env, *args, **kw):
-    return subprocess.run([str(env["bin"] / "wetqa"), *args], cwd=env["cwd"], capture_output=True, text=True,
-                          timeout=300, **kw)
+    return subprocess.run(
+        [str(env["bin"] / "wetqa"), *args], cwd=env["cwd"], capture_output=True, text=True, timeout=300, **kw
+    )
 
 
 def test_wheel_holds_only_the_wetqa_namespace_and_its_data(wheel_env):
@@ -65,8 +78,13 @@ def test_wheel_holds_only_the_wetqa_namespace_and_its_data(wheel_env):
 
 
 def test_installed_wheel_runs_the_commands(wheel_env, tmp_path):
-    where = subprocess.run([str(wheel_env["python"]), "-c", "import wetqa.corpus; print(wetqa.corpus.__file__)"],
-                           cwd=wheel_env["cwd"], capture_output=True, text=True, check=True).stdout
+    where = subprocess.run(
+        [str(wheel_env["python"]), "-c", "import wetqa.corpus; print(wetqa.corpus.__file__)"],
+        cwd=wheel_env["cwd"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert str(ROOT) not in where and "site-packages" in where  # the wheel's copy, not the checkout
 
     r = _run(wheel_env, "--help")
@@ -76,16 +94,30 @@ def test_installed_wheel_runs_the_commands(wheel_env, tmp_path):
     assert "packages" in json.loads(r.stdout)
 
     corpus, index = tmp_path / "corpus", tmp_path / "index"
-    r = _run(wheel_env, "corpus", "build", "--source", str(FIXTURES / "bwb"), "--out", str(corpus), "--workers", "1",
-             "--no-progress")
+    r = _run(
+        wheel_env,
+        "corpus",
+        "build",
+        "--source",
+        str(FIXTURES / "bwb"),
+        "--out",
+        str(corpus),
+        "--workers",
+        "1",
+        "--no-progress",
+    )
     assert r.returncode == 0, r.stderr
     r = _run(wheel_env, "index", "--corpus", str(corpus), "--retriever", "bm25s", "--out", str(index), "--no-progress")
     assert r.returncode == 0, r.stderr
 
     port = _free_port()
-    server = subprocess.Popen([str(wheel_env["bin"] / "wetqa"), "serve", "--index", str(index), "--port", str(port)],
-                              cwd=wheel_env["cwd"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              env={**os.environ, "WETQA_API_KEY": ""})
+    server = subprocess.Popen(
+        [str(wheel_env["bin"] / "wetqa"), "serve", "--index", str(index), "--port", str(port)],
+        cwd=wheel_env["cwd"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "WETQA_API_KEY": ""},
+    )
     try:
         deadline = time.time() + 60
         while True:
