@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     )
     add_generator_args(p)
     p.add_argument("--fusion", choices=("rrf", "interpolate"), default="rrf")
-    p.add_argument("--preset", help="model name clients use (default: wetqa-<retriever>-<generator>)")
+    p.add_argument(
+        "--name", help="the model name clients use for this pipeline (default: wetqa-<retriever>-<generator>)"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=port_number, default=8000)
     p.add_argument(
@@ -42,7 +44,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = generator_config(args)
     indexes = [str(p) for p in index_paths(args)]
     preset = ServedPipeline(
-        args.preset or served_pipeline_name(indexes, args.generator), indexes, cfg, args.k, args.fusion
+        args.name or served_pipeline_name(indexes, args.generator), indexes, cfg, args.k, args.fusion
     )
     app = create_app(
         [preset.load()], api_key=args.api_key, max_concurrency=args.max_concurrency, timeout=args.request_timeout

@@ -174,3 +174,16 @@ def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, 
     assert main(argv) == EXIT_PARTIAL
     assert "1 answer(s) failed" in capsys.readouterr().err
     assert main([*argv, "--allow-failures"]) == 0
+
+
+def test_run_records_are_validated_at_the_boundary(tmp_path):
+    from wetqa.evaluation.answers import load_run
+
+    run = tmp_path / "run-1.jsonl"
+    run.write_text(
+        '{"id": "1", "answer": 5}\n{"id": "2", "answer": "ok", "cited_ids": [1, 2]}\n'
+        '{"id": "3", "answer": "ok", "cited_ids": ["A_1"]}\n'
+    )
+    records, problems = load_run(run)
+    assert [r["id"] for r in records] == ["3"]
+    assert [(p["line"], p["problem"].split(":")[0]) for p in problems] == [(1, "answer"), (2, "cited_ids.0")]
