@@ -26,6 +26,9 @@ from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
 from .records import Chunk, ParsedLaw, ParseFailure
 
+# Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs), so
+# that the corpus hash, and every index keyed by it, tells an old build from a new one.
+CORPUS_FORMAT = 2
 MANIFEST = "manifest.json"
 ARTICLES = "articles.jsonl"
 CHUNKS = "chunks.jsonl"
@@ -171,7 +174,8 @@ def build_corpus(
         options_json = options.to_json()
         corpus_hash = hashlib.sha256(
             json.dumps(
-                {"sources": [r["sha256"] for r in source_rows], "options": options_json}, sort_keys=True
+                {"sources": [r["sha256"] for r in source_rows], "options": options_json, "format": CORPUS_FORMAT},
+                sort_keys=True,
             ).encode()
         ).hexdigest()
         manifest = {

@@ -64,6 +64,7 @@ class Article:
             "expired": self.expired,
             "xml_id": self.xml_id,
             "text": self.text,
+            "paragraphs": self.paragraphs,
         }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wetqa.retrieval._base import RetrievalError, Retriever, check_k
+from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k
 
 from ._base import Answer, Backend, Citation, Generation, GenerationError, Request
 from .parser import parse_output
@@ -22,8 +22,14 @@ def to_answer(request: Request, gen: Generation) -> Answer:
         return Answer(
             request.question, "", [], request.hits, raw=gen.text, format_ok=False, usage=gen.usage, error=gen.error
         )
-    parsed = parse_output(gen.text, [h.chunk.doc_id for h in request.hits])
-    by_doc = {h.chunk.doc_id: h for h in request.hits}
+    # A hit stands for its chunk, and for an article retriever also for the article's other chunks:
+    # an answer may cite the part of the article it quotes.
+    by_doc: dict[str, Hit] = {}
+    for h in request.hits:
+        by_doc.setdefault(h.chunk.doc_id, h)
+        for c in h.article_chunks:
+            by_doc.setdefault(c.doc_id, Hit(c, h.score, h.rank, h.retriever, h.article_chunks, h.article_paragraphs))
+    parsed = parse_output(gen.text, list(by_doc))
     return Answer(
         question=request.question,
         answer=parsed.answer,

@@ -22,6 +22,8 @@ class Hit:
     # Article-level retrievers: every chunk of the hit's article, in reading order (the hit's
     # chunk among them), so an answer can quote the passage that answers best.
     article_chunks: tuple[Chunk, ...] = ()
+    # ... and the article's paragraphs (lid / top-level al, list items inside), when the index keeps them.
+    article_paragraphs: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

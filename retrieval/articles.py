@@ -83,12 +83,19 @@ class ArticleRetriever:
     needs_corpus = True  # build reads articles.jsonl besides the chunks
 
     def __init__(
-        self, views: dict[str, _View], chunks: list[Chunk], chunk_article: np.ndarray, n_articles: int, options: dict
+        self,
+        views: dict[str, _View],
+        chunks: list[Chunk],
+        chunk_article: np.ndarray,
+        n_articles: int,
+        options: dict,
+        paragraphs: list[tuple[str, ...]] | None = None,
     ):
         self.views = views
         self.chunks = chunks
         self.chunk_article = chunk_article  # article row of each chunk, -1 for chunks of expired articles
         self.n_articles = n_articles
+        self.paragraphs = paragraphs or []  # article row -> its paragraphs (lid / top-level al)
         self.options = options
         self.analyzer = DutchAnalyzer(options["stemmer"])
         self._ranked = chunk_article >= 0
@@ -108,16 +115,16 @@ class ArticleRetriever:
             for line in fh:
                 a = json.loads(line)
                 if not a["expired"]:
-                    articles.append(
-                        {
-                            k: a.get(k, "")
-                            for k in ("bwb_id", "version_date", "law", "article", "title", "path_label", "text")
-                        }
-                    )
+                    row = {k: a.get(k, "") for k in ("bwb_id", "version_date", "law", "article", "title", "path_label")}
+                    row["text"] = a["text"]
+                    row["paragraphs"] = a.get("paragraphs") or [a["text"]]  # older corpora: the text as one
+                    articles.append(row)
         if not articles:
             raise RetrievalError("the corpus has no articles in force: nothing to rank")
-        row = {(a["bwb_id"], a["version_date"], a["article"]): i for i, a in enumerate(articles)}
-        chunk_article = np.array([row.get((c.bwb_id, c.version_date, c.article), -1) for c in chunks], dtype=np.int64)
+        row_of = {(a["bwb_id"], a["version_date"], a["article"]): i for i, a in enumerate(articles)}
+        chunk_article = np.array(
+            [row_of.get((c.bwb_id, c.version_date, c.article), -1) for c in chunks], dtype=np.int64
+        )
         chunk_tokens = [analyzer.tokens(c.indexed_text) for c in chunks]
         if not any(chunk_tokens):
             raise RetrievalError(
@@ -131,7 +138,12 @@ class ArticleRetriever:
         ).save(str(out / "bm25s-article"))
         _bm25([analyzer.tokens(h) for h in heads], o["heading_k1"], o["heading_b"]).save(str(out / "bm25s-heading"))
         np.save(out / "chunk_article.npy", chunk_article)
-        (out / "articles.json").write_text(json.dumps({"n_articles": len(articles)}), encoding="utf-8")
+        (out / "articles.json").write_text(
+            json.dumps(
+                {"n_articles": len(articles), "paragraphs": [a["paragraphs"] for a in articles]}, ensure_ascii=False
+            ),
+            encoding="utf-8",
+        )
 
     @classmethod
     def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> ArticleRetriever:
@@ -141,8 +153,9 @@ class ArticleRetriever:
         chunk_article = np.load(path / "chunk_article.npy")
         if len(chunk_article) != len(chunks):
             raise RetrievalError(f"damaged index {path}: chunk map does not match its chunks; rebuild it")
-        n = json.loads((path / "articles.json").read_text(encoding="utf-8"))["n_articles"]
-        return cls(views, chunks, chunk_article, n, meta["options"])
+        stored = json.loads((path / "articles.json").read_text(encoding="utf-8"))
+        paragraphs = [tuple(p) for p in stored.get("paragraphs", [])]
+        return cls(views, chunks, chunk_article, stored["n_articles"], meta["options"], paragraphs)
 
     def view_scores(self, query: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Each view's article scores for a query, and the chunk scores (for picking a hit's chunk)."""
@@ -178,7 +191,8 @@ class ArticleRetriever:
             rows = self._by_article[self._starts[art] : self._starts[art + 1]]
             chunk = rows[int(np.argmax(chunk_scores[rows]))]  # the first of equal best: reading order
             parts = tuple(self.chunks[int(r)] for r in rows)
-            hits.append(Hit(self.chunks[int(chunk)], float(fused[art]), rank, self.name, parts))
+            paragraphs = self.paragraphs[art] if art < len(self.paragraphs) else ()
+            hits.append(Hit(self.chunks[int(chunk)], float(fused[art]), rank, self.name, parts, paragraphs))
         return hits
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:

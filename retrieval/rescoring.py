@@ -128,7 +128,8 @@ class DenseRescorer:
         fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
         order = sorted(range(len(hits)), key=lambda i: (-fused[i], i))[:k]
         return [
-            Hit(hits[i].chunk, float(fused[i]), r, self.name, hits[i].article_chunks) for r, i in enumerate(order, 1)
+            Hit(hits[i].chunk, float(fused[i]), r, self.name, hits[i].article_chunks, hits[i].article_paragraphs)
+            for r, i in enumerate(order, 1)
         ]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:

@@ -309,3 +309,63 @@ def test_cli_ask_json_on_the_real_corpus(real_corpus, tmp_path):
     assert len(out["retrieved"]) == 3
     r = env_run("ask", "x", "--index", str(idx), "--generator", "nope")
     assert r.returncode == 2 and "unknown generator 'nope'" in r.stderr
+
+
+# ---------------------------------------------------------------- extractive answers from article paragraphs
+def _article_hit(paragraphs: list[str], per_chunk: int, expired: bool = False) -> Hit:
+    """An article hit whose chunks cut the paragraphs' words into pieces of ``per_chunk`` words (words150-style)."""
+    words = "\n".join(paragraphs).split()
+    texts = [" ".join(words[i : i + per_chunk]) for i in range(0, len(words), per_chunk)]
+    chunks = tuple(
+        Chunk(
+            f"X_art9_{n}",
+            f"DOC{100 + n:04d}",
+            "BWBR0000009",
+            "2024-01-01",
+            "Wet fictief",
+            "Artikel 9",
+            n,
+            t,
+            expired=expired,
+        )
+        for n, t in enumerate(texts, 1)
+    )
+    return Hit(chunks[0], 1.0, 1, "articles", chunks, tuple(paragraphs))
+
+
+@pytest.mark.unit
+def test_extractive_quotes_the_best_paragraphs_and_cites_exactly_their_chunks():
+    from wetqa.generation.backends.extractive import answer_units
+
+    paragraphs = [
+        "1. Deze wet regelt de registratie van honden en katten in de gemeente.",
+        "2. De burgemeester kan een vergunning intrekken indien:",
+        "a. de houder het dier verwaarloost, of",
+        "b. de houder de voorschriften van de vergunning overtreedt.",
+        "3. Het intrekken geschiedt bij besluit van de burgemeester.",
+    ]
+    # A list that stands alone belongs to the sentence announcing it.
+    assert answer_units(paragraphs)[1] == "\n".join(paragraphs[1:4])
+    hit = _article_hit(paragraphs, per_chunk=12)
+    b = ExtractiveBackend()
+    q = "Wanneer kan de burgemeester een vergunning intrekken?"
+    out = b.answer(q, [hit])
+    ids = [c.doc_id for c in hit.article_chunks]
+    p = parse_output(out, ids)
+    assert p.answer.startswith("Wet fictief, Artikel 9:\n2. De burgemeester kan een vergunning intrekken indien:")
+    assert "a. de houder het dier verwaarloost" in p.answer and "registratie" not in p.answer
+    # Lid 1 is words 0-12; lid 2 with its list is words 13-36: the second to fourth 12-word chunks.
+    assert len(ids) == 4 and p.cited == ids[1:4]
+    # The pipeline accepts the ids of the article's other chunks as cited sources.
+    from wetqa.generation._base import Generation, Request
+    from wetqa.generation.pipeline import to_answer
+
+    answer = to_answer(Request(q, [hit], []), Generation(text=out))
+    assert [c.doc_id for c in answer.citations] == ids[1:4] and answer.dropped_ids == []
+
+
+@pytest.mark.unit
+def test_extractive_never_quotes_an_expired_article():
+    hit = _article_hit(["Vervallen"], per_chunk=5, expired=True)
+    p = parse_output(ExtractiveBackend().answer("Wat is vervallen?", [hit]), ["DOC0101"])
+    assert p.cited == [] and "Vervallen" not in p.answer

@@ -8,6 +8,7 @@ about as well as the top chunk does. Every chunk used is cited.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -44,6 +45,22 @@ _QUESTION_WORDS = {
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
 
 
+# A list that stands on its own at the top of an article ("a. ...", "1°. ...", "- ...") belongs to the
+# sentence that announces it ("... intrekken, indien:").
+_LIST_START = re.compile(r"^(?:[a-z]{1,2}|\d+°|[ivx]+)[.)]\s|^[-–•]\s")
+
+
+def answer_units(paragraphs: Sequence[str]) -> list[str]:
+    """Paragraphs with each top-level list joined to the paragraph before it."""
+    units: list[str] = []
+    for p in paragraphs:
+        if units and _LIST_START.match(p):
+            units[-1] += "\n" + p
+        else:
+            units.append(p)
+    return units
+
+
 @lru_cache(maxsize=1 << 15)
 def content_terms(text: str) -> frozenset[str]:
     """The stemmed content words of a text. Cached: chunk texts are static and come back often."""
@@ -57,9 +74,12 @@ class ExtractiveBackend:
 
     # Chosen on the 51 dev questions (BM25 top-3): another article is quoted only when it
     # covers clearly more of the question (20%) than the top chunk; at most two chunks.
-    def __init__(self, coverage_ratio: float = 1.2, max_chunks: int = 2):
+    # With article hits, the paragraphs that cover the question best are quoted (ratio 1.0: those
+    # tied for the best coverage; chosen by cross-validation on the dev questions).
+    def __init__(self, coverage_ratio: float = 1.2, max_chunks: int = 2, paragraph_ratio: float = 1.0):
         self.coverage_ratio = coverage_ratio
         self.max_chunks = max_chunks
+        self.paragraph_ratio = paragraph_ratio
 
     def _coverage(self, q_terms: frozenset[str], hit: Hit) -> float:
         if not q_terms:
@@ -89,7 +109,49 @@ class ExtractiveBackend:
             first_rank.setdefault((h.chunk.bwb_id, h.chunk.article), h.rank)
         return sorted(chosen, key=lambda h: (first_rank[(h.chunk.bwb_id, h.chunk.article)], h.chunk.part))
 
+    def paragraphs(self, question: str, hit: Hit) -> tuple[list[str], list[str]]:
+        """The paragraphs of the hit's article that answer best, in reading order, and the DOC ids they span.
+
+        A paragraph (lid, or top-level al) answers best when it covers the most of the question's
+        content words; every paragraph covering at least ``paragraph_ratio`` of that best share is
+        quoted. Quoting the paragraph instead of a 150-word window is what lifted ROUGE-L on the dev
+        questions (.544 -> .63 for the same articles).
+        """
+        paras = answer_units(hit.article_paragraphs)
+        q_terms = content_terms(question)
+        cover = [len(q_terms & content_terms(p)) for p in paras]
+        best = max(cover)
+        keep = [i for i, c in enumerate(cover) if c >= self.paragraph_ratio * best] if best else [0]
+        # Which chunks hold the kept paragraphs: chunks cut the article's words into consecutive pieces.
+        spans, at = [], 0
+        for p in paras:
+            n = len(p.split())
+            spans.append((at, at + n))
+            at += n
+        ends, at = [], 0
+        for c in hit.article_chunks:
+            at += len(c.text.split())
+            ends.append(at)
+        if not ends or ends[-1] != spans[-1][1]:
+            return [paras[i] for i in keep], [hit.chunk.doc_id]  # not a partition (older index): cite the hit
+        cited: list[str] = []
+        for i in keep:
+            lo, hi = spans[i]
+            start = 0
+            for c, end in zip(hit.article_chunks, ends):
+                if start < hi and end > lo and c.doc_id not in cited:
+                    cited.append(c.doc_id)
+                start = end
+        return [paras[i] for i in keep], cited
+
     def answer(self, question: str, hits: Sequence[Hit]) -> str:
+        live = [h for h in hits if not h.chunk.expired]
+        if live and live[0].article_paragraphs and live[0].article_chunks:
+            primary = live[0]
+            quoted, cited = self.paragraphs(question, primary)
+            # A short lead names the law and the article; the quote follows in the law's own words.
+            lead = f"{primary.chunk.law}, {primary.chunk.article}:"
+            return f"ANSWER: {lead}\n" + "\n".join(quoted) + f"\nDOC IDS: {', '.join(cited)}"
         chosen = [h for h in self.select(question, hits) if not h.chunk.expired]
         if not chosen:
             return f"ANSWER: {NO_ANSWER}\nDOC IDS:"
