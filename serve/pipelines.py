@@ -20,11 +20,11 @@ class ServedPipeline:
 
     @property
     def inline(self) -> bool:
-        """Answer on the event loop: only a backend that declares itself ``inline_safe``, over bm25s retrieval."""
+        """Answer on the event loop: only a backend that declares itself ``inline_safe``, over bm25s or articles retrieval (no model)."""
         if self.pipeline is None or not getattr(self.pipeline.backend, "inline_safe", False):
             return False
         names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
-        return all(n == "bm25s" for n in names)
+        return all(n in ("bm25s", "articles") for n in names)  # numpy only, about a millisecond
 
     @property
     def loaded(self) -> Pipeline:
@@ -58,6 +58,9 @@ def served_pipeline_name(indexes: list[str], generator: str) -> str:
         if kind == "dense":
             model = str(meta["options"].get("model", ""))
             kind = "e5" if "e5" in model.lower() else "dense"
+        if meta.get("rescore"):
+            model = str(meta["rescore"]["model"])
+            kind += "+e5" if "e5" in model.lower() else "+dense"
         kinds.append(kind)
     gen = generator.split("/")[-1].lower()
     return "wetqa-" + "+".join(kinds) + "-" + gen

