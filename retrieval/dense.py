@@ -68,6 +68,7 @@ class SentenceTransformerEncoder:
             self.model.half()  # fp16 on the GPU: twice the batch, same ranking
         self.model.max_seq_length = min(max_length, self.model.max_seq_length or max_length)
         self.batch_size = batch_size
+        self.name = model
         self.query_prefix, self.passage_prefix = prefixes(model)
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim() or 0)
@@ -130,6 +131,28 @@ def make_encoder(options: dict, device: str | None = None) -> Encoder:
     )
 
 
+# Encoded at build time and again at load: the same model gives the same vector. A model folder
+# replaced by another model (or a re-conversion that changed it) is caught before any search.
+PROBE = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
+
+
+def check_same_model(path: Path, encoder: Encoder, dim: int) -> None:
+    model = getattr(encoder, "name", "") or "the query encoder"
+    if encoder.dim != dim:
+        raise RetrievalError(
+            f"{path}: built with a {dim}-dimensional model, but {model} gives {encoder.dim} "
+            "dimensions; rebuild the index or give the model it was built with"
+        )
+    probe_file = path / "probe.npy"
+    if probe_file.is_file():
+        cos = float(np.load(probe_file).astype(np.float32) @ encoder.encode_queries([PROBE])[0])
+        if cos < 0.99:
+            raise RetrievalError(
+                f"{path}: built with another model than the query encoder {model} "
+                f"(probe cosine {cos:.3f}); rebuild the index with this model"
+            )
+
+
 class DenseRetriever:
     name = "dense"
 
@@ -147,13 +170,16 @@ class DenseRetriever:
         encoder = make_encoder(options)
         vecs = encoder.encode_passages([c.indexed_text for c in chunks], progress=progress)
         np.save(out / "embeddings.npy", vecs.astype(np.float16))
+        np.save(out / "probe.npy", encoder.encode_queries([PROBE])[0])
 
     @classmethod
     def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> DenseRetriever:
         vecs = np.load(path / "embeddings.npy")
         if len(vecs) != len(chunks):
             raise RetrievalError(f"{path}: {len(vecs)} embeddings for {len(chunks)} chunks; rebuild the index")
-        return cls(make_encoder(meta["options"]), vecs, chunks)
+        encoder = make_encoder(meta["options"])
+        check_same_model(path, encoder, vecs.shape[1])
+        return cls(encoder, vecs, chunks)
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)

@@ -89,23 +89,43 @@ class HybridRetriever:
         return self.batch_search([query], k)[0]
 
 
-class CrossEncoderReranker:
-    """Re-score the top hits with a cross-encoder (sentence-transformers ``CrossEncoder``)."""
+# Multilingual (Dutch included) and strong; for GPU users. Any Hugging Face id or local folder works.
+DEFAULT_RERANKER = "BAAI/bge-reranker-v2-m3"
 
-    def __init__(
-        self, model: str = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1", batch_size: int = 32, device: str | None = None
-    ):
+
+class CrossEncoderReranker:
+    """Re-score the top hits with a cross-encoder (sentence-transformers ``CrossEncoder``).
+
+    An article hit is scored by the best of its chunks, so a long article is not judged by one window.
+    """
+
+    def __init__(self, model: str = DEFAULT_RERANKER, batch_size: int = 32, device: str | None = None):
+        import threading
+
         from sentence_transformers import CrossEncoder
 
-        self.model = CrossEncoder(model, device=device)
+        from wetqa.console import check_model_ref
+
+        self.model = CrossEncoder(check_model_ref(model, "re-ranker"), device=device)
         self.batch_size = batch_size
+        self._lock = threading.Lock()  # one predict at a time: the tokenizer is not thread-safe
 
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if not hits:
             return []
-        scores = self.model.predict([(query, h.chunk.text) for h in hits], batch_size=self.batch_size)
-        order = sorted(range(len(hits)), key=lambda i: -float(scores[i]))[:k]
-        return [Hit(hits[i].chunk, float(scores[i]), r, "rerank") for r, i in enumerate(order, 1)]
+        groups = [h.article_chunks or (h.chunk,) for h in hits]
+        pairs = [(query, c.text) for g in groups for c in g]
+        with self._lock:
+            flat = [float(s) for s in self.model.predict(pairs, batch_size=self.batch_size)]
+        scores, at = [], 0
+        for g in groups:
+            scores.append(max(flat[at : at + len(g)]))
+            at += len(g)
+        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:k]
+        return [
+            Hit(hits[i].chunk, scores[i], r, "rerank", hits[i].article_chunks, hits[i].article_paragraphs)
+            for r, i in enumerate(order, 1)
+        ]
 
 
 class RerankedRetriever:

@@ -73,7 +73,7 @@ class EmbeddingCache:
         keys = [_key(t) for t in texts]
         with self.lock:  # one encoder call at a time fills the cache; concurrent readers wait
             # One row per distinct text: two articles may hold the same text ("Vervallen").
-            first_index = {}
+            first_index: dict[str, int] = {}
             for i, k in enumerate(keys):
                 if k not in self._rows:
                     first_index.setdefault(k, i)

@@ -168,3 +168,41 @@ def test_cache_rows_stay_aligned_when_a_call_repeats_a_text(tmp_path):
     later = cache.vectors(["abcdefg", "ab", "abc"], ByLength())
     assert later[:, 0].tolist() == [7, 2, 3]
     assert EmbeddingCache(tmp_path, "m", 2).vectors(["ab", "Vervallen"], ByLength())[:, 0].tolist() == [2, 9]
+
+
+@pytest.mark.unit
+def test_a_dense_index_refuses_a_query_encoder_that_is_not_its_model(fixture_corpus, tmp_path):
+    import shutil
+
+    texts = [c.text for c in load_chunks(fixture_corpus)]
+    model = tiny_sentence_transformer(tmp_path / "a", texts)
+    build_index(fixture_corpus, "dense", tmp_path / "idx", {"model": str(model)}, progress=False)
+    assert open_index(tmp_path / "idx").search(QUESTION, k=1)
+    # The folder the index names now holds another model (trained on other text): refused, not searched.
+    other = tiny_sentence_transformer(tmp_path / "b", ["andere tekst over belastingen en toeslagen"] * 20)
+    shutil.rmtree(model)
+    shutil.copytree(other, model)
+    with pytest.raises(RetrievalError, match="built with another model than the query encoder"):
+        open_index(tmp_path / "idx")
+
+
+@pytest.mark.unit
+def test_cross_encoder_reranking_with_a_tiny_model_built_here(tiny, tmp_path):
+    from sentence_transformers import CrossEncoder
+
+    from wetqa.retrieval.fusion import CrossEncoderReranker, RerankedRetriever
+
+    from .tiny_models import tiny_bert_dir
+
+    root, _ = tiny
+    first = open_index(root / "articles")
+    model = tiny_bert_dir(tmp_path / "ce", [c.text for c in first.chunks], num_labels=1, seed=3)
+    reranked = RerankedRetriever(first, CrossEncoderReranker(str(model)), top=10).search(QUESTION, k=4)
+    # The same order as CrossEncoder.predict itself gives, an article scored by its best chunk.
+    candidates = first.search(QUESTION, k=10)
+    ce = CrossEncoder(str(model))
+    best = [max(float(s) for s in ce.predict([(QUESTION, c.text) for c in h.article_chunks])) for h in candidates]
+    expected = sorted(range(len(candidates)), key=lambda i: (-best[i], i))[:4]
+    assert [h.chunk.id for h in reranked] == [candidates[i].chunk.id for i in expected]
+    assert [round(h.score, 5) for h in reranked] == [round(best[i], 5) for i in expected]
+    assert all(h.article_chunks for h in reranked)

@@ -154,6 +154,11 @@ def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, tmp_path):
     assert statistics.mean(overlap) >= 0.9, overlap
     top1 = sum(x[0].id == y[0].id for x, y in zip(a, b)) / len(questions)
     assert top1 >= 0.9
+    # RM3 pseudo-relevance feedback is an index option that reaches Anserini's searcher.
+    meta = build_index(real_corpus, "bm25", tmp_path / "rm3", {"rm3": [10, 10, 0.5]}, progress=False)
+    assert meta["options"]["rm3"] == [10, 10, 0.5]
+    c = open_index(tmp_path / "rm3").batch_search(questions, 10, threads=2)
+    assert sum([h.id for h in x] != [h.id for h in y] for x, y in zip(b, c)) >= len(questions) // 2
 
 
 @pytest.mark.unit
