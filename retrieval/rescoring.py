@@ -69,7 +69,7 @@ class EmbeddingCache:
             self._vectors = [np.concatenate(self._vectors)]
         return self._vectors[0]
 
-    def vectors(self, texts: Sequence[str], encoder: Encoder) -> np.ndarray:
+    def vectors(self, texts: Sequence[str], encoder: Encoder, progress: bool = False) -> np.ndarray:
         keys = [_key(t) for t in texts]
         with self.lock:  # one encoder call at a time fills the cache; concurrent readers wait
             # One row per distinct text: two articles may hold the same text ("Vervallen").
@@ -80,7 +80,8 @@ class EmbeddingCache:
             if first_index:
                 missing = list(first_index)
                 fresh = np.ascontiguousarray(
-                    encoder.encode_passages([texts[first_index[k]] for k in missing]), dtype=np.float32
+                    encoder.encode_passages([texts[first_index[k]] for k in missing], progress=progress),
+                    dtype=np.float32,
                 )
                 with open(self._vec_path, "ab") as vf, open(self._keys_path, "a", encoding="utf-8") as kf:
                     vf.write(fresh.tobytes())
@@ -93,6 +94,20 @@ class EmbeddingCache:
                 self._vectors.append(fresh)
             matrix = self._matrix()
             return matrix[[self._rows[k] for k in keys]]
+
+
+def model_identity(model: str) -> str:
+    """A model as the cache knows it: a local folder by its absolute path, anything else by its name."""
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
+def cache_for(model: str, dim: int) -> EmbeddingCache:
+    """The shared passage-vector cache of a model, under ``$WETQA_CACHE/embeddings``."""
+    from wetqa.home import cache_root
+
+    ident = model_identity(model)
+    return EmbeddingCache(cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16], ident, dim)
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:

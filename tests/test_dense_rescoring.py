@@ -206,3 +206,26 @@ def test_cross_encoder_reranking_with_a_tiny_model_built_here(tiny, tmp_path):
     assert [h.chunk.id for h in reranked] == [candidates[i].chunk.id for i in expected]
     assert [round(h.score, 5) for h in reranked] == [round(best[i], 5) for i in expected]
     assert all(h.article_chunks for h in reranked)
+
+
+@pytest.mark.unit
+def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeypatch):
+    from wetqa.retrieval import dense
+
+    model = tiny_sentence_transformer(tmp_path / "m", [c.text for c in load_chunks(fixture_corpus)])
+    encoded = []
+    real = dense.SentenceTransformerEncoder.encode_passages
+
+    def counting(self, texts, progress=False):
+        encoded.append(len(texts))
+        return real(self, texts, progress)
+
+    monkeypatch.setattr(dense.SentenceTransformerEncoder, "encode_passages", counting)
+    monkeypatch.setenv("WETQA_CACHE", str(tmp_path / "cache"))
+    build_index(fixture_corpus, "dense", tmp_path / "a", {"model": str(model)}, progress=False)
+    n = len(load_chunks(fixture_corpus))
+    assert sum(encoded) == n
+    first = np.load(tmp_path / "a" / "embeddings.npy")
+    build_index(fixture_corpus, "dense", tmp_path / "b", {"model": str(model)}, progress=False)
+    assert sum(encoded) == n  # every chunk came from the cache
+    assert np.array_equal(np.load(tmp_path / "b" / "embeddings.npy"), first)

@@ -14,8 +14,9 @@ class ConfigError(ValueError):
 @dataclass(slots=True)
 class RetrieverSpec:
     name: str
-    retriever: str = ""  # bm25 | bm25s | dense; empty for a hybrid
+    retriever: str = ""  # articles | bm25 | bm25s | dense; empty for a hybrid
     model: str | None = None  # dense
+    rescore: str | None = None  # dense re-scoring of the top hits with this model (folder or id)
     components: list[str] = field(default_factory=list)  # hybrid: names of other retrievers
     fusion: str = "rrf"
     weights: list[float] | None = None
@@ -68,7 +69,7 @@ class ExperimentConfig:
                 )
             if not r.components and not r.retriever:
                 raise ConfigError(
-                    f'retriever {r.name!r} needs retriever = "bm25s" | "bm25" | "dense" or components = [...]'
+                    f'retriever {r.name!r} needs retriever = "articles" | "bm25s" | "bm25" | "dense" or components = [...]'
                 )
         return self
 

@@ -49,7 +49,8 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None) ->
     for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
         idx = out / "indexes" / spec.name
         options = {"model": spec.model} if spec.retriever == "dense" and spec.model else None
-        build_index(corpus, spec.retriever, idx, options, progress=False)
+        rescore = {"model": spec.rescore} if spec.rescore else None
+        build_index(corpus, spec.retriever, idx, options, progress=False, rescore=rescore)
         retrievers[spec.name] = open_index(idx)
     for spec in cfg.retrievers:
         if spec.components:

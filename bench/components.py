@@ -1,0 +1,103 @@
+"""The retrieval components one at a time, on the dev questions: ranking figures and extractive answers.
+
+    python bench/components.py CORPUS_DIR [--dense DENSE_INDEX] [--e5 MODEL_DIR]
+
+Builds each index into a temporary folder from CORPUS_DIR (a corpus from `wetqa corpus build`)
+and prints, per row: article Hit@1 / Hit@3 / Hit@10 / MRR, chunk R@3 / R@10 (ir-measures, the
+`wetqa eval retrieval` definitions) and the extractive answers from the top 3 (ROUGE-L, METEOR,
+article citation P / R / Hit, the `wetqa eval generation` definitions). These rows are in-sample
+(the weights were chosen on these questions); bench/cross_validate.py gives the cross-validated
+figures. --dense adds a full-corpus dense index and the hybrid (RRF) of it with the articles
+index; --e5 (a converted model folder) adds dense re-scoring, the default pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from pathlib import Path
+
+from wetqa.dataset import load_dataset
+from wetqa.evaluation.answers import CorpusMap, score_record
+from wetqa.evaluation.ranking import evaluate_retrieval
+from wetqa.generation import Pipeline, make_backend, resolve_generator
+from wetqa.retrieval import HybridRetriever, build_index, open_index
+from wetqa.retrieval.index import dense_rescorer
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
+
+
+def row(label: str, retriever, items, corpus: CorpusMap) -> None:
+    questions = [i.question for i in items]
+    results = dict(zip((i.id for i in items), retriever.batch_search(questions, 10)))
+    m = evaluate_retrieval(items, results, retriever_chunks(retriever), (1, 3, 10))
+    pipeline = Pipeline(retriever, make_backend(resolve_generator("extractive")), k=3)
+    answers = pipeline.ask_many(questions)
+    scores = [
+        score_record(
+            {"answer": a.answer, "cited_ids": [c.id for c in a.citations]}, i, corpus, ["rouge", "meteor", "citations"]
+        )
+        for a, i in zip(answers, items)
+    ]
+
+    def mean(key):
+        return statistics.mean(s[key] for s in scores)
+
+    a, c = m["article"], m["chunk"]
+    print(
+        f"| {label} | {a['Hit@1']:.3f} | {a['Hit@3']:.3f} | {a['Hit@10']:.3f} | {a['MRR']:.3f} | {c['R@3']:.3f} | "
+        f"{c['R@10']:.3f} | {mean('rougeL'):.3f} | {mean('meteor'):.3f} | {mean('article_precision'):.3f} / "
+        f"{mean('article_recall'):.3f} / {mean('article_hit'):.3f} |",
+        flush=True,
+    )
+
+
+def retriever_chunks(retriever):
+    from wetqa.retrieval import chunks_of
+
+    return chunks_of(retriever)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("corpus")
+    ap.add_argument("--dense", help="a dense index built from the same corpus")
+    ap.add_argument("--e5", help="a sentence-transformers model folder for dense re-scoring")
+    args = ap.parse_args()
+    items = load_dataset(DEV)
+    print(
+        "| retriever (top 3 to the extractive answer) | art Hit@1 | Hit@3 | Hit@10 | MRR | chunk R@3 | R@10 | "
+        "ROUGE-L | METEOR | cit. P / R / Hit |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        build_index(args.corpus, "bm25s", tmp / "bm25s", progress=False)
+        corpus = CorpusMap.from_folder(tmp / "bm25s")
+        row("bm25s over words150 chunks (the old default)", open_index(tmp / "bm25s"), items, corpus)
+        variants = [
+            ("articles: chunk view only (max per article)", {"article_weight": 0, "heading_weight": 0}),
+            ("+ whole article with headings (1.5)", {"heading_weight": 0}),
+            ("+ headings view (0.7): the articles default", {}),
+        ]
+        for i, (label, options) in enumerate(variants):
+            build_index(args.corpus, "articles", tmp / f"a{i}", options, progress=False)
+            row(label, open_index(tmp / f"a{i}"), items, corpus)
+        articles = open_index(tmp / "a2")
+        if args.dense:
+            dense = open_index(args.dense)
+            row("dense alone (full corpus)", dense, items, corpus)
+            row("hybrid: articles + dense, RRF", HybridRetriever([articles, dense]), items, corpus)
+        if args.e5:
+            row(
+                "articles + dense re-scoring of the top 30 (the default)",
+                dense_rescorer(articles, args.e5),
+                items,
+                corpus,
+            )
+
+
+if __name__ == "__main__":
+    main()
