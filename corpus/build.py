@@ -101,6 +101,20 @@ def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
         return path, digest, ParseFailure(path, f"unexpected {type(exc).__name__}: {exc}")
 
 
+def _die_with_parent(parent: int) -> None:
+    # A pool worker must not outlive a build killed outright (SIGKILL runs no clean-up): Linux
+    # sends it SIGTERM when its parent dies. Elsewhere the pool's own shutdown still applies.
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
     """Yield (path, sha256, ParsedLaw | ParseFailure) in the order of ``files``."""
     if workers == 0:
@@ -113,7 +127,9 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
                 yield _parse_one(name)
                 bar.update()
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
+            with ProcessPoolExecutor(
+                max_workers=workers, initializer=_die_with_parent, initargs=(os.getpid(),)
+            ) as pool:
                 for item in pool.map(_parse_one, names, chunksize=4):
                     yield item
                     bar.update()
@@ -135,7 +151,7 @@ def build_corpus(
     source_rows: list[dict] = []
     n_laws = n_articles = n_expired = n_chunks = 0
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, marker=MANIFEST, kind="corpus") as tmp:
         with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
             for path, digest, result in parse_many(files, options.workers, progress):
                 if isinstance(result, ParseFailure):

@@ -95,7 +95,7 @@ def build_index(
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
     chunks = read_chunks(Path(corpus_dir) / CHUNKS)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
         if getattr(cls, "needs_corpus", False):
             cls.build(chunks, tmp, opts, progress=progress, corpus_dir=Path(corpus_dir))

