@@ -9,6 +9,7 @@ resumes without recomputing; aggregates are mean +- std over runs, x100.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import statistics
@@ -82,7 +83,9 @@ def load_run(path: Path) -> tuple[list[dict], list[dict]]:
                 problems.append({"file": str(path), "line": lineno, "problem": first_problem(exc)})
                 continue
             records.append(rec)
-    return records, problems
+    # A question retried on resume has a later record: that one counts (the earlier one failed).
+    latest = {str(r["id"]): r for r in records}
+    return list(latest.values()), problems
 
 
 def find_run_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -161,13 +164,21 @@ def aggregate(scores: dict[str, list[dict]]) -> dict:
     return {"per_run": {r: {k: round(v, 4) for k, v in m.items()} for r, m in per_run.items()}, "summary": summary}
 
 
-def markdown_table(rows: dict[str, dict], columns=TABLE_COLUMNS) -> str:
-    """One row per configuration: ``{name: summary}``; cells ``mean ± std``, "-" when not measured."""
-    head = "| configuration | " + " | ".join(c for c, _ in columns) + " |"
-    sep = "|---|" + "---|" * len(columns)
+def markdown_table(rows: dict[str, dict], columns=TABLE_COLUMNS, answered: dict[str, str] | None = None) -> str:
+    """One row per configuration: ``{name: summary}``; cells ``mean ± std``, "-" when not measured.
+
+    ``answered`` (``{name: "48/51"}``) adds a column with the answered questions of the total; a row
+    with fewer is marked, so a mean over fewer questions is not read as a complete run.
+    """
+    head = "| configuration | " + ("answered | " if answered else "") + " | ".join(c for c, _ in columns) + " |"
+    sep = "|---|" + ("---|" if answered else "") + "---|" * len(columns)
     lines = [head, sep]
     for name, summary in rows.items():
         cells = []
+        if answered:
+            got = answered.get(name, "?")
+            n, _, total = got.partition("/")
+            cells.append(got if n == total else f"{got} (incomplete)")
         for _, key in columns:
             s = summary.get(key)
             cells.append(f"{s['mean']:.1f} ± {s['std']:.1f}" if s else "-")
@@ -194,7 +205,13 @@ def evaluate_runs(
     nli_scorer: Callable[[list[tuple[dict, QAItem]]], list[dict]] | None = None,
     progress: bool = True,
     extra_config: dict | None = None,
+    models: dict[str, str | None] | None = None,
+    force: bool = False,
 ) -> dict:
+    """Score run files, resumably: ``scores.jsonl`` keeps each answer's scores with a hash of their inputs
+    (the answer and its citations, the gold answer, the corpus mapping, the judge or NLI model named in
+    ``models``). A cached score whose inputs changed is never reused: the evaluation is refused, naming
+    what changed, or with ``force`` those scores are computed again."""
     unknown = set(metrics) - set(METRICS)
     if unknown:
         raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(METRICS)}")
@@ -209,6 +226,8 @@ def evaluate_runs(
     problems: list[dict] = []
     scores: dict[str, list[dict]] = {}
     todo_model: list[tuple[str, dict, dict, QAItem]] = []  # (metric, score row, run record, item)
+    stale: dict[str, list[str]] = {}
+    pending_writes: list[dict] = []
     with open(cache_path, "a", encoding="utf-8") as fh:
         for f in files:
             run = f.parent.name + "/" + f.stem
@@ -222,17 +241,32 @@ def evaluate_runs(
                     problems.append({"file": str(f), "id": qid, "problem": "question id not in the dataset"})
                     continue
                 cached = cache.get((run, qid), {})
-                missing = [m for m in metrics if m in ("rouge", "meteor", "citations") and not _has(cached, m)]
                 row = dict(cached) or {"run": run, "id": qid}
+                inputs = {m: metric_inputs(rec, item, corpus, m, (models or {}).get(m)) for m in metrics}
+                old_inputs = row.get("inputs", {})
+                for m in metrics:
+                    if _has(row, m) and old_inputs.get(m) != inputs[m]:
+                        stale.setdefault(m, []).append(f"{run}:{qid}")
+                        _drop(row, m)
+                row["inputs"] = {**old_inputs, **inputs}
+                missing = [m for m in metrics if m in ("rouge", "meteor", "citations") and not _has(row, m)]
                 if missing:
                     row.update(score_record(rec, item, corpus, missing))
-                    fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    fh.flush()
+                    pending_writes.append(row)
                 rows.append(row)
                 for m in ("geval", "nli"):
                     if m in metrics and not _has(row, m) and not rec.get("error"):
                         todo_model.append((m, row, rec, item))
                 cache[(run, qid)] = row
+        if stale and not force:
+            listing = "; ".join(f"{m} of {len(ids)} answer(s), e.g. {ids[0]}" for m, ids in sorted(stale.items()))
+            raise RunFileError(
+                f"scores in {out} were computed from other inputs ({listing}: the run, the gold data, the corpus "
+                "or the judge/NLI model changed); give another --out, or --force to score them again"
+            )
+        for row in pending_writes:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            fh.flush()
         for m, scorer in (("geval", judge_scorer), ("nli", nli_scorer)):
             todo = [(row, rec, item) for mm, row, rec, item in todo_model if mm == m]
             if not todo:
@@ -243,11 +277,26 @@ def evaluate_runs(
                 )
             results = scorer([(rec, item) for _, rec, item in todo])
             for (row, _, _), res in zip(todo, results):
+                _drop(row, m)  # an earlier attempt's partial scores and error give way to this one
                 row.update(res)
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 fh.flush()
     agg = aggregate(scores)
+    # Coverage: questions of the dataset with an answer (no generation error) in each run.
+    answered = {run: sum(1 for r in rows if not r.get("generation_error")) for run, rows in scores.items()}
+    failed = [
+        f"{r['run']}:{r['id']}"
+        for rows in scores.values()
+        for r in rows
+        if r.get("generation_error") or any(not _has(r, m) for m in metrics)
+    ]
     result = {
+        "answered": {
+            "per_run": answered,
+            "total": len(items),
+            "min": f"{min(answered.values(), default=0)}/{len(items)}",
+        },
+        "failed": {"count": len(failed), "examples": failed[:5]},
         "metrics": list(metrics),
         "meteor_variant": meteor_variant() if "meteor" in metrics else None,
         "runs": [str(f) for f in files],
@@ -260,16 +309,46 @@ def evaluate_runs(
     with atomic_file(out / "metrics.csv") as fh:
         fh.write(csv_text(agg["summary"]))
     with atomic_file(out / "table.md") as fh:
-        fh.write(markdown_table({(extra_config or {}).get("name", "run"): agg["summary"]}))
+        name = (extra_config or {}).get("name", "run")
+        fh.write(markdown_table({name: agg["summary"]}, answered={name: result["answered"]["min"]}))
     return result
 
 
+def metric_inputs(rec: dict, item: QAItem, corpus: CorpusMap, metric: str, model: str | None = None) -> str:
+    """A hash of what one metric of one answer depends on; a cached score is reused only while it matches."""
+    cited = [str(c) for c in rec.get("cited_ids") or []]
+    parts: list = [rec.get("answer") or "", rec.get("error") or ""]
+    if metric in ("rouge", "meteor"):
+        parts += [item.answer]
+    elif metric == "citations":
+        parts += [cited, [corpus.chunk_article.get(c) for c in cited], sorted(item.gold_keys)]
+    elif metric == "geval":
+        parts += [item.question, item.answer, model]
+    elif metric == "nli":
+        parts += [cited, [corpus.texts.get(c) for c in cited], model]
+    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+_METRIC_KEYS = {
+    "rouge": ("rougeL",),
+    "meteor": ("meteor",),
+    "citations": ("chunk_", "article_"),
+    "geval": ("geval_",),
+    "nli": ("nli_",),
+}
+
+
+def _drop(row: dict, metric: str) -> None:
+    for key in [k for k in row if any(k == p or (p.endswith("_") and k.startswith(p)) for p in _METRIC_KEYS[metric])]:
+        del row[key]
+
+
 def _has(row: dict, metric: str) -> bool:
-    key = {
-        "rouge": "rougeL",
-        "meteor": "meteor",
-        "citations": "chunk_precision",
-        "geval": "geval_coherence",
-        "nli": "nli_citation_recall",
-    }[metric]
-    return key in row  # a recorded error is retried on the next run
+    """Whether a row holds a complete score; a recorded error is retried on the next run."""
+    if metric == "geval":
+        from .geval import CRITERIA
+
+        # Each criterion on its own: a fluency score that failed is retried even when coherence came back.
+        return all(f"geval_{name}" in row for name in CRITERIA)
+    key = {"rouge": "rougeL", "meteor": "meteor", "citations": "chunk_precision", "nli": "nli_citation_recall"}[metric]
+    return key in row

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from wetqa.console import UsageError, check_model_ref, emit, positive_int
+from wetqa.console import EXIT_PARTIAL, UsageError, check_model_ref, emit, positive_int
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -41,6 +42,8 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--nli-model", help="NLI model id or path (default: a multilingual mDeBERTa XNLI model)")
     g.add_argument("--name", help="row name in the table (default: the first run folder's name)")
     g.add_argument("--out", help="results folder (default: <first run folder>/eval)")
+    g.add_argument("--force", action="store_true", help="score again what was scored from other inputs")
+    g.add_argument("--allow-failures", action="store_true", help="exit 0 even when some answers have no score")
     g.set_defaults(func=cmd_eval_generation)
 
     r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
@@ -180,10 +183,22 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         "judge_base_url": args.judge_base_url,
         "nli_model": args.nli_model,
     }
-    result = evaluate_runs(args.runs, items, corpus, out, metrics, judge_scorer, nli_scorer, extra_config=config)
+    models = {"geval": args.judge, "nli": args.nli_model or ("default" if "nli" in metrics else None)}
+    result = evaluate_runs(
+        args.runs,
+        items,
+        corpus,
+        out,
+        metrics,
+        judge_scorer,
+        nli_scorer,
+        extra_config=config,
+        models=models,
+        force=args.force,
+    )
 
     def text() -> str:
-        lines = [markdown_table({name: result["summary"]}).rstrip(), ""]
+        lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
         lines += [
             f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f}  (x100, {v['runs']} run(s))"
             for k, v in result["summary"].items()
@@ -196,6 +211,15 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, result, text)
+    failed = result["failed"]
+    if failed["count"] and not args.allow_failures:
+        print(
+            f"wetqa: {failed['count']} answer(s) have no complete score (e.g. {', '.join(failed['examples'][:3])}): "
+            f"a failed generation or a metric that failed; details in {out / 'scores.jsonl'} (rerun to retry them, "
+            "or pass --allow-failures)",
+            file=sys.stderr,
+        )
+        return EXIT_PARTIAL
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from wetqa.console import EXIT_PARTIAL, emit, non_negative_float, positive_int
 
@@ -67,6 +68,12 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--batch-size", type=positive_int, default=16)
     g.add_argument("--limit", type=positive_int, help="only the first N questions")
     g.add_argument(
+        "--force",
+        action="store_true",
+        help="start the runs again when the folder holds runs made "
+        "with other inputs (index, generator, sampling, k, prompt)",
+    )
+    g.add_argument(
         "--allow-failures",
         action="store_true",
         help="exit 0 even when some questions failed (for sweeps); they are recorded in the run files",
@@ -103,26 +110,43 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
+    from wetqa.retrieval import index_identity
     from wetqa.retrieval.cli import index_paths, retriever_from_args
 
     from .pipeline import Pipeline
     from .presets import make_backend
-    from .runs import generate_runs
+    from .runs import check_run_folder, generate_runs, run_inputs
 
     items = load_dataset(args.dataset)
     if args.limit:
         items = items[: args.limit]
     cfg = generator_config(args)
-    pipeline = Pipeline(retriever_from_args(args), make_backend(cfg), k=args.k, language=args.language)
+    retriever = retriever_from_args(args)
+    query_options = {
+        k: getattr(args, k, None) for k in ("fusion", "weights", "rescore", "rescore_weight", "rescore_depth", "rerank")
+    }
+    inputs = run_inputs(
+        retriever.name,
+        args.k,
+        args.language,
+        cfg.to_json(),
+        [index_identity(p) for p in index_paths(args)],
+        query_options,
+    )
+    check_run_folder(args.out, inputs, args.force)  # before a model is loaded for nothing
+    pipeline = Pipeline(retriever, make_backend(cfg), k=args.k, language=args.language)
     config = {
-        "dataset": str(args.dataset),
+        # Absolute paths: the folder is evaluated correctly from any working directory.
+        "dataset": str(Path(args.dataset).resolve()),
         "indexes": [str(i.resolve()) for i in index_paths(args)],
         "fusion": args.fusion,
         "generator": args.generator,
         "generator_config": cfg.to_json(),
         "language": args.language,
     }
-    summary = generate_runs(pipeline, items, args.out, runs=args.runs, config=config, batch_size=args.batch_size)
+    summary = generate_runs(
+        pipeline, items, args.out, runs=args.runs, config=config, batch_size=args.batch_size, inputs=inputs
+    )
 
     def text() -> str:
         return "\n".join(

@@ -7,6 +7,7 @@ A question whose generation fails is recorded with its error and the run goes on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ from wetqa import __version__
 from wetqa.dataset import QAItem
 from wetqa.io import read_journal, write_json
 
-from ._base import Answer, Request
+from ._base import Answer, GenerationError, Request
 from .pipeline import Pipeline
 from .prompt import render_plain
 
@@ -41,7 +42,8 @@ def run_file(out: Path, run: int) -> Path:
 
 
 def read_done(path: Path) -> dict[str, dict]:
-    """Finished records of a run file; a truncated last line (killed mid-write) is cut off."""
+    """The latest record of each question in a run file (a retried question's new record wins);
+    a truncated last line (killed mid-write) is cut off."""
     return {str(rec["id"]): rec for rec in read_journal(path)}
 
 
@@ -74,6 +76,67 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
     }
 
 
+def prompt_fingerprint(language: str = "nl") -> str:
+    """A hash of the prompt as rendered: any change of instructions, example or layout changes it."""
+    from wetqa.corpus.records import Chunk
+    from wetqa.retrieval._base import Hit
+
+    from .prompt import build_messages
+
+    hit = Hit(Chunk("X_1", "DOC0001", "BWBR0000000", "2000-01-01", "Wet", "Artikel 1", 1, "Tekst."), 1.0, 1)
+    rendered = json.dumps(build_messages("Vraag?", [hit], language), ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(rendered.encode()).hexdigest()[:16]
+
+
+# The generator settings that change what a model writes (not its key, concurrency or timeout).
+_OUTPUT_SETTINGS = ("kind", "model", "temperature", "top_k", "max_tokens", "max_model_len", "dtype")
+
+
+def run_inputs(
+    retriever: str, k: int, language: str, generator: dict, indexes: Sequence[dict], query_options: dict | None = None
+) -> dict:
+    """What a run's answers depend on; a folder of runs is resumed only with the same inputs.
+
+    ``indexes``: each index's identity (:func:`wetqa.retrieval.index_identity`); ``query_options``:
+    how they are combined at query time (fusion, weights, re-scoring, re-ranking).
+    """
+    return {
+        "indexes": list(indexes),
+        "retrieval": {"retriever": retriever, **(query_options or {})},
+        "generator": {key: generator.get(key) for key in _OUTPUT_SETTINGS},
+        "k": k,
+        "language": language,
+        "prompt": prompt_fingerprint(language),
+    }
+
+
+def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) -> None:
+    """Refuse (or with ``force`` clear) a run folder made with other inputs; call it before loading a model."""
+    _check_inputs(Path(out), inputs, force)
+
+
+def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
+    config = out / "config.json"
+    runs = sorted(out.glob("run-*.jsonl"))
+    if not runs:
+        return
+    old = json.loads(config.read_text(encoding="utf-8")).get("inputs") if config.is_file() else None
+    if old == inputs:
+        return
+    changed = (
+        "no inputs recorded (an older wetqa)"
+        if old is None
+        else ", ".join(sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))) + " changed"
+    )
+    if not force:
+        raise GenerationError(
+            f"{out} holds runs made with other inputs ({changed}); give another --out, or --force to start "
+            "these runs again"
+        )
+    for path in runs:  # wetqa's own run files, made with what is no longer asked for
+        path.unlink()
+
+
 def generate_runs(
     pipeline: Pipeline,
     items: Sequence[QAItem],
@@ -82,14 +145,24 @@ def generate_runs(
     config: dict | None = None,
     batch_size: int = 16,
     progress: bool = True,
+    inputs: dict | None = None,
+    force: bool = False,
 ) -> dict:
-    """Generate answers for every item in every run; returns a summary (per-run counts, failures)."""
+    """Generate answers for every item in every run; returns a summary (per-run counts, failures).
+
+    A folder is resumed only when ``inputs`` (see :func:`run_inputs`) match those recorded in its
+    ``config.json``; otherwise it is refused, or with ``force`` started again. Resuming retries the
+    questions whose earlier attempt failed: the new record is appended and supersedes the old one.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if inputs is not None:
+        _check_inputs(out, inputs, force)  # a no-op when check_run_folder already ran
     write_json(
         out / "config.json",
         {
             **(config or {}),
+            "inputs": inputs,
             "runs": runs,
             "k": pipeline.k,
             "backend": pipeline.backend.name,
@@ -103,7 +176,7 @@ def generate_runs(
     for run in range(1, runs + 1):
         path = run_file(out, run)
         done = read_done(path)
-        todo = [it for it in items if it.id not in done]
+        todo = [it for it in items if it.id not in done or done[it.id].get("error")]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
         with open(path, "a", encoding="utf-8") as fh:
             for start in range(0, len(todo), batch_size):

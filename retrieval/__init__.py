@@ -6,7 +6,7 @@
 
 from ._base import Hit, RetrievalError, Retriever, chunks_of
 from .fusion import HybridRetriever, interpolate, rrf
-from .index import RETRIEVERS, build_index, open_index, open_retriever, read_index_meta
+from .index import RETRIEVERS, build_index, index_identity, open_index, open_retriever, read_index_meta
 
 __all__ = [
     "Hit",
@@ -16,6 +16,7 @@ __all__ = [
     "RetrievalError",
     "Retriever",
     "build_index",
+    "index_identity",
     "interpolate",
     "open_index",
     "open_retriever",

@@ -124,6 +124,12 @@ RESCORE_DEPTH = 30
 RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH}
 
 
+def index_identity(path: str | Path) -> dict:
+    """What an index's rankings depend on: its kind, options, re-scoring and the corpus it was built from."""
+    meta = read_index_meta(path)
+    return {key: meta.get(key) for key in ("retriever", "options", "rescore", "corpus_hash")}
+
+
 def resolve_rescore(rescore: dict | None) -> dict | None:
     if not rescore or not rescore.get("model"):
         return None

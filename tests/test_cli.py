@@ -187,3 +187,27 @@ def test_run_records_are_validated_at_the_boundary(tmp_path):
     records, problems = load_run(run)
     assert [r["id"] for r in records] == ["3"]
     assert [(p["line"], p["problem"].split(":")[0]) for p in problems] == [(1, "answer"), (2, "cited_ids.0")]
+
+
+def test_eval_generation_exits_non_zero_when_answers_have_no_score(fixture_index, tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "1", "question": "Wat is een wet?", "answer": "Een wet."}\n')
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run-1.jsonl").write_text('{"id": "1", "answer": "", "cited_ids": [], "error": "connection refused"}\n')
+    argv = [
+        "eval",
+        "generation",
+        "--runs",
+        str(run),
+        "--dataset",
+        str(data),
+        "--corpus",
+        str(fixture_index),
+        "--metrics",
+        "rouge",
+    ]
+    assert main(argv) == EXIT_PARTIAL
+    captured = capsys.readouterr()
+    assert "1 answer(s) have no complete score" in captured.err and "0/1 (incomplete)" in captured.out
+    assert main([*argv, "--allow-failures"]) == 0

@@ -320,3 +320,86 @@ def test_markdown_table_shape():
     head, sep, row = t.strip().splitlines()
     assert head == "| configuration | COH | FLU | ROU | MET | CON | REL | R | P | Hit |"
     assert row == "| bm25+extractive | - | - | 52.1 ± 0.0 | - | - | - | - | - | 62.7 ± 1.5 |"
+
+
+def _one_run(tmp_path, answer="de ouder misbruikt het gezag", cited=("a1",)):
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    (run / "run-1.jsonl").write_text(json.dumps({"id": "1", "answer": answer, "cited_ids": list(cited)}) + "\n")
+    return run
+
+
+def test_cached_scores_are_not_reused_when_their_inputs_change(tmp_path):
+    from wetqa.evaluation.answers import RunFileError
+
+    items = [QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")])]
+    run = _one_run(tmp_path)
+    first = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
+    assert first["summary"]["rougeL"]["mean"] == pytest.approx(100)
+    # The run file changed (a regenerated answer): refused, naming the metrics and an answer.
+    _one_run(tmp_path, answer="iets heel anders")
+    with pytest.raises(RunFileError, match=r"other inputs \(citations of 1 answer\(s\), e.g. run/run-1:1; .*rouge"):
+        evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False)
+    again = evaluate_runs([run], items, _corpus(), tmp_path / "eval", progress=False, force=True)
+    assert again["summary"]["rougeL"]["mean"] < 100
+    # The gold data changed: ROUGE-L is scored again, the citations (same gold articles) are kept.
+    items2 = [QAItem("1", "?", "iets heel anders", [GoldArticle("X", "Artikel 1")])]
+    with pytest.raises(RunFileError, match=r"rouge of 1 answer"):
+        evaluate_runs([run], items2, _corpus(), tmp_path / "eval", progress=False)
+    # The judge changed: G-Eval is not reused from another model.
+    res = evaluate_runs([run], items2, _corpus(), tmp_path / "eval", ["rouge"], progress=False, force=True)
+    assert res["summary"]["rougeL"]["mean"] == pytest.approx(100)
+
+
+def test_each_geval_criterion_is_retried_on_its_own(tmp_path):
+    from wetqa.evaluation.geval import CRITERIA
+
+    items = [QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")])]
+    run = _one_run(tmp_path)
+    calls = []
+
+    def judge(pairs, fail=("fluency",)):
+        calls.append(len(pairs))
+        out = {f"geval_{c}": 0.5 for c in CRITERIA if c not in fail}
+        if fail:
+            out["geval_error"] = "fluency: the judge did not answer"
+        return [out for _ in pairs]
+
+    evaluate_runs(
+        [run],
+        items,
+        _corpus(),
+        tmp_path / "eval",
+        ["geval"],
+        judge_scorer=judge,
+        progress=False,
+        models={"geval": "judge-a"},
+    )
+    assert calls == [1]
+    res = evaluate_runs(
+        [run],
+        items,
+        _corpus(),
+        tmp_path / "eval",
+        ["geval"],
+        progress=False,
+        judge_scorer=lambda pairs: judge(pairs, fail=()),
+        models={"geval": "judge-a"},
+    )
+    assert calls == [1, 1]  # fluency was missing, so the answer went to the judge again
+    assert res["summary"]["geval_fluency"]["mean"] == pytest.approx(50)
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "scores.jsonl").read_text().splitlines()]
+    assert "geval_error" not in rows[-1]
+    from wetqa.evaluation.answers import RunFileError
+
+    with pytest.raises(RunFileError, match="geval of 1 answer"):
+        evaluate_runs(
+            [run],
+            items,
+            _corpus(),
+            tmp_path / "eval",
+            ["geval"],
+            progress=False,
+            judge_scorer=lambda pairs: judge(pairs, fail=()),
+            models={"geval": "judge-b"},
+        )
