@@ -149,11 +149,13 @@ def build_corpus(
     failures: list[ParseFailure] = []
     excluded: list[dict] = []
     source_rows: list[dict] = []
+    digests: dict[str, str] = {}  # every file read, built or not: what a rebuild would read again
     n_laws = n_articles = n_expired = n_chunks = 0
     out = Path(out)
     with atomic_dir(out, marker=MANIFEST, kind="corpus") as tmp:
         with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
             for path, digest, result in parse_many(files, options.workers, progress):
+                digests[Path(path).name] = digest
                 if isinstance(result, ParseFailure):
                     failures.append(result)
                     if options.strict:
@@ -204,6 +206,7 @@ def build_corpus(
             "sources": source_rows,
             "excluded": excluded,
             "failures": [{"file": f.file, "problem": f.problem} for f in failures],
+            "source_sha256": digests,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return BuildReport(

@@ -29,6 +29,14 @@ def add_generator_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=non_negative_float)
     p.add_argument("--max-model-len", type=positive_int)
     p.add_argument("--dtype", choices=("auto", "float32", "float16", "bfloat16"))
+    p.add_argument("--tensor-parallel-size", type=positive_int, help="vllm: GPUs per model")
+    p.add_argument("--pipeline-parallel-size", type=positive_int, help="vllm: pipeline stages (GPUs or machines)")
+    p.add_argument("--data-parallel-size", type=positive_int, help="vllm: engine replicas")
+    p.add_argument(
+        "--distributed-executor-backend",
+        choices=("ray", "mp", "uni", "external_launcher"),
+        help="vllm: executor (ray for several machines)",
+    )
     p.add_argument("-k", type=positive_int, default=3, help="retrieved chunks in the prompt")
     p.add_argument("--language", choices=("nl", "en"), default="nl", help="prompt language")
 
@@ -47,6 +55,10 @@ def generator_config(args: argparse.Namespace):
         timeout=args.timeout,
         max_model_len=args.max_model_len,
         dtype=args.dtype,
+        tensor_parallel_size=getattr(args, "tensor_parallel_size", None),
+        pipeline_parallel_size=getattr(args, "pipeline_parallel_size", None),
+        data_parallel_size=getattr(args, "data_parallel_size", None),
+        distributed_executor_backend=getattr(args, "distributed_executor_backend", None),
     )
 
 

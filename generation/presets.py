@@ -21,7 +21,17 @@ _APPLIES = {
     "extractive": set(),
     "openai": {"temperature", "top_k", "max_tokens", "base_url", "api_key", "concurrency", "timeout"},
     "transformers": {"temperature", "top_k", "max_tokens", "dtype"},
-    "vllm": {"temperature", "top_k", "max_tokens", "max_model_len", "dtype"},
+    "vllm": {
+        "temperature",
+        "top_k",
+        "max_tokens",
+        "max_model_len",
+        "dtype",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "distributed_executor_backend",
+    },
 }
 
 
@@ -38,6 +48,12 @@ class GeneratorConfig:
     timeout: float = 120.0
     max_model_len: int | None = None
     dtype: str = "auto"
+    # vLLM's parallelism (see its docs): GPUs per model, pipeline stages, engine replicas, and
+    # "ray" (or "mp") as the executor when a model spans several machines.
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    distributed_executor_backend: str | None = None
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -101,6 +117,13 @@ def _check_ranges(cfg: GeneratorConfig) -> None:
         raise GenerationError(f"timeout must be > 0 seconds, got {cfg.timeout}")
     if cfg.max_model_len is not None and cfg.max_model_len < 1:
         raise GenerationError(f"max_model_len must be >= 1, got {cfg.max_model_len}")
+    if min(cfg.tensor_parallel_size, cfg.pipeline_parallel_size, cfg.data_parallel_size) < 1:
+        raise GenerationError("tensor, pipeline and data parallel sizes must be >= 1")
+    if cfg.distributed_executor_backend not in (None, "ray", "mp", "uni", "external_launcher"):
+        raise GenerationError(
+            f"unknown distributed executor backend {cfg.distributed_executor_backend!r}; use ray, mp, uni or "
+            "external_launcher"
+        )
     if cfg.dtype not in DTYPES:
         raise GenerationError(f"unknown dtype {cfg.dtype!r}; choose one of {', '.join(DTYPES)}")
 
@@ -139,5 +162,9 @@ def make_backend(cfg: GeneratorConfig) -> Backend:
             max_tokens=cfg.max_tokens,
             max_model_len=cfg.max_model_len,
             dtype=cfg.dtype,
+            tensor_parallel_size=cfg.tensor_parallel_size,
+            pipeline_parallel_size=cfg.pipeline_parallel_size,
+            data_parallel_size=cfg.data_parallel_size,
+            distributed_executor_backend=cfg.distributed_executor_backend,
         )
     raise GenerationError(f"unknown backend {cfg.kind!r}")

@@ -23,7 +23,7 @@ from wetqa.dataset import QAItem
 from wetqa.io import read_journal, write_json
 
 from ._base import Answer, GenerationError, Request
-from .pipeline import Pipeline
+from .pipeline import Pipeline, to_answer
 from .prompt import render_plain
 
 
@@ -179,6 +179,19 @@ def generate_runs(
         todo = [it for it in items if it.id not in done or done[it.id].get("error")]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
         with open(path, "a", encoding="utf-8") as fh:
+            stream = getattr(pipeline.backend, "generate_stream", None)
+            if stream is not None and todo:
+                # The engine schedules every pending question itself (continuous batching); each
+                # answer is written the moment it finishes, so a killed run loses at most those in flight.
+                requests = pipeline.requests([it.question for it in todo])
+                for i, gen in stream(requests):
+                    ans = to_answer(requests[i], gen)
+                    rec = record(todo[i].id, run, pipeline.k, requests[i], ans, gen.seconds)
+                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                    fh.flush()
+                    done[todo[i].id] = rec
+                    bar.update(1)
+                todo = []
             for start in range(0, len(todo), batch_size):
                 batch = todo[start : start + batch_size]
                 t0 = time.perf_counter()

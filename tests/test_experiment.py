@@ -60,8 +60,8 @@ def test_grid_runs_and_tables(tmp_path):
     result = run_experiment(cfg)
     assert len(result["generation"]) == 3 * 2
     table = (tmp_path / "out" / "table.md").read_text()
-    assert "| configuration | COH | FLU | ROU | MET | CON | REL | R | P | Hit |" in table
-    assert "| bm25s+extractive@k3 |" in table
+    assert "| configuration | answered | COH | FLU | ROU | MET | CON | REL | R | P | Hit |" in table
+    assert "| bm25s+extractive@k3 | 2/2 |" in table
     row = result["generation"]["bm25s+extractive@k3"]
     assert row["article_hit"]["runs"] == 2 and row["article_hit"]["mean"] == 100.0
     saved = json.loads((tmp_path / "out" / "config.json").read_text())
@@ -84,3 +84,40 @@ def test_overrides_and_config_errors(tmp_path):
         load_experiment(_write(tmp_path, "name = "))
     with pytest.raises(ConfigError, match="config file not found"):
         load_experiment(tmp_path / "missing.toml")
+
+
+def test_a_changed_chunking_is_refused_then_rebuilt_with_force(tmp_path):
+    cfg_path = _write(tmp_path, GRID.replace("runs = 2", "runs = 1").replace("k = [1, 3]", "k = [1]"))
+    run_experiment(load_experiment(cfg_path))
+    changed = load_experiment(cfg_path, {"chunking": "structured"})
+    with pytest.raises(ConfigError, match="built with other chunking/build options .* --force rebuilds it"):
+        run_experiment(changed)
+    run_experiment(changed, force=True)
+    manifest = json.loads((tmp_path / "out" / "corpus" / "manifest.json").read_text())
+    assert manifest["options"]["chunking"]["strategy"] == "structured"
+
+
+def test_one_backend_per_generator_released_before_the_next(tmp_path, monkeypatch):
+    from wetqa import experiment
+    from wetqa.generation import make_backend as real_make_backend
+
+    made, closed = [], []
+
+    class Tracked:
+        def __init__(self, cfg):
+            self.inner = real_make_backend(cfg)
+            self.name = self.inner.name
+            made.append(self)
+
+        def generate(self, requests):
+            assert not closed or closed[-1] is not self, "used after close"
+            return self.inner.generate(requests)
+
+        def close(self):
+            closed.append(self)
+
+    monkeypatch.setattr(experiment, "make_backend", Tracked)
+    body = GRID + '[generators.second]\ngenerator = "extractive"\n'
+    run_experiment(load_experiment(_write(tmp_path, body)))
+    # 2 generators x 3 retrievers x 2 k x 2 runs: two backends, each closed once, in order.
+    assert len(made) == 2 and closed == made

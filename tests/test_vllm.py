@@ -130,3 +130,93 @@ def test_offline_vllm_llm_backend_through_wetqa_ask(vllm_setup):
     out = json.loads(r.stdout)  # stdout is only the JSON: vLLM's logs go to stderr
     assert out["usage"]["completion_tokens"] > 0 and out["usage"]["prompt_tokens"] > 100
     assert len(out["retrieved"]) >= 1
+
+
+REHEARSAL = r"""
+import json, os, sys, threading, time
+from pathlib import Path
+
+def tree_rss(pid):
+    # Resident memory of a process and all its descendants (vLLM runs its engine in child processes).
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            for t in Path(f"/proc/{p}/task").iterdir():
+                kids = Path(f"/proc/{p}/task/{t.name}/children").read_text().split()
+                todo += [int(k) for k in kids]
+        except OSError:
+            pass
+    return total
+
+peak = [0]
+done = threading.Event()
+def watch():
+    while not done.is_set():
+        peak[0] = max(peak[0], tree_rss(os.getpid()))
+        time.sleep(0.5)
+
+if __name__ == "__main__":
+    from wetqa.config import load_experiment
+    from wetqa.experiment import run_experiment
+    import wetqa.generation.backends.vllm_backend as vb
+
+    threading.Thread(target=watch, daemon=True).start()
+    result = run_experiment(load_experiment(sys.argv[1]))
+    done.set()
+    print(json.dumps({"created": vb.ENGINES_CREATED, "live_max": vb.ENGINES_LIVE_MAX, "live": vb.ENGINES_LIVE,
+                      "peak_rss_gb": round(peak[0] / 2**30, 2), "cells": len(result["generation"])}))
+"""
+
+
+def test_gpu_rehearsal_one_engine_per_generator(vllm_setup, tmp_path):
+    """wetqa experiment with 2 vLLM generators x 2 k x 2 runs: exactly 2 engines, never 2 at once."""
+    model, _ = vllm_setup
+    from .conftest import FIXTURES
+
+    (tmp_path / "qa.jsonl").write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "question": QUESTION,
+                "answer": "Als de ouder het gezag misbruikt.",
+                "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}],
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "id": 2,
+                "question": "Wat regelt de wet over griffierechten?",
+                "answer": "Tarieven.",
+                "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 7.3.12"}],
+            }
+        )
+        + "\n"
+    )
+    generator = 'generator = "vllm"\nmodel = "{m}"\nmax_tokens = 16\nmax_model_len = 2048\ndtype = "float32"\n'
+    (tmp_path / "grid.toml").write_text(
+        f'name = "rehearsal"\ndataset = "qa.jsonl"\ncorpus = "{FIXTURES / "bwb"}"\nout = "out"\nruns = 2\n'
+        'k = [1, 2]\n[retrievers.bm25s]\nretriever = "bm25s"\n'
+        "[generators.cold]\n" + generator.format(m=model) + "temperature = 0.0\n"
+        "[generators.warm]\n" + generator.format(m=model) + "temperature = 0.7\n"
+    )
+    script = tmp_path / "rehearsal.py"
+    script.write_text(REHEARSAL)
+    r = subprocess.run(
+        [str(VLLM_PY), str(script), str(tmp_path / "grid.toml")],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=1200,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["cells"] == 2 * 2 and out["created"] == 2, out
+    assert out["live_max"] == 1 and out["live"] == 0, out  # the first engine was shut down before the second
+    runs = sorted((tmp_path / "out" / "runs").glob("*/run-*.jsonl"))
+    assert len(runs) == 2 * 2 * 2 and all(len(p.read_text().splitlines()) == 2 for p in runs)
+    print(f"rehearsal peak memory (process tree): {out['peak_rss_gb']} GB")
+    assert out["peak_rss_gb"] < 8

@@ -31,6 +31,12 @@ class GeneratorSpec:
     base_url: str | None = None
     temperature: float | None = None
     max_tokens: int | None = None
+    max_model_len: int | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    distributed_executor_backend: str | None = None
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ answers and scores only missing ones.
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,11 +16,11 @@ from tqdm import tqdm
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
 from wetqa.generation import Pipeline, make_backend, resolve_generator
-from wetqa.generation.runs import generate_runs
-from wetqa.retrieval import build_index, chunks_of, open_index
+from wetqa.generation.runs import check_run_folder, generate_runs, run_inputs
+from wetqa.retrieval import build_index, chunks_of, index_identity, open_index
 from wetqa.retrieval.fusion import HybridRetriever
 
-from .config import ExperimentConfig
+from .config import ConfigError, ExperimentConfig
 from .console import UsageError, emit
 from .dataset import load_dataset
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table
@@ -27,23 +28,58 @@ from .evaluation.ranking import evaluate_retrieval
 from .io import atomic_file, write_json
 
 
-def _corpus_dir(cfg: ExperimentConfig, out: Path) -> Path:
+def _source_digests(src: Path) -> dict[str, str]:
+    """File name -> sha256 of the law files a build would read (those that failed to parse count too)."""
+    import hashlib
+
+    from wetqa.corpus.build import collect_sources
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in collect_sources([src])}
+
+
+def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
     src = Path(cfg.corpus)
     if (src / MANIFEST).is_file():
         return src
     target = out / "corpus"
     opts = BuildOptions(chunking=ChunkingOptions(cfg.chunking, 150 if cfg.chunking == "words150" else 200))
-    if not (target / MANIFEST).is_file():
-        build_corpus([src], target, opts)
+    if (target / MANIFEST).is_file():
+        built = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        changed = []
+        if built.get("options") != opts.to_json():
+            changed.append("chunking/build options")
+        if _source_digests(src) != built.get("source_sha256"):
+            changed.append("source files")
+        if not changed:
+            return target
+        if not force:
+            raise ConfigError(
+                f"{target} was built with other {' and '.join(changed)} than the config asks for; "
+                "--force rebuilds it (and then the indexes and runs made from it)"
+            )
+    build_corpus([src], target, opts)
     return target
 
 
-def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None) -> dict:
+_GENERATOR_OVERRIDES = (
+    "base_url",
+    "temperature",
+    "max_tokens",
+    "max_model_len",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "distributed_executor_backend",
+)
+
+
+def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "config.json", cfg.to_json())
     items = load_dataset(cfg.dataset)
-    corpus = _corpus_dir(cfg, out)
+    corpus = _corpus_dir(cfg, out, force)
 
     retrievers = {}
     for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
@@ -63,41 +99,68 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None) ->
         retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks_of(r))
 
     rows: dict[str, dict] = {}
-    grid = [(r, g, k) for r in cfg.retrievers for g in cfg.generators for k in cfg.k]
-    for rspec, gspec, k in tqdm(grid, desc="grid", unit="config"):
+    answered: dict[str, str] = {}
+    identities = {
+        spec.name: [index_identity(out / "indexes" / spec.name)] for spec in cfg.retrievers if not spec.components
+    }
+    for spec in cfg.retrievers:
+        if spec.components:
+            identities[spec.name] = [x for c in spec.components for x in identities[c]]
+    bar = tqdm(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
+    # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
+    # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
+    for gspec in cfg.generators:
         gen_cfg = resolve_generator(
             gspec.generator,
             backend=gspec.backend,
             model=gspec.model,
-            base_url=gspec.base_url,
-            temperature=gspec.temperature,
-            max_tokens=gspec.max_tokens,
+            **{key: getattr(gspec, key) for key in _GENERATOR_OVERRIDES},
         )
-        label = f"{rspec.name}+{gspec.name}@k{k}"
-        run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
-        pipeline = Pipeline(retrievers[rspec.name], make_backend(gen_cfg), k=k)
-        generate_runs(
-            pipeline,
-            items,
-            run_dir,
-            runs=cfg.runs,
-            progress=False,
-            config={"retriever": rspec.name, "generator": gspec.name, "generator_config": gen_cfg.to_json()},
-        )
-        result = evaluate_runs(
-            [run_dir],
-            items,
-            chunk_map,
-            run_dir / "eval",
-            cfg.metrics,
-            judge_scorer,
-            nli_scorer,
-            progress=False,
-            extra_config={"name": label},
-        )
-        rows[label] = result["summary"]
+        cells = []
+        for rspec in cfg.retrievers:
+            for k in cfg.k:
+                run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
+                inputs = run_inputs(retrievers[rspec.name].name, k, "nl", gen_cfg.to_json(), identities[rspec.name])
+                check_run_folder(run_dir, inputs, force)  # refused before an engine is started for nothing
+                cells.append((rspec, k, run_dir, inputs))
+        backend = make_backend(gen_cfg)
+        try:
+            for rspec, k, run_dir, inputs in cells:
+                label = f"{rspec.name}+{gspec.name}@k{k}"
+                generate_runs(
+                    Pipeline(retrievers[rspec.name], backend, k=k),
+                    items,
+                    run_dir,
+                    runs=cfg.runs,
+                    progress=False,
+                    config={"retriever": rspec.name, "generator": gspec.name, "generator_config": gen_cfg.to_json()},
+                    inputs=inputs,
+                    force=force,
+                )
+                result = evaluate_runs(
+                    [run_dir],
+                    items,
+                    chunk_map,
+                    run_dir / "eval",
+                    cfg.metrics,
+                    judge_scorer,
+                    nli_scorer,
+                    progress=False,
+                    extra_config={"name": label},
+                    models={"geval": cfg.judge, "nli": cfg.nli_model},
+                    force=force,
+                )
+                rows[label] = result["summary"]
+                answered[label] = result["answered"]["min"]
+                bar.update()
+        finally:
+            close = getattr(backend, "close", None)
+            if close is not None:
+                close()
+            del backend
+    bar.close()
 
-    table = markdown_table(rows)
+    table = markdown_table(rows, answered=answered)
     with atomic_file(out / "table.md") as fh:
         fh.write(
             f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std x100\n\n{table}\n"

@@ -12,6 +12,12 @@ from collections.abc import Sequence
 
 from .._base import Generation, GenerationError, Request, Usage
 
+# Engines constructed in this process: a hook for tests and logs (an experiment grid must build one
+# per generator, not one per cell), counted by the real constructor.
+ENGINES_CREATED = 0
+ENGINES_LIVE = 0  # constructed and not yet closed
+ENGINES_LIVE_MAX = 0
+
 
 class VLLMBackend:
     def __init__(
@@ -25,6 +31,9 @@ class VLLMBackend:
         enforce_eager: bool = False,
         tensor_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
+        pipeline_parallel_size: int = 1,
+        data_parallel_size: int = 1,
+        distributed_executor_backend: str | None = None,
     ):
         import os
 
@@ -43,13 +52,25 @@ class VLLMBackend:
             enable_prefix_caching=True,
             dtype=dtype,
             tensor_parallel_size=tensor_parallel_size,
-            enforce_eager=enforce_eager or not on_gpu,
-        )  # CUDA graphs only exist on a GPU
+            enforce_eager=enforce_eager or not on_gpu,  # CUDA graphs only exist on a GPU
+        )
+        # vLLM's own parallelism: more GPUs (tensor / pipeline parallel), engine replicas (data
+        # parallel), and Ray for several machines. Passed only when asked for.
+        if pipeline_parallel_size > 1:
+            kwargs["pipeline_parallel_size"] = pipeline_parallel_size
+        if data_parallel_size > 1:
+            kwargs["data_parallel_size"] = data_parallel_size
+        if distributed_executor_backend:
+            kwargs["distributed_executor_backend"] = distributed_executor_backend
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         if on_gpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         self.llm = LLM(**kwargs)
+        global ENGINES_CREATED, ENGINES_LIVE, ENGINES_LIVE_MAX
+        ENGINES_CREATED += 1
+        ENGINES_LIVE += 1
+        ENGINES_LIVE_MAX = max(ENGINES_LIVE_MAX, ENGINES_LIVE)
         self.SamplingParams = SamplingParams
         self.name = f"vllm:{model}"
         self.temperature = temperature
@@ -58,35 +79,78 @@ class VLLMBackend:
         self.context = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
 
-    def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        t0 = time.perf_counter()
-        out: list[Generation | None] = [None] * len(requests)
-        prompts, params, where = [], [], []
+    def _prepare(self, requests: Sequence[Request]):
+        """(index, prompt text, sampling params) per request that fits; a Generation error for those that do not."""
+        ready, errors = [], {}
         for i, r in enumerate(requests):
-            n_prompt = len(self.tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=True))
+            prompt = self.tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False)
+            n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
             room = self.context - n_prompt
             if room <= 0:
-                out[i] = Generation(
+                errors[i] = Generation(
                     error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}"
                 )
                 continue
-            prompts.append(r.messages)
-            params.append(
-                self.SamplingParams(
-                    temperature=self.temperature,
-                    top_k=self.top_k if self.top_k else -1,
-                    max_tokens=min(self.max_tokens, room),
-                )
+            params = self.SamplingParams(
+                temperature=self.temperature,
+                top_k=self.top_k if self.top_k else -1,
+                max_tokens=min(self.max_tokens, room),
             )
-            where.append(i)
-        if prompts:
-            results = self.llm.chat(prompts, params, use_tqdm=len(prompts) > 1)
-            seconds = (time.perf_counter() - t0) / len(prompts)
-            for i, res in zip(where, results):
+            ready.append((i, prompt, params))
+        return ready, errors
+
+    def generate_stream(self, requests: Sequence[Request]):
+        """Yield ``(index, Generation)`` as each request finishes.
+
+        All requests go to the engine at once, so vLLM's continuous batching schedules them (no batch
+        waits for its longest answer), and the caller can checkpoint every answer as it arrives.
+        """
+        ready, errors = self._prepare(requests)
+        yield from errors.items()
+        engine = self.llm.llm_engine
+        started = {}
+        for i, prompt, params in ready:
+            request_id = f"wetqa-{id(self)}-{i}"
+            engine.add_request(request_id, prompt, params)
+            started[request_id] = (i, time.perf_counter())
+        while engine.has_unfinished_requests():
+            for res in engine.step():
+                if not res.finished:
+                    continue
+                i, t0 = started.pop(res.request_id)
                 completion = res.outputs[0]
-                out[i] = Generation(
-                    text=completion.text,
-                    usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
-                    seconds=seconds,
+                yield (
+                    i,
+                    Generation(
+                        text=completion.text,
+                        usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
+                        seconds=time.perf_counter() - t0,
+                    ),
                 )
-        return [g for g in out if g is not None]
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        out: dict[int, Generation] = dict(self.generate_stream(requests))
+        return [out[i] for i in range(len(requests))]
+
+    def close(self) -> None:
+        """Shut the engine down and free its memory, so the next generator's engine has the GPU."""
+        import gc
+
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+        del llm
+        global ENGINES_LIVE
+        ENGINES_LIVE -= 1
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
