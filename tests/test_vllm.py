@@ -198,7 +198,7 @@ def test_gpu_rehearsal_one_engine_per_generator(vllm_setup, tmp_path):
     generator = 'generator = "vllm"\nmodel = "{m}"\nmax_tokens = 16\nmax_model_len = 2048\ndtype = "float32"\n'
     (tmp_path / "grid.toml").write_text(
         f'name = "rehearsal"\ndataset = "qa.jsonl"\ncorpus = "{FIXTURES / "bwb"}"\nout = "out"\nruns = 2\n'
-        'k = [1, 2]\n[retrievers.bm25s]\nretriever = "bm25s"\n'
+        'k = [1, 2]\nmetrics = ["citations"]\n[retrievers.bm25s]\nretriever = "bm25s"\n'
         "[generators.cold]\n" + generator.format(m=model) + "temperature = 0.0\n"
         "[generators.warm]\n" + generator.format(m=model) + "temperature = 0.7\n"
     )

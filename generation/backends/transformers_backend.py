@@ -17,6 +17,18 @@ def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | Non
     return model, gguf_file
 
 
+def torch_dtype_for(dtype: str, device: str):
+    """The weights' dtype: as asked, or for ``auto`` bf16 (fp16 where bf16 is not supported) on a GPU
+    and fp32 on a CPU, where half precision is slow or unsupported."""
+    import torch
+
+    if dtype != "auto":
+        return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    if str(device).startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
 class TransformersBackend:
     def __init__(
         self,
@@ -39,12 +51,7 @@ class TransformersBackend:
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
-            torch_dtype = {
-                "auto": "auto",
-                "float32": torch.float32,
-                "float16": torch.float16,
-                "bfloat16": torch.bfloat16,
-            }[dtype]
+            torch_dtype = torch_dtype_for(dtype, self.device)
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype, **kwargs).to(self.device)
         except OSError as exc:
             raise GenerationError(f"cannot load model {model!r}: {exc}") from None
