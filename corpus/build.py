@@ -8,9 +8,12 @@ in the summary and the other laws are still built, unless ``strict``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
+import re
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -63,6 +66,8 @@ class BuildReport:
     excluded: list[dict]
     failures: list[ParseFailure]
     seconds: float
+    skipped: list[dict] = field(default_factory=list)  # links to nothing, FIFOs, folders named *.xml
+    duplicates: list[dict] = field(default_factory=list)  # the same law version again: left out
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -70,24 +75,71 @@ class BuildReport:
         return d
 
 
-def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
-    """XML files named directly or found (non-recursively) in folders, sorted by file name."""
+_GENERATION = re.compile(r"^(BWBR\d{7})_(\d{4}-\d{2}-\d{2})_(\d+)\.xml$")
+
+
+def display_name(path: str | os.PathLike) -> str:
+    """A file name that can be printed and written as UTF-8 (undecodable bytes shown as \\xNN)."""
+    return os.fsencode(Path(path).name).decode("utf-8", "backslashreplace")
+
+
+def scan_sources(sources: Iterable[str | os.PathLike]) -> tuple[list[Path], list[dict], list[dict]]:
+    """(law files, skipped entries, older generations) of the sources, files sorted by name.
+
+    Folders are read non-recursively. An entry named *.xml that is not a regular file (a link to
+    nothing, a FIFO, a folder) is listed as skipped. Of several generations of one version
+    (``{id}_{date}_{n}.xml``) only the newest is read; the others are listed as duplicates.
+    """
     files: list[Path] = []
+    skipped: list[dict] = []
     for src in sources:
         p = Path(src)
         if p.is_dir():
-            files.extend(sorted(q for q in p.iterdir() if q.suffix.lower() == ".xml" and q.is_file()))
+            for q in sorted(p.iterdir()):
+                if q.suffix.lower() != ".xml":
+                    continue
+                if q.is_symlink() and not q.exists():
+                    skipped.append({"file": display_name(q), "reason": "a link to nothing"})
+                elif q.is_dir():
+                    skipped.append({"file": display_name(q), "reason": "a folder"})
+                elif not q.is_file():
+                    skipped.append({"file": display_name(q), "reason": "not a regular file"})
+                else:
+                    files.append(q)
         elif p.is_file():
             files.append(p)
         else:
             raise CorpusBuildError(f"source not found: {p}")
     if not files:
         raise CorpusBuildError("no .xml law files in the given sources: " + ", ".join(map(str, sources)))
+    newest: dict[tuple[str, str], tuple[int, Path]] = {}
+    for f in files:
+        m = _GENERATION.match(f.name)
+        if m:
+            key, n = (m.group(1), m.group(2)), int(m.group(3))
+            if key not in newest or n > newest[key][0]:
+                newest[key] = (n, f)
+    keep = {f for _, f in newest.values()}
+    older = []
+    for f in files:
+        m = _GENERATION.match(f.name)
+        if m and f not in keep:
+            kept = newest[(m.group(1), m.group(2))][1]
+            older.append({"file": f.name, "kept": kept.name, "reason": "an older generation of the same version"})
+    files = [f for f in files if not (_GENERATION.match(f.name) and f not in keep)]
     # The published pipeline numbered chunks over the laws sorted by file name.
-    return sorted(files, key=lambda q: (q.name, str(q)))
+    return sorted(files, key=lambda q: (q.name, str(q))), skipped, older
+
+
+def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
+    """The law files a build reads (see :func:`scan_sources`)."""
+    return scan_sources(sources)[0]
 
 
 def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
+    name = display_name(path)
+    if name != Path(path).name:  # bytes that are not UTF-8 in the name: ids and manifests cannot hold it
+        return path, "", ParseFailure(name, "the file name is not valid UTF-8; rename the file")
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
@@ -130,7 +182,18 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
             with ProcessPoolExecutor(
                 max_workers=workers, initializer=_die_with_parent, initargs=(os.getpid(),)
             ) as pool:
-                for item in pool.map(_parse_one, names, chunksize=4):
+                # A bounded window of laws in flight: parsed laws wait in memory only until they are
+                # written, so memory stays flat however many files a corpus has (tens of thousands).
+                window = 4 * workers
+                pending: deque = deque()
+                todo = iter(names)
+                for name in itertools.islice(todo, window):
+                    pending.append(pool.submit(_parse_one, name))
+                while pending:
+                    item = pending.popleft().result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        pending.append(pool.submit(_parse_one, nxt))
                     yield item
                     bar.update()
     finally:
@@ -145,7 +208,7 @@ def build_corpus(
 ) -> BuildReport:
     options = options or BuildOptions()
     t0 = time.perf_counter()
-    files = collect_sources(sources)
+    files, skipped, duplicates = scan_sources(sources)
     failures: list[ParseFailure] = []
     excluded: list[dict] = []
     source_rows: list[dict] = []
@@ -154,14 +217,23 @@ def build_corpus(
     out = Path(out)
     with atomic_dir(out, marker=MANIFEST, kind="corpus") as tmp:
         with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
+            built: dict[tuple[str, str], str] = {}
             for path, digest, result in parse_many(files, options.workers, progress):
-                digests[Path(path).name] = digest
+                if digest:
+                    digests[Path(path).name] = digest
                 if isinstance(result, ParseFailure):
                     failures.append(result)
                     if options.strict:
                         raise CorpusBuildError(f"--strict: {result}")
                     continue
                 law = result.law
+                key = (law.bwb_id, law.version_date)
+                if key in built:  # the same version again (a copy under another name): ids would repeat
+                    duplicates.append(
+                        {"file": Path(path).name, "kept": built[key], "reason": "the same law version as another file"}
+                    )
+                    continue
+                built[key] = Path(path).name
                 if options.exclude_technical and (word := technical_title_word(law.title)):
                     excluded.append({"file": Path(path).name, "bwb_id": law.bwb_id, "title": law.title, "word": word})
                     continue
@@ -207,6 +279,8 @@ def build_corpus(
             "excluded": excluded,
             "failures": [{"file": f.file, "problem": f.problem} for f in failures],
             "source_sha256": digests,
+            "skipped": skipped,
+            "duplicates": duplicates,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return BuildReport(
@@ -218,6 +292,8 @@ def build_corpus(
         excluded=excluded,
         failures=failures,
         seconds=time.perf_counter() - t0,
+        skipped=skipped,
+        duplicates=duplicates,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, emit, non_negative_float, positive_int
+from wetqa.console import EXIT_PARTIAL, UsageError, emit, non_negative_float, non_negative_int, positive_int
 from wetqa.home import default_corpus
 
 
@@ -45,11 +45,15 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
 
     d = csub.add_parser("download", parents=[output], help="fetch official XML of laws (current or at a date)")
     d.add_argument("bwb_ids", nargs="*", metavar="BWB_ID")
-    d.add_argument("--date", help="the version valid on this date (YYYY-MM-DD); default: the newest")
+    d.add_argument("--date", help="the version valid on this date (YYYY-MM-DD); default: today")
+    d.add_argument("--query", help="every law an SRU query finds, e.g. 'rechtsgebied==Strafrecht'")
+    d.add_argument("--all", action="store_true", help="every regulation in force (on --date), via paged searches")
+    d.add_argument("--concurrency", type=positive_int, default=4, help="requests under way at once (be polite)")
+    d.add_argument("--no-progress", action="store_true")
     d.add_argument("--reference", action="store_true", help="download the 273 laws of the reference corpus")
     d.add_argument("--out", help="folder for the XML files (default: the cache, ~/.cache/wetqa/bwb)")
     d.add_argument("--timeout", type=non_negative_float, default=30.0)
-    d.add_argument("--retries", type=positive_int, default=3)
+    d.add_argument("--retries", type=non_negative_int, default=4)
     d.set_defaults(func=cmd_download)
 
 
@@ -95,6 +99,10 @@ def cmd_build(args: argparse.Namespace) -> int:
             lines.append(
                 f"excluded {len(report.excluded)} technical laws: " + ", ".join(e["title"] for e in report.excluded)
             )
+        for s in report.skipped:
+            lines.append(f"skipped {s['file']}: {s['reason']}")
+        for d in report.duplicates:
+            lines.append(f"left out {d['file']}: {d['reason']} ({d['kept']} kept)")
         if report.failures:
             lines.append(f"{len(report.failures)} file(s) failed:")
             lines.extend(f"  {f}" for f in report.failures)
@@ -105,29 +113,52 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from .download import DownloadError, download_law, reference_corpus
+    from tqdm import tqdm
+
+    from .download import (
+        Client,
+        DownloadError,
+        default_cache_dir,
+        download_law,
+        download_query,
+        in_force_query,
+        reference_corpus,
+    )
 
     targets: list[tuple[str, str | None, str | None]] = [(i, args.date, None) for i in args.bwb_ids]
     if args.reference:
         targets += [(i, None, d) for i, d in reference_corpus()]
-    if not targets:
-        raise UsageError("name at least one BWB id (e.g. BWBR0002656) or pass --reference")
-    from tqdm import tqdm
-
-    done, failed = [], []
-    for bwb_id, date, version in tqdm(targets, unit="law", desc="downloading", disable=len(targets) < 3):
-        try:
-            path = download_law(
-                bwb_id, date, args.out, timeout=args.timeout, retries=args.retries, version_date=version
+    query = in_force_query(args.date) if args.all else args.query
+    if query and targets:
+        raise UsageError("give BWB ids (or --reference), or --query/--all, not both")
+    if not targets and not query:
+        raise UsageError("name at least one BWB id (e.g. BWBR0002656), or pass --reference, --query or --all")
+    out = args.out or default_cache_dir()
+    client = Client(timeout=args.timeout, retries=args.retries, concurrency=args.concurrency)
+    done: list[dict] = []
+    failed: list[dict] = []
+    try:
+        if query:
+            paths, failed = download_query(
+                query, out, args.date, client, progress=not args.no_progress, workers=args.concurrency
             )
-            done.append({"bwb_id": bwb_id, "path": str(path)})
-        except DownloadError as exc:
-            if len(targets) == 1:
-                raise UsageError(str(exc)) from None
-            failed.append({"bwb_id": bwb_id, "error": str(exc)})
+            done = [{"path": str(p)} for p in paths]
+        else:
+            for bwb_id, date, version in tqdm(
+                targets, unit="law", desc="downloading", disable=len(targets) < 3 or args.no_progress
+            ):
+                try:
+                    path = download_law(bwb_id, date, out, client=client, version_date=version)
+                    done.append({"bwb_id": bwb_id, "path": str(path)})
+                except DownloadError as exc:
+                    if len(targets) == 1:
+                        raise UsageError(str(exc)) from None
+                    failed.append({"bwb_id": bwb_id, "error": str(exc)})
+    finally:
+        client.close()
     emit(
         args,
-        {"downloaded": done, "failed": failed},
+        {"downloaded": done, "failed": failed, "out": str(out)},
         lambda: "\n".join([*(d["path"] for d in done), *(f"FAILED {f['bwb_id']}: {f['error']}" for f in failed)]),
     )
     return EXIT_PARTIAL if failed else 0

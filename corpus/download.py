@@ -1,21 +1,34 @@
-"""Fetch official BWB XML from the public repository behind wetten.overheid.nl.
+"""Fetch official BWB XML: exactly the law version asked for, from the real services, at any scale.
 
-The SRU search service (``x-connection=BWB``) finds the consolidated version
-(toestand) of a law for an id and an optional date and gives the address of
-its XML; the file is checked by the parser and cached locally. Retries with
-back-off on network errors and 5xx answers; a clear error when offline.
+Two public services (both overridable for tests and mirrors):
+
+- the file repository, ``WETQA_BWB_REPOSITORY_URL`` (default
+  ``https://repository.officiele-overheidspublicaties.nl/bwb``): ``/{id}/manifest.xml`` lists every
+  version of a law as an ``expression`` labelled ``{date}_{n}`` with its validity
+  (``datum_inwerkingtreding`` .. ``einddatum``) and visibility (``zichtdatum_start`` ..
+  ``zichtdatum_eind``); the file is ``/{id}/{date}_{n}/xml/{id}_{date}_{n}.xml``;
+- the SRU search service, ``WETQA_BWB_SRU_URL`` (default ``https://zoekservice.overheid.nl/sru/Search``,
+  ``x-connection=BWB``): one record per version, paged (``numberOfRecords``, ``nextRecordPosition``),
+  errors as an SRU ``<diagnostics>`` element in an HTTP 200 answer.
+
+A version is chosen on both time axes: valid on the date asked for (default: today), and of the
+generations of that validity (``_{n}``: corrections, not other versions) the newest visible one (the
+one whose visibility is open). A date with no valid version is an error naming the versions there are.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
+import json
 import os
 import re
+import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import date as Date
+from email.utils import parsedate_to_datetime
 from importlib import resources
 from pathlib import Path
 
@@ -25,31 +38,61 @@ from wetqa.io import atomic_file
 
 from .bwb import BWBParseError, parse_law_bytes
 
-SRU_URL = os.environ.get("WETQA_BWB_SRU_URL", "https://zoekservice.overheid.nl/sru/Search")
+SRU_URL = "https://zoekservice.overheid.nl/sru/Search"
+REPOSITORY_URL = "https://repository.officiele-overheidspublicaties.nl/bwb"
+OPEN_END = "9999-12-31"
+PAGE_SIZE = 100
+USER_AGENT = "wetqa/0.1 (corpus download; +https://pypi.org/project/wetqa)"
 _ID = re.compile(r"^BWBR\d{7}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_LABEL = re.compile(r"(\d{4}-\d{2}-\d{2})_(\d+)")
+DOWNLOADS = "downloads.jsonl"  # in the output folder: what each file is, where it came from, its checksum
 
 
 class DownloadError(RuntimeError):
     pass
 
 
+def sru_url() -> str:
+    return os.environ.get("WETQA_BWB_SRU_URL") or SRU_URL
+
+
+def repository_url() -> str:
+    return (os.environ.get("WETQA_BWB_REPOSITORY_URL") or REPOSITORY_URL).rstrip("/")
+
+
 @dataclass(frozen=True, slots=True)
 class LawVersion:
+    """One generation of one consolidated version (toestand) of a law."""
+
     bwb_id: str
-    version_date: str
-    url: str
+    version_date: str  # start of validity, as in the label
+    generation: int  # the _n of the label: a correction of the same version
+    valid_from: str
+    valid_until: str  # OPEN_END when open-ended
+    visible_from: str = ""
+    visible_until: str = OPEN_END
+    url: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.version_date}_{self.generation}"
 
     @property
     def file_name(self) -> str:
-        return f"{self.bwb_id}_{self.version_date}_0.xml"
+        return f"{self.bwb_id}_{self.label}.xml"
+
+    def valid_on(self, day: str) -> bool:
+        return self.valid_from <= day <= self.valid_until
+
+    def to_json(self) -> dict:
+        return asdict(self)
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("WETQA_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "wetqa"
-    )
-    return Path(base) / "bwb"
+    from wetqa.home import cache_root
+
+    return cache_root() / "bwb"
 
 
 def reference_corpus() -> list[tuple[str, str]]:
@@ -59,116 +102,329 @@ def reference_corpus() -> list[tuple[str, str]]:
     return [(r["bwb_id"], r["version_date"]) for r in rows]
 
 
-def _get(url: str, timeout: float, retries: int) -> bytes:
-    last: Exception | None = None
-    for attempt in range(retries + 1):
+def file_url(bwb_id: str, label: str) -> str:
+    return f"{repository_url()}/{bwb_id}/{label}/xml/{bwb_id}_{label}.xml"
+
+
+# ------------------------------------------------------------------------------------------- choosing
+def choose_version(versions: Sequence[LawVersion], day: str | None = None) -> LawVersion:
+    """The version valid on ``day`` (default today); of its generations, the newest visible one."""
+    if not versions:
+        raise DownloadError("the BWB service lists no version of this law")
+    bwb_id = versions[0].bwb_id
+    day = day or Date.today().isoformat()
+    valid = [v for v in versions if v.valid_on(day)]
+    if not valid:
+        windows = sorted({(v.valid_from, v.valid_until) for v in versions})
+        listing = ", ".join(f"{a}..{'open' if b == OPEN_END else b}" for a, b in windows[-8:])
+        more = f" (and {len(windows) - 8} earlier)" if len(windows) > 8 else ""
+        raise DownloadError(f"no version of {bwb_id} is valid on {day}; versions: {listing}{more}")
+    start = max(v.valid_from for v in valid)
+    same = [v for v in valid if v.valid_from == start]
+    # Visibility decides between generations: the open one is the current text; generation numbers
+    # are compared as numbers (_10 is newer than _9).
+    return max(same, key=lambda v: (v.visible_until >= OPEN_END, v.visible_until, v.generation))
+
+
+# --------------------------------------------------------------------------------------------- HTTP
+class Client:
+    """httpx with what the BWB services need: Accept: application/xml, retries with back-off that honour
+    Retry-After, timeouts, and at most ``concurrency`` requests under way at once."""
+
+    def __init__(self, timeout: float = 30.0, retries: int = 4, concurrency: int = 4, backoff: float = 0.5):
+        import httpx
+
+        self._httpx = httpx
+        self.http = httpx.Client(
+            timeout=timeout,
+            follow_redirects=True,
+            headers={"Accept": "application/xml, text/xml;q=0.9, */*;q=0.1", "User-Agent": USER_AGENT},
+        )
+        self.retries = retries
+        self.backoff = backoff
+        self._slots = threading.BoundedSemaphore(concurrency)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def get(self, url: str, sink=None) -> bytes:
+        """The body of ``url`` (or streamed into ``sink(chunk)``); DownloadError after the last retry."""
+        last = ""
+        for attempt in range(self.retries + 1):
+            wait = self.backoff * 2**attempt
+            try:
+                with self._slots, self.http.stream("GET", url) as resp:
+                    if resp.status_code in (429, 502, 503, 504):
+                        last = f"HTTP {resp.status_code}"
+                        wait = max(wait, _retry_after(resp.headers.get("Retry-After")))
+                    elif resp.status_code >= 400:
+                        raise DownloadError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase}")
+                    else:
+                        if sink is None:
+                            return resp.read()
+                        for chunk in resp.iter_bytes():
+                            sink(chunk)
+                        return b""
+            except self._httpx.TransportError as exc:  # refused, reset, timed out, cut off mid-body
+                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if sink is not None:
+                    sink(None)  # tell the sink to start over
+            if attempt < self.retries:
+                time.sleep(min(wait, 60.0))
+        host = self._httpx.URL(url).host or url
+        raise DownloadError(
+            f"cannot fetch from {host} after {self.retries + 1} attempts ({last}); are you offline? "
+            "Point WETQA_BWB_DIR at a folder of law XML files instead"
+        )
+
+
+def _retry_after(value: str | None) -> float:
+    if not value:
+        return 0.0
+    try:
+        return max(0.0, float(value))
+    except ValueError:
         try:
-            req = urllib.request.Request(url, headers={"User-Agent": "wetqa/0.1 (+corpus download)"})
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code < 500 and exc.code != 429:
-                raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-            last = exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-            last = exc
-        if attempt < retries:
-            time.sleep(min(8.0, 0.5 * 2**attempt))
-    reason = getattr(last, "reason", None) or last
-    raise DownloadError(
-        f"cannot reach {urllib.parse.urlsplit(url).netloc or url} after {retries + 1} attempts ({reason}); "
-        "are you offline? Point WETQA_BWB_DIR at a folder of law XML files instead"
-    )
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return 0.0
 
 
-def _local(el: etree._Element) -> str:
+def _xml(data: bytes, what: str) -> etree._Element:
+    try:
+        return etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False))
+    except etree.XMLSyntaxError as exc:
+        raise DownloadError(f"{what} is not XML: {exc}") from None
+
+
+def _local(el) -> str:
     return etree.QName(el).localname if isinstance(el.tag, str) else ""
 
 
-def find_version(
-    bwb_id: str, date: str | None = None, sru_url: str | None = None, timeout: float = 30.0, retries: int = 3
-) -> LawVersion:
-    """Ask the SRU service which toestand of ``bwb_id`` is valid on ``date`` (default: the newest)."""
-    if not _ID.match(bwb_id):
-        raise DownloadError(f"not a BWB id: {bwb_id!r} (expected BWBR followed by 7 digits)")
-    if date is not None and not _DATE.match(date):
-        raise DownloadError(f"not a date: {date!r} (expected YYYY-MM-DD)")
-    query = f"dcterms.identifier=={bwb_id}"
-    if date:
-        query += f" and overheidbwb.geldigheidsdatum=={date}"
-    params = {
-        "operation": "searchRetrieve",
-        "version": "2.0",
-        "x-connection": "BWB",
-        "query": query,
-        "maximumRecords": "50",
-    }
-    url = (sru_url or SRU_URL) + "?" + urllib.parse.urlencode(params)
-    data = _get(url, timeout, retries)
-    try:
-        root = etree.fromstring(data, etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False))
-    except etree.XMLSyntaxError as exc:
-        raise DownloadError(f"the SRU service answered with malformed XML: {exc}") from None
-    candidates: list[tuple[str, str, str]] = []  # (start, end, url)
+def _first(el, name: str) -> str:
+    for x in el.iter():
+        if _local(x) == name:
+            return (x.text or "").strip()
+    return ""
+
+
+# ----------------------------------------------------------------------------------------- manifest
+def parse_manifest(data: bytes, bwb_id: str) -> list[LawVersion]:
+    """Every version with an XML file (items marked deleted are left out) from ``/{id}/manifest.xml``."""
+    root = _xml(data, f"the manifest of {bwb_id}")
+    out = []
+    for expr in root.iter():
+        if _local(expr) != "expression":
+            continue
+        m = _LABEL.fullmatch(expr.get("label") or "")
+        if not m:
+            continue
+        xml = [x for x in expr if _local(x) == "manifestation" and x.get("label") == "xml"]
+        items = [i for x in xml for i in x.iter() if _local(i) == "item" and i.get("_deleted", "false") != "true"]
+        if not items:
+            continue
+        meta = next((x for x in expr if _local(x) == "metadata"), expr)
+        out.append(
+            LawVersion(
+                bwb_id,
+                m.group(1),
+                int(m.group(2)),
+                valid_from=_first(meta, "datum_inwerkingtreding") or m.group(1),
+                valid_until=_first(meta, "einddatum") or OPEN_END,
+                visible_from=_first(meta, "zichtdatum_start"),
+                visible_until=_first(meta, "zichtdatum_eind") or OPEN_END,
+                url=file_url(bwb_id, expr.get("label") or ""),
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- SRU
+def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
+    """(versions, numberOfRecords, nextRecordPosition) of one SRU answer (1.2 or 2.0).
+
+    Diagnostics are raised verbatim: the service answers errors with HTTP 200."""
+    root = _xml(data, "the SRU answer")
+    for diag in root.iter():
+        if _local(diag) == "diagnostics":
+            said = []
+            for d in [x for x in diag.iter() if _local(x) == "diagnostic"] or [diag]:
+                message = " ".join(_first(d, "message").split())
+                details = " ".join(_first(d, "details").split())
+                said.append(message + (f" ({details})" if details else ""))
+            raise DownloadError("the BWB search service reports: " + "; ".join(s for s in said if s))
+    total = int(_first(root, "numberOfRecords") or 0)
+    nxt = _first(root, "nextRecordPosition")
+    versions = []
     for record in root.iter():
         if _local(record) != "record":
             continue
-        fields: dict[str, str] = {}
-        for el in record.iter():
-            name = _local(el)
-            if name in (
-                "locatie_toestand",
-                "geldigheidsperiode_startdatum",
-                "geldigheidsperiode_einddatum",
-                "identifier",
-            ):
-                fields.setdefault(name, (el.text or "").strip())
-        if fields.get("locatie_toestand") and fields.get("identifier", bwb_id) == bwb_id:
-            candidates.append(
-                (
-                    fields.get("geldigheidsperiode_startdatum", ""),
-                    fields.get("geldigheidsperiode_einddatum", ""),
-                    fields["locatie_toestand"],
-                )
+        location = _first(record, "locatie_toestand")
+        bwb_id = _first(record, "identifier")
+        m = _LABEL.search(location)
+        if not (location and bwb_id and m):
+            continue
+        versions.append(
+            LawVersion(
+                bwb_id,
+                m.group(1),
+                int(m.group(2)),
+                valid_from=_first(record, "geldigheidsperiode_startdatum") or m.group(1),
+                valid_until=_first(record, "geldigheidsperiode_einddatum") or OPEN_END,
+                visible_from=_first(record, "zichtperiode_startdatum"),
+                visible_until=_first(record, "zichtperiode_einddatum") or OPEN_END,
+                url=location,
             )
-    if date:
-        candidates = [c for c in candidates if c[0] <= date and (not c[1] or date <= c[1])] or candidates
-    if not candidates:
-        raise DownloadError(f"the BWB service knows no version of {bwb_id}" + (f" valid on {date}" if date else ""))
-    start, _, location = max(candidates)
-    m = re.search(r"_(\d{4}-\d{2}-\d{2})_\d+\.xml$", location)
-    version = m.group(1) if m else (start or date or "")
-    return LawVersion(bwb_id, version, location)
+        )
+    return versions, total, int(nxt) if nxt.isdigit() else None
+
+
+def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVersion]:
+    """Every record of an SRU query, page after page."""
+    from urllib.parse import urlencode
+
+    from tqdm import tqdm
+
+    start: int | None = 1
+    bar = None
+    while start:
+        params = {
+            "operation": "searchRetrieve",
+            "version": "2.0",
+            "x-connection": "BWB",
+            "query": query,
+            "startRecord": str(start),
+            "maximumRecords": str(PAGE_SIZE),
+        }
+        versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
+        if bar is None:
+            bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
+        bar.update(len(versions))
+        yield from versions
+        start = nxt if nxt and nxt > start else None
+    if bar is not None:
+        bar.close()
+
+
+def versions_of(client: Client, bwb_id: str) -> list[LawVersion]:
+    """All versions of a law: from its manifest, or (when that cannot be had) from the paged SRU records."""
+    try:
+        return parse_manifest(client.get(f"{repository_url()}/{bwb_id}/manifest.xml"), bwb_id)
+    except DownloadError as manifest_error:
+        try:
+            return [v for v in search(client, f"dcterms.identifier=={bwb_id}") if v.bwb_id == bwb_id]
+        except DownloadError as exc:
+            raise DownloadError(f"{bwb_id}: {manifest_error}; the search service: {exc}") from None
+
+
+# --------------------------------------------------------------------------------------------- files
+def _record(out: Path, version: LawVersion, sha256: str, size: int) -> None:
+    with open(out / DOWNLOADS, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({**version.to_json(), "file": version.file_name, "sha256": sha256, "size": size}) + "\n")
+
+
+def fetch(client: Client, version: LawVersion, out: Path) -> Path:
+    """Download one version into ``out`` (atomically; kept when already there), checked by the parser."""
+    target = out / version.file_name
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    parts: list[bytes] = []
+
+    def sink(chunk):
+        if chunk is None:
+            parts.clear()  # a dropped connection: the retry starts the file again
+        else:
+            parts.append(chunk)
+
+    client.get(version.url, sink)
+    data = b"".join(parts)
+    try:
+        parse_law_bytes(data, version.url)
+    except BWBParseError as exc:
+        raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
+    with atomic_file(target, "wb") as fh:
+        fh.write(data)
+    _record(out, version, hashlib.sha256(data).hexdigest(), len(data))
+    return target
 
 
 def download_law(
     bwb_id: str,
     date: str | None = None,
     out_dir: str | os.PathLike | None = None,
-    sru_url: str | None = None,
-    timeout: float = 30.0,
-    retries: int = 3,
+    client: Client | None = None,
     version_date: str | None = None,
 ) -> Path:
-    """Download one law's XML into ``out_dir`` (default: the cache) and return its path.
-
-    ``version_date`` (a known toestand date, as in the reference list) lets a
-    cached copy be used without asking the service at all.
-    """
+    """One law's XML, the version valid on ``date`` (or the given ``version_date``); returns its path."""
+    if not _ID.match(bwb_id):
+        raise DownloadError(f"not a BWB id: {bwb_id!r} (expected BWBR followed by 7 digits)")
+    for d in (date, version_date):
+        if d is not None and not _DATE.match(d):
+            raise DownloadError(f"not a date: {d!r} (expected YYYY-MM-DD)")
     out = Path(out_dir) if out_dir else default_cache_dir()
-    if version_date:
-        cached = out / f"{bwb_id}_{version_date}_0.xml"
-        if cached.is_file() and cached.stat().st_size > 0:
-            return cached
-    version = find_version(bwb_id, date or version_date, sru_url, timeout, retries)
-    target = out / version.file_name
-    if target.is_file() and target.stat().st_size > 0:
-        return target
-    data = _get(version.url, timeout, retries)
+    out.mkdir(parents=True, exist_ok=True)
+    own = client is None
+    client = client or Client()
     try:
-        parse_law_bytes(data, version.url)
-    except BWBParseError as exc:
-        raise DownloadError(f"downloaded file is not usable law XML: {exc}") from None
-    with atomic_file(target, "wb") as fh:
-        fh.write(data)
-    return target
+        versions = versions_of(client, bwb_id)
+        if version_date:
+            versions = [v for v in versions if v.version_date == version_date] or versions
+        return fetch(client, choose_version(versions, date or version_date), out)
+    finally:
+        if own:
+            client.close()
+
+
+def download_query(
+    query: str,
+    out_dir: str | os.PathLike,
+    date: str | None = None,
+    client: Client | None = None,
+    progress: bool = True,
+    workers: int = 4,
+) -> tuple[list[Path], list[dict]]:
+    """Every law a search finds, each in the version valid on ``date``: (paths, failures). Resumable:
+    files already in ``out_dir`` are kept."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tqdm import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    own = client is None
+    client = client or Client(concurrency=workers)
+    try:
+        by_law: dict[str, list[LawVersion]] = {}
+        for v in search(client, query, progress):
+            by_law.setdefault(v.bwb_id, []).append(v)
+        chosen, failures = [], []
+        for bwb_id, versions in sorted(by_law.items()):
+            try:
+                chosen.append(choose_version(versions, date))
+            except DownloadError as exc:
+                failures.append({"bwb_id": bwb_id, "error": str(exc)})
+        paths: list[Path] = []
+
+        def one(v: LawVersion):
+            try:
+                return fetch(client, v, out), None
+            except DownloadError as exc:
+                return None, {"bwb_id": v.bwb_id, "error": str(exc)}
+
+        with ThreadPoolExecutor(workers) as pool:
+            for path, failure in tqdm(
+                pool.map(one, chosen), total=len(chosen), unit="law", desc="downloading", disable=not progress
+            ):
+                if path is not None:
+                    paths.append(path)
+                else:
+                    failures.append(failure)
+        return paths, failures
+    finally:
+        if own:
+            client.close()
+
+
+def in_force_query(day: str | None = None) -> str:
+    """The SRU query for every regulation valid on ``day`` (default today)."""
+    return f"overheidbwb.geldigheidsdatum=={day or Date.today().isoformat()}"

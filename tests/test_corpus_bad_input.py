@@ -95,3 +95,47 @@ def test_build_with_nothing_usable_fails_clearly(tmp_path):
         build_corpus([empty], tmp_path / "o", progress=False)
     with pytest.raises(CorpusBuildError, match="source not found"):
         build_corpus([tmp_path / "missing"], tmp_path / "o", progress=False)
+
+
+# ---------------------------------------------------------------- odd files in a downloaded folder
+@pytest.mark.unit
+def test_odd_names_links_fifos_and_folders_are_reported_not_fatal(tmp_path):
+    import os
+
+    from wetqa.corpus import BuildOptions, build_corpus
+
+    src = tmp_path / "src"
+    src.mkdir()
+    law = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_bytes()
+    (src / "BWBR9990001_2024-01-01_0.xml").write_bytes(law)
+    (src / os.fsdecode(b"bad\xffname.xml")).write_bytes(law)  # a name that is not UTF-8
+    (src / "gone.xml").symlink_to(src / "nowhere.xml")
+    os.mkfifo(src / "pipe.xml")
+    (src / "folder.xml").mkdir()
+    report = build_corpus([src], tmp_path / "out", BuildOptions(workers=1), progress=False)
+    assert report.laws == 1
+    problems = {f.file: f.problem for f in report.failures}
+    assert any("not valid UTF-8" in p for p in problems.values())
+    skipped = {s["file"]: s["reason"] for s in report.skipped}
+    assert skipped == {"gone.xml": "a link to nothing", "pipe.xml": "not a regular file", "folder.xml": "a folder"}
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert len(manifest["skipped"]) == 3
+
+
+@pytest.mark.unit
+def test_the_same_law_twice_is_built_once(tmp_path):
+    from wetqa.corpus import BuildOptions, build_corpus, load_chunks
+
+    src = tmp_path / "src"
+    src.mkdir()
+    law = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_bytes()
+    (src / "BWBR9990001_2024-01-01_0.xml").write_bytes(law)  # an older generation of one version
+    (src / "BWBR9990001_2024-01-01_2.xml").write_bytes(law)  # the newest: kept
+    (src / "kopie.xml").write_bytes(law)  # the same law under another name
+    report = build_corpus([src], tmp_path / "out", BuildOptions(workers=1), progress=False)
+    assert report.laws == 1
+    dup = {d["file"]: d for d in report.duplicates}
+    assert set(dup) == {"BWBR9990001_2024-01-01_0.xml", "kopie.xml"}
+    assert all(d["kept"] == "BWBR9990001_2024-01-01_2.xml" for d in dup.values())
+    ids = [c.id for c in load_chunks(tmp_path / "out")]
+    assert len(ids) == len(set(ids))  # no stable id twice

@@ -32,9 +32,12 @@ def _source_digests(src: Path) -> dict[str, str]:
     """File name -> sha256 of the law files a build would read (those that failed to parse count too)."""
     import hashlib
 
-    from wetqa.corpus.build import collect_sources
+    from wetqa.corpus.build import collect_sources, display_name
 
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in collect_sources([src])}
+    # Names that are not UTF-8 are reported by the build, not read: leave them out here too.
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in collect_sources([src]) if display_name(p) == p.name
+    }
 
 
 def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
