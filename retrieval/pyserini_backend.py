@@ -97,7 +97,12 @@ class PyseriniRetriever:
     name = "bm25"
 
     def __init__(self, searcher, chunks: list[Chunk], options: dict):
+        import threading
+
         self._searcher = searcher
+        # One Java searcher, called from a server's worker threads: concurrent calls into it failed
+        # (IncompatibleClassChangeError, NullPointerException in batch_search), so one call at a time.
+        self._lock = threading.Lock()
         self.chunks = chunks
         self._by_row = {str(i): c for i, c in enumerate(chunks)}
         self.options = options
@@ -154,10 +159,15 @@ class PyseriniRetriever:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         check_k(k)
-        return self._hits(self._searcher.search(check_query(query), k))
+        query = check_query(query)
+        with self._lock:
+            raw = self._searcher.search(query, k)
+        return self._hits(raw)
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
         qids = [str(i) for i in range(len(queries))]
-        raw = self._searcher.batch_search([check_query(q) for q in queries], qids, k, max(1, threads))
+        checked = [check_query(q) for q in queries]
+        with self._lock:
+            raw = self._searcher.batch_search(checked, qids, k, max(1, threads))
         return [self._hits(raw.get(q, [])) for q in qids]

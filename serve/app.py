@@ -21,7 +21,7 @@ from typing import Literal
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wetqa.corpus.records import Chunk
@@ -65,18 +65,31 @@ def error_body(message: str, type_: str, code: str | None = None, param: str | N
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: StrictStr
+
+
 class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str | list[dict] | None = None
+    content: StrictStr | list[TextPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
 
 
 class ChatRequest(BaseModel):
     model: str
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
-    temperature: float | None = None
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
-    n: int | None = Field(default=None, ge=1, le=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
     user: str | None = None
 
 
@@ -91,17 +104,41 @@ def _text_of(content) -> str:
         return ""
     if isinstance(content, str):
         return content
-    return " ".join(part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text")
+    return " ".join(part.text for part in content)
+
+
+# No inline script anywhere (the page loads /static/app.js); styles may be inline.
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        b"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
 
 
 class GuardMiddleware:
-    """API key and body-size checks for ``/v1/`` as plain ASGI (Starlette's BaseHTTPMiddleware costs more per request)."""
+    """API key, body size and security headers as plain ASGI (Starlette's BaseHTTPMiddleware costs more per request).
+
+    The body limit counts the bytes actually received: a chunked upload has no Content-Length to trust.
+    """
 
     def __init__(self, app, api_key: str | None, max_body_bytes: int):
         self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_secured(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            await send(message)
+
+        if scope["path"].startswith("/v1/") and scope["method"] != "OPTIONS":
             headers = dict(scope["headers"])
             if self.api_key is not None:
                 auth = headers.get(b"authorization", b"").decode("latin-1")
@@ -123,7 +160,37 @@ class GuardMiddleware:
                     "invalid_request_error",
                     "request_too_large",
                 )
-        await self.app(scope, receive, send)
+            if scope["method"] in ("POST", "PUT", "PATCH"):
+                # Read the body here, stopping at the limit, and hand the app what was read.
+                chunks, size, more = [], 0, True
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        return await self._error(
+                            send,
+                            413,
+                            f"request body is over the {self.max_body_bytes} byte limit",
+                            "invalid_request_error",
+                            "request_too_large",
+                        )
+                    chunks.append(chunk)
+                    more = message.get("more_body", False)
+                body = b"".join(chunks)
+                sent = False
+
+                async def replay():
+                    nonlocal sent
+                    if not sent:
+                        sent = True
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    return await receive()
+
+                return await self.app(scope, replay, send_secured)
+        await self.app(scope, receive, send_secured)
 
     @staticmethod
     async def _error(send, status: int, message: str, type_: str, code: str) -> None:
@@ -132,7 +199,11 @@ class GuardMiddleware:
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *SECURITY_HEADERS,
+                ],
             }
         )
         await send({"type": "http.response.body", "body": body})
@@ -145,6 +216,7 @@ def create_app(
     max_question_chars: int = 2000,
     max_body_bytes: int = 1_000_000,
     timeout: float = 120.0,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
     if not presets:
         raise ValueError("the server needs at least one preset")
@@ -169,6 +241,10 @@ def create_app(
         title="wetqa",
         version="0.1.0",
         description="Attributed question answering over Dutch law, with an OpenAI-compatible API.",
+        # The interactive docs load scripts from a CDN: off, so nothing reaches outside. The OpenAPI
+        # document stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
 
     @app.exception_handler(APIError)
@@ -177,16 +253,16 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError):
-        first = exc.errors()[0] if exc.errors() else {}
+        # Of a union's errors (content: a string, or a list of parts) the deepest names the real problem.
+        first = max(exc.errors(), key=lambda e: len(e.get("loc", ()))) if exc.errors() else {}
         where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
+        msg = first.get("msg", "bad value")
+        if where.endswith(".text") and "string" in msg:
+            msg = "a text part's text must be a string"
+        # OpenAI answers an invalid request with 400 (FastAPI's default would be 422).
         return JSONResponse(
-            error_body(
-                f"invalid request: {where}: {first.get('msg', 'bad value')}",
-                "invalid_request_error",
-                "invalid_request",
-                where or None,
-            ),
-            status_code=422,
+            error_body(f"invalid request: {where}: {msg}", "invalid_request_error", "invalid_request", where or None),
+            status_code=400,
         )
 
     @app.exception_handler(StarletteHTTPException)
@@ -202,13 +278,26 @@ def create_app(
         )
 
     app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=max_body_bytes)
+    if cors_origins:
+        from starlette.middleware.cors import CORSMiddleware
+
+        # Outside the guard: a browser's preflight carries no key and must still be answered.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["authorization", "content-type"],
+        )
 
     def preset_for(name: str | None) -> ServedPipeline:
         if name is None:
             return default
         if name not in by_name:
             raise APIError(
-                400, f"unknown model {name!r}; available: {', '.join(by_name)}", code="model_not_found", param="model"
+                404,
+                f"the model {name!r} does not exist; available: {', '.join(by_name)}",
+                code="model_not_found",
+                param="model",
             )
         return by_name[name]
 
@@ -235,19 +324,28 @@ def create_app(
                 "rate_limit_error",
                 "concurrency_limit",
             )
-        try:
-            if inline:
-                # Model-free work of about a millisecond: a thread hop would cost as much as the work.
-                return fn(*args)
-            task = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        if inline:
+            # Model-free work of about a millisecond: a thread hop would cost as much as the work.
             try:
-                return await asyncio.wait_for(asyncio.shield(task), timeout)
-            except TimeoutError:
-                raise APIError(
-                    504, f"the model did not answer within {timeout:.0f} s", "timeout_error", "upstream_timeout"
-                ) from None
-        finally:
-            slots.release()
+                return fn(*args)
+            finally:
+                slots.release()
+
+        def work():
+            # The slot is given back when the work ends, not when the client stops waiting for it:
+            # after a 504 the thread is still generating, and the limit must count it.
+            try:
+                return fn(*args)
+            finally:
+                slots.release()
+
+        task = asyncio.get_running_loop().run_in_executor(None, work)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout)
+        except TimeoutError:
+            raise APIError(
+                504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout"
+            ) from None
 
     def answer_question(preset: ServedPipeline, question: str):
         try:
@@ -304,6 +402,8 @@ def create_app(
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest):
         preset = preset_for(req.model)
+        if req.n is not None and req.n > 1:
+            raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
         question = question_of(req)
         answer, cited = await run_limited(answer_question, preset, question, inline=preset.inline)
         content = cited.answer + (f"\n\n{cited.references}" if cited.references else "")
@@ -355,7 +455,21 @@ def create_app(
             for i in range(0, len(pieces), 8):  # a few words per event
                 text = " ".join(pieces[i : i + 8])
                 yield chunk({"content": text if i == 0 else " " + text})
-            yield chunk({}, "stop", usage=usage, **extra)
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            if include_usage:
+                # As OpenAI does: the usage in a chunk of its own, with no choices, after the last one.
+                yield chunk({}, "stop", **extra)
+                body = {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": preset.name,
+                    "choices": [],
+                    "usage": usage,
+                }
+                yield f"data: {json_bytes(body).decode()}\n\n"
+            else:
+                yield chunk({}, "stop", usage=usage, **extra)
             yield "data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
@@ -364,8 +478,14 @@ def create_app(
     # wheel serves it as well as a checkout does.
     page_html = resources.files("wetqa.serve").joinpath("static", "index.html").read_bytes()
 
+    page_js = resources.files("wetqa.serve").joinpath("static", "app.js").read_bytes()
+
     @app.get("/", include_in_schema=False)
     async def page():
         return Response(page_html, media_type="text/html; charset=utf-8")
+
+    @app.get("/static/app.js", include_in_schema=False)
+    async def page_script():
+        return Response(page_js, media_type="text/javascript; charset=utf-8")
 
     return app

@@ -29,6 +29,16 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p.add_argument(
         "--request-timeout", type=non_negative_float, default=120.0, help="seconds before a request gets 504"
     )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="allow browser pages from this origin (repeatable), e.g. https://app.example",
+    )
+    p.add_argument(
+        "--timeout-keep-alive", type=non_negative_float, default=5.0, help="seconds an idle connection is kept open"
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -47,10 +57,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         args.name or served_pipeline_name(indexes, args.generator), indexes, cfg, args.k, args.fusion
     )
     app = create_app(
-        [preset.load()], api_key=args.api_key, max_concurrency=args.max_concurrency, timeout=args.request_timeout
+        [preset.load()],
+        api_key=args.api_key,
+        max_concurrency=args.max_concurrency,
+        timeout=args.request_timeout,
+        cors_origins=args.cors_origin,
     )
     print(
         f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)"
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=args.timeout_keep_alive)
     return 0

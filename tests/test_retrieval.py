@@ -204,3 +204,23 @@ def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
             got_docs, got_scores = top_k_dense(index, terms, k)
             assert got_docs.tolist() == expected[:k]
             assert got_scores.tobytes() == reference[expected[:k]].tobytes()  # bit for bit
+
+
+@pytest.mark.integration
+def test_pyserini_from_many_threads_at_once(real_corpus, tmp_path):
+    """Without the lock this failed: 8 of 4,000 calls raised IncompatibleClassChangeError on the real corpus."""
+    pytest.importorskip("pyserini")
+    from concurrent.futures import ThreadPoolExecutor
+
+    build_index(real_corpus, "bm25", tmp_path / "bm25", progress=False)
+    r = open_index(tmp_path / "bm25")
+    questions = [i.question for i in load_dataset(DEV)]
+    expected = {q: [h.id for h in r.search(q, k=3)] for q in questions}
+
+    def work(i):
+        q = questions[i % len(questions)]
+        hits = r.batch_search([q], 3)[0] if i % 2 else r.search(q, k=3)
+        return [h.id for h in hits] == expected[q]
+
+    with ThreadPoolExecutor(16) as pool:
+        assert all(pool.map(work, range(4000)))

@@ -101,11 +101,18 @@ def test_models_search_health_openapi(server):
 
 def test_bad_requests_in_openai_error_shape(server):
     c = client(server)
-    with pytest.raises(openai.BadRequestError) as err:
+    with pytest.raises(openai.NotFoundError) as err:
         c.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": QUESTION}])
-    assert err.value.status_code == 400 and "unknown model 'no-such-model'" in err.value.message
-    with pytest.raises(openai.UnprocessableEntityError):
+    assert err.value.status_code == 404 and "the model 'no-such-model' does not exist" in err.value.message
+    assert err.value.code == "model_not_found"
+    with pytest.raises(openai.BadRequestError):  # OpenAI answers invalid requests with 400, not 422
         c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[])
+    with pytest.raises(openai.BadRequestError, match="n > 1"):
+        c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}], n=2)
+    with pytest.raises(openai.BadRequestError, match="text must be a string"):
+        c.chat.completions.create(
+            model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": [{"type": "text", "text": 5}]}]
+        )
     with pytest.raises(openai.BadRequestError, match="empty"):
         c.chat.completions.create(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": "   "}])
     with pytest.raises(openai.APIStatusError) as err:
@@ -116,7 +123,7 @@ def test_bad_requests_in_openai_error_shape(server):
     r = httpx.post(
         server.url + "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
     )
-    assert r.status_code == 422 and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(
         server.url + "/v1/chat/completions", content=b"x" * 1_100_000, headers={"content-type": "application/json"}
     )
@@ -158,6 +165,76 @@ def test_concurrency_limit_and_upstream_timeout(index):
                 model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
             )
         assert err.value.status_code == 504 and "did not answer within" in err.value.message
+
+
+def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(index):
+    # The worker thread is still generating after the 504: a new request must not start beside it.
+    app = create_app([preset(index, backend=SlowExtractive(2.0))], max_concurrency=1, timeout=0.3)
+    with LiveServer(app) as s:
+        with pytest.raises(openai.APIStatusError) as err:
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
+        assert err.value.status_code == 504
+        with pytest.raises(openai.RateLimitError):
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
+        time.sleep(2.2)  # the work ended: the slot is free again
+        with pytest.raises(openai.APIStatusError) as err:
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
+        assert err.value.status_code == 504  # timed out again, not refused
+
+
+def test_stream_usage_in_its_own_final_chunk(server):
+    chunks = list(
+        client(server).chat.completions.create(
+            model="wetqa-bm25s-extractive",
+            messages=[{"role": "user", "content": QUESTION}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens > 0
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_security_headers_and_cors(index):
+    import httpx
+
+    with LiveServer(create_app([preset(index)], api_key="k", cors_origins=["https://app.example"])) as s:
+        page = httpx.get(s.url + "/")
+        csp = page.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
+        assert page.headers["x-content-type-options"] == "nosniff"
+        pre = httpx.options(
+            s.url + "/v1/chat/completions",
+            headers={
+                "Origin": "https://app.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "https://app.example"
+        other = httpx.options(
+            s.url + "/v1/models", headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "GET"}
+        )
+        assert "access-control-allow-origin" not in other.headers
+        docs = httpx.get(s.url + "/docs").text
+        assert "cdn.jsdelivr.net" not in docs and "unpkg.com" not in docs
+
+
+def test_body_limit_holds_for_chunked_uploads(server):
+    import httpx
+
+    def body():
+        for _ in range(200):
+            yield b"x" * 10_000  # 2 MB, no Content-Length
+
+    r = httpx.post(server.url + "/v1/chat/completions", content=body(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 
 def test_generation_openai_backend_against_wetqa_itself(index):

@@ -1,0 +1,61 @@
+"use strict";
+// All law text and model output is inserted with textContent: never parsed as HTML.
+const $ = (id) => document.getElementById(id);
+let current = null;
+
+function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = text; if (cls) e.className = cls; return e; }
+
+function showSource(citation, support, marker) {
+  document.querySelectorAll(".marker.active").forEach((m) => m.classList.remove("active"));
+  if (marker) marker.classList.add("active");
+  const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.append(el("h3", `${citation.law}, ${citation.article}`));
+  body.append(el("div", citation.doc_id + " · " + citation.id, "path"));
+  const wanted = new Set(support || []);
+  citation.sentences.forEach((s, i) => {
+    const span = el("span", null, "sentence");
+    if (wanted.has(i)) { const m = el("mark", s); m.dataset.support = "1"; span.append(m); } else { span.textContent = s; }
+    body.append(span);
+  });
+  const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
+  body.append(link);
+}
+
+function render(resp) {
+  current = resp;
+  const answer = $("answer"); answer.replaceChildren(); answer.className = "";
+  const byIndex = new Map(resp.citations.map((c) => [c.index, c]));
+  resp.sentences.forEach((s) => {
+    const p = el("p", s.text);
+    if (s.citation && byIndex.has(s.citation)) {
+      const b = el("button", `[${s.citation}]`, "marker"); b.type = "button";
+      b.addEventListener("click", () => showSource(byIndex.get(s.citation), s.support, b));
+      p.append(b);
+    }
+    answer.append(p);
+  });
+  if (!resp.sentences.length) answer.append(el("p", resp.choices[0].message.content));
+  const list = $("source-list"); list.replaceChildren();
+  resp.citations.forEach((c) => {
+    const li = el("li"); const a = el("a", `${c.law}, ${c.article}`); a.href = "#";
+    a.addEventListener("click", (ev) => { ev.preventDefault(); showSource(c, [], null); });
+    li.append(a); list.append(li);
+  });
+  if (!resp.citations.length) list.append(el("li", "Geen bronnen aangehaald.", "muted"));
+}
+
+$("ask").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const q = $("question").value.trim(); if (!q) return;
+  $("submit").disabled = true; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
+  try {
+    const models = await (await fetch("/v1/models")).json();
+    const r = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: models.data[0].id, messages: [{ role: "user", content: q }] }) });
+    const data = await r.json();
+    if (!r.ok) throw new Error(data.error ? data.error.message : r.statusText);
+    render(data);
+  } catch (e) {
+    $("answer").replaceChildren(el("p", "Fout: " + e.message, "error"));
+  } finally { $("submit").disabled = false; }
+});
