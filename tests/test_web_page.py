@@ -83,3 +83,41 @@ def test_law_text_and_answers_are_escaped(page_server):
         assert page.locator("#answer i").count() == 0 and page.locator("#source-body img").count() == 0
         assert page.evaluate("() => window.hacked") is None
         browser.close()
+
+
+def test_the_page_with_an_api_key(fixture_corpus, tmp_path):
+    """With --api-key the page asks for the key once, sends it, and says clearly when it is wrong."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    idx = tmp_path / "idx"
+    build_index(fixture_corpus, "bm25s", idx, progress=False)
+    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
+    with LiveServer(create_app([p], api_key="s3cret")) as s, sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        prompts = []
+
+        def answer(dialog, key="s3cret"):
+            prompts.append(dialog.message)
+            dialog.accept(key)
+
+        page.on("dialog", answer)
+        page.goto(s.url + "/")
+        page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+        page.click("#submit")
+        page.locator("#answer .marker").first.wait_for(timeout=15000)
+        assert len(prompts) == 1 and "API-sleutel" in prompts[0]
+        page.click("#submit")  # the key is kept for the tab: no second prompt
+        page.locator("#answer .marker").first.wait_for(timeout=15000)
+        assert len(prompts) == 1
+        # A wrong key: one clear line, not "Cannot read properties of undefined".
+        page.evaluate("() => sessionStorage.setItem('wetqa-api-key', 'wrong')")
+        page.remove_listener("dialog", answer)
+        page.on("dialog", lambda d: d.accept("still-wrong"))
+        page.click("#submit")
+        error = page.locator("#answer .error")
+        error.wait_for(timeout=15000)
+        assert "API-sleutel" in error.inner_text() and "401" in error.inner_text()
+        browser.close()

@@ -44,13 +44,32 @@ function render(resp) {
   if (!resp.citations.length) list.append(el("li", "Geen bronnen aangehaald.", "muted"));
 }
 
+// With `wetqa serve --api-key`, the page asks for the key once and keeps it for this tab only.
+const KEY = "wetqa-api-key";
+async function api(path, options = {}) {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const headers = { ...(options.headers || {}) };
+    const key = sessionStorage.getItem(KEY);
+    if (key) headers["Authorization"] = "Bearer " + key;
+    const r = await fetch(path, { ...options, headers });
+    if (r.status !== 401) return r;
+    sessionStorage.removeItem(KEY);
+    const given = attempt === 0 ? window.prompt("Deze server vraagt een API-sleutel:") : null;
+    if (!given) throw new Error("deze server vraagt een geldige API-sleutel (401); vraag de beheerder om de sleutel");
+    sessionStorage.setItem(KEY, given.trim());
+  }
+  throw new Error("de API-sleutel is niet juist (401)");
+}
+
 $("ask").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const q = $("question").value.trim(); if (!q) return;
   $("submit").disabled = true; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
   try {
-    const models = await (await fetch("/v1/models")).json();
-    const r = await fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+    const m = await api("/v1/models");
+    const models = await m.json();
+    if (!m.ok) throw new Error(models.error ? models.error.message : m.statusText);
+    const r = await api("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ model: models.data[0].id, messages: [{ role: "user", content: q }] }) });
     const data = await r.json();
     if (!r.ok) throw new Error(data.error ? data.error.message : r.statusText);
