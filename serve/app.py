@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import secrets
 import threading
 import time
@@ -59,6 +60,9 @@ class APIError(Exception):
         param: str | None = None,
     ):
         self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+
+
+_URL = re.compile(r"\b(?:https?|wss?)://[^\s)\]'\"]+")
 
 
 def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
@@ -351,7 +355,8 @@ def create_app(
         try:
             answer = preset.loaded.ask(question)
         except (GenerationError, RetrievalError) as exc:
-            msg = str(exc)
+            # Clients are told what went wrong, not where the server's upstreams live.
+            msg = _URL.sub("the upstream model server", str(exc))
             if "timed out" in msg:
                 raise APIError(504, msg, "timeout_error", "upstream_timeout") from None
             if "context overflow" in msg:

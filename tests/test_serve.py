@@ -270,3 +270,38 @@ def test_fast_json_response_equals_the_standard_one_with_and_without_orjson(monk
     assert json.loads(serve_app.FastJSONResponse(content).body) == standard
     monkeypatch.setattr(serve_app, "orjson", None)
     assert serve_app.FastJSONResponse(content).body == JSONResponse(content).body
+
+
+def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
+    import http.server
+
+    from wetqa.generation import make_backend, resolve_generator
+
+    class NotJSON(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = b"<html>upstream proxy error</html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotJSON)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
+    backend = make_backend(resolve_generator("openai", model="m", base_url=url, timeout=5))
+    try:
+        with LiveServer(create_app([preset(index, backend=backend)])) as s:
+            with pytest.raises(openai.APIStatusError) as err:
+                client(s).chat.completions.create(
+                    model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+                )
+            assert err.value.status_code == 502
+            assert "not an OpenAI chat completion" in err.value.message
+            assert "127.0.0.1" not in err.value.response.text
+    finally:
+        upstream.shutdown()

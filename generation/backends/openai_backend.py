@@ -93,6 +93,15 @@ class OpenAIBackend:
                 error=f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}",
                 seconds=time.perf_counter() - t0,
             )
+        except o.APIResponseValidationError:
+            resp = None
+        if not hasattr(resp, "choices"):
+            # An answer of 200 whose body is not a chat completion (an HTML error page, plain text).
+            return Generation(
+                error=f"the model server at {self._where()} answered with something that is not an OpenAI chat "
+                "completion (not JSON)",
+                seconds=time.perf_counter() - t0,
+            )
         text = resp.choices[0].message.content or "" if resp.choices else ""
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)
