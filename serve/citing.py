@@ -10,10 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wetqa.generation import Answer
-from wetqa.generation.posthoc import BM25Attributor, select
+from wetqa.generation.posthoc import select
 from wetqa.generation.sentences import split_sentences
+from wetqa.retrieval.tokenization import cached_tokens
 
-_ATTRIBUTOR = BM25Attributor(backend="python")
+# An answer sentence is marked as supported by a source sentence only when the source holds at least
+# this share of the sentence's content words (stemmed, stop words out): an absolute measure, unlike
+# BM25 whose scale moves with the few sentences of each answer. Calibrated on the sentence-level
+# reference data (../shared/data/references, 142 items): 75.8% of the marks it makes are right (recall
+# 57.9%), the best F1 with at least 75% precision. Normalising BM25 by each row's best score, as
+# before, marked any sentence that shared a single stem with a source.
+SUPPORT_THRESHOLD = 0.3
+
+
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(t for t in cached_tokens(text) if len(t) > 1)
+
+
+def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]]:
+    """Share of each answer sentence's content words found in each source sentence."""
+    source_terms = [_terms(s) for s in sources]
+    rows = []
+    for sentence in sentences:
+        words = _terms(sentence)
+        rows.append([len(words & t) / len(words) if words else 0.0 for t in source_terms])
+    return rows
 
 
 def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
@@ -31,7 +52,7 @@ class Cited:
     sentences: list[dict]  # {"text", "citation": n | None, "support": [source sentence indices]}
 
 
-def cite(answer: Answer, threshold: float = 0.6) -> Cited:
+def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
     versions = {h.chunk.id: h.chunk.version_date for h in answer.retrieved}
     citations = []
     sources: list[list[str]] = []
@@ -50,17 +71,19 @@ def cite(answer: Answer, threshold: float = 0.6) -> Cited:
     marked = []
     answer_sentences = split_sentences(answer.answer)
     flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
-    matrix = _ATTRIBUTOR.normalised_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
+    matrix = support_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
     for k, sentence in enumerate(answer_sentences):
         best_n, support = None, []
         if flat:
             scores = matrix[k]
-            chosen = select(scores, threshold, max_refs=3)
+            # Above the threshold and close to the best source: the sentences it rests on, not all it touches.
+            best = max(scores)
+            chosen = select(scores, max(threshold, 0.8 * best), max_refs=3)
             if chosen:
                 top = max(chosen, key=lambda j: scores[j])
                 best_n = flat[top][0]
                 support = [flat[j][1] for j in chosen if flat[j][0] == best_n]
-        out_sentences.append({"text": sentence, "citation": best_n, "support": support})
+        out_sentences.append({"text": sentence, "citation": best_n, "support": support, "supported": bool(best_n)})
         marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
     refs = "\n".join(f"[{c['index']}] {c['law']}, {c['article']}" for c in citations)
     return Cited(

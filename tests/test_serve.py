@@ -305,3 +305,36 @@ def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
             assert "127.0.0.1" not in err.value.response.text
     finally:
         upstream.shutdown()
+
+
+def test_support_is_marked_only_above_the_calibrated_threshold():
+    from wetqa.corpus.records import Chunk
+    from wetqa.generation import Answer, Citation
+    from wetqa.retrieval import Hit
+    from wetqa.serve.citing import SUPPORT_THRESHOLD, cite
+
+    chunk = Chunk(
+        "X_1",
+        "DOC0001",
+        "BWBR9990001",
+        "2024-01-01",
+        "Wet fictief gezag",
+        "Artikel 266",
+        1,
+        "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt.",
+    )
+    hit = Hit(chunk, 1.0, 1)
+    answer = Answer(
+        "?",
+        "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt. "
+        "Het weer wordt morgen beter.",
+        [Citation.from_hit(hit)],
+        [hit],
+    )
+    out = cite(answer)
+    assert SUPPORT_THRESHOLD == 0.3
+    assert out.sentences[0]["citation"] == 1 and out.sentences[0]["supported"]
+    assert out.sentences[1]["citation"] is None and not out.sentences[1]["supported"]
+    # One shared stem ("gezag") used to be enough (scores normalised by the row's best): no longer.
+    weak = Answer("?", "Het gezag over de fiets, de auto en de boot in de haven.", [Citation.from_hit(hit)], [hit])
+    assert cite(weak).sentences[0]["citation"] is None

@@ -31,6 +31,10 @@ function render(resp) {
       const b = el("button", `[${s.citation}]`, "marker"); b.type = "button";
       b.addEventListener("click", () => showSource(byIndex.get(s.citation), s.support, b));
       p.append(b);
+    } else {
+      // No source sentence supports it clearly enough: say so rather than suggest a source.
+      p.classList.add("unsupported");
+      p.append(el("span", " (geen steun gevonden in de aangehaalde artikelen)", "muted"));
     }
     answer.append(p);
   });
