@@ -153,6 +153,35 @@ def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
         return path, digest, ParseFailure(path, f"unexpected {type(exc).__name__}: {exc}")
 
 
+def download_records(files: Sequence[Path]) -> dict[str, dict]:
+    """File name -> its record in the downloads.jsonl that `wetqa corpus download` keeps beside the files."""
+    from .download import DOWNLOADS
+
+    out: dict[str, dict] = {}
+    for folder in {f.parent for f in files}:
+        path = folder / DOWNLOADS
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a torn line of an interrupted download
+                if isinstance(rec, dict) and "file" in rec:
+                    out[rec["file"]] = {
+                        k: rec.get(k)
+                        for k in (
+                            "generation",
+                            "valid_from",
+                            "valid_until",
+                            "visible_from",
+                            "visible_until",
+                            "url",
+                            "sha256",
+                        )
+                    }
+    return out
+
+
 def _parse_group(paths: list[str]) -> list[tuple[str, str, ParsedLaw | ParseFailure]]:
     return [_parse_one(p) for p in paths]
 
@@ -213,6 +242,7 @@ def build_corpus(
     options = options or BuildOptions()
     t0 = time.perf_counter()
     files, skipped, duplicates = scan_sources(sources)
+    provenance = download_records(files)
     failures: list[ParseFailure] = []
     excluded: list[dict] = []
     source_rows: list[dict] = []
@@ -261,6 +291,8 @@ def build_corpus(
                         "format": law.source_format,
                         "articles": len(result.articles),
                         "chunks": n_chunks - first + 1,
+                        # Where `wetqa corpus download` got it: generation, validity, visibility, URL.
+                        **({"download": provenance[Path(path).name]} if Path(path).name in provenance else {}),
                     }
                 )
         if n_laws == 0:

@@ -231,6 +231,8 @@ def test_accept_header_retry_after_and_a_dropped_connection(bwb, tmp_path):
 def test_query_downloads_every_law_found_and_resumes(bwb, tmp_path, capsys):
     from wetqa.cli import main
 
+    base, _ = bwb
+
     out = tmp_path / "bwb"
     argv = [
         "corpus",
@@ -253,6 +255,16 @@ def test_query_downloads_every_law_found_and_resumes(bwb, tmp_path, capsys):
     capsys.readouterr()
     assert main([*argv, "--output", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["downloaded"]) == 2
+    # The corpus built from them says which version each law is, and where it came from.
+    assert main(["corpus", "build", "--source", str(out), "--out", str(tmp_path / "corpus"), "--no-progress"]) == 0
+    manifest = json.loads((tmp_path / "corpus" / "manifest.json").read_text())
+    rows = manifest["sources"]
+    assert {r["file"]: (r["download"]["generation"], r["download"]["valid_until"]) for r in rows} == {
+        "BWBR9990001_2024-01-01_10.xml": (10, "2029-12-31")
+    }
+    # The fake service serves one law's text under both ids: the second file is the same law version.
+    assert [d["file"] for d in manifest["duplicates"]] == ["BWBR9990002_2024-01-01_10.xml"]
+    assert all(r["download"]["url"].startswith(base) for r in rows)
 
 
 def test_offline_and_bad_input(tmp_path, monkeypatch):
