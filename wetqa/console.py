@@ -58,46 +58,25 @@ def emit(args: argparse.Namespace, payload: object, text: Callable[[], str] | st
         print(text() if callable(text) else text)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _bounded(cast, low: float, high: float | None, expected: str, out_of_range: str):
+    """An argparse type: ``cast(text)`` within ``[low, high]``, one clear line otherwise."""
+
+    def parse(text: str):
+        try:
+            value = cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not (value >= low and (high is None or value <= high)):  # `not >=` also rejects nan
+            raise argparse.ArgumentTypeError(f"{out_of_range}, got {text}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def port_number(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {value}")
-    return value
+positive_int = _bounded(int, 1, None, "a whole number", "must be >= 1")
+non_negative_int = _bounded(int, 0, None, "a whole number", "must be >= 0")
+non_negative_float = _bounded(float, 0, None, "a number", "must be >= 0")
+port_number = _bounded(int, 0, 65535, "a port number", "a port is 0-65535")
 
 
 def float_list(text: str) -> list[float]:
