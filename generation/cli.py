@@ -42,24 +42,11 @@ def add_generator_args(p: argparse.ArgumentParser) -> None:
 
 
 def generator_config(args: argparse.Namespace):
-    from .presets import resolve_generator
+    from .presets import OVERRIDES, resolve_generator
 
-    return resolve_generator(
-        args.generator,
-        backend=args.backend,
-        model=args.model,
-        base_url=args.base_url,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
-        concurrency=args.concurrency,
-        timeout=args.timeout,
-        max_model_len=args.max_model_len,
-        dtype=args.dtype,
-        tensor_parallel_size=getattr(args, "tensor_parallel_size", None),
-        pipeline_parallel_size=getattr(args, "pipeline_parallel_size", None),
-        data_parallel_size=getattr(args, "data_parallel_size", None),
-        distributed_executor_backend=getattr(args, "distributed_executor_backend", None),
-    )
+    # Flags not given (or not defined for this command) are None and leave the preset's value.
+    overrides = {key: getattr(args, key, None) for key in OVERRIDES}
+    return resolve_generator(args.generator, backend=args.backend, model=args.model, **overrides)
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:

@@ -33,6 +33,8 @@ _APPLIES = {
         "distributed_executor_backend",
     },
 }
+# Every setting a caller may override (a CLI flag or a [generators.NAME] key of the same name).
+OVERRIDES = tuple(sorted(set().union(*_APPLIES.values())))
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from tqdm import tqdm
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
 from wetqa.generation import Pipeline, make_backend, resolve_generator
+from wetqa.generation.presets import OVERRIDES
 from wetqa.generation.runs import check_run_folder, generate_runs, run_inputs
 from wetqa.retrieval import build_index, chunks_of, index_identity, open_index
 from wetqa.retrieval.fusion import HybridRetriever
@@ -64,19 +65,6 @@ def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
     return target
 
 
-_GENERATOR_OVERRIDES = (
-    "base_url",
-    "temperature",
-    "max_tokens",
-    "max_model_len",
-    "dtype",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "distributed_executor_backend",
-)
-
-
 def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -117,7 +105,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
             gspec.generator,
             backend=gspec.backend,
             model=gspec.model,
-            **{key: getattr(gspec, key) for key in _GENERATOR_OVERRIDES},
+            **{key: getattr(gspec, key, None) for key in OVERRIDES},
         )
         cells = []
         for rspec in cfg.retrievers:
