@@ -32,7 +32,7 @@ from .selection import ImpactIndex, dense_scores
 from .tokenization import DutchAnalyzer
 
 # Fusion weights: those that 3 of 5 cross-validation folds picked on the 51 dev questions
-# (bench/tune_articles.py; cross-validated article Hit@1 .627, MRR .739 against .569 / .692
+# (bench/cross_validate.py; cross-validated article Hit@1 .627, MRR .739 against .569 / .692
 # for the chunk view alone). BM25 parameters: Pyserini's for chunks and whole articles,
 # the Lucene defaults for the short heading view.
 DEFAULT_OPTIONS = {
