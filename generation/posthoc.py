@@ -117,18 +117,6 @@ class BM25Attributor:
     def tokens(self, text: str) -> list[str]:
         return list(cached_tokens(text, self.analyzer.stemmer_name))
 
-    def raw_matrix(self, sentences: Sequence[str], candidates: Sequence[str]) -> list[list[float]]:
-        """Lucene BM25 of each answer sentence against the candidate set, not normalised."""
-        stemmer = self.analyzer.stemmer_name
-        stats = [_sentence_stats(c, stemmer) for c in candidates]
-        return _bm25_rows(
-            [cached_tokens(s, stemmer) for s in sentences],
-            [tf for tf, _ in stats],
-            [n for _, n in stats],
-            self.k1,
-            self.b,
-        )
-
     def normalised_matrix(self, sentences: Sequence[str], candidates: Sequence[str]) -> list[list[float]]:
         """Scores of many answer sentences against one candidate set (the fast path)."""
         stemmer = self.analyzer.stemmer_name
