@@ -22,7 +22,7 @@ from wetqa.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, score_record
 from wetqa.evaluation.ranking import evaluate_retrieval
 from wetqa.generation import Pipeline, make_backend, resolve_generator
-from wetqa.retrieval import HybridRetriever, build_index, open_index
+from wetqa.retrieval import HybridRetriever, build_index, chunks_of, open_index
 from wetqa.retrieval.index import dense_rescorer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,7 @@ DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
 def row(label: str, retriever, items, corpus: CorpusMap) -> None:
     questions = [i.question for i in items]
     results = dict(zip((i.id for i in items), retriever.batch_search(questions, 10)))
-    m = evaluate_retrieval(items, results, retriever_chunks(retriever), (1, 3, 10))
+    m = evaluate_retrieval(items, results, chunks_of(retriever), (1, 3, 10))
     pipeline = Pipeline(retriever, make_backend(resolve_generator("extractive")), k=3)
     answers = pipeline.ask_many(questions)
     scores = [
@@ -52,12 +52,6 @@ def row(label: str, retriever, items, corpus: CorpusMap) -> None:
         f"{mean('article_recall'):.3f} / {mean('article_hit'):.3f} |",
         flush=True,
     )
-
-
-def retriever_chunks(retriever):
-    from wetqa.retrieval import chunks_of
-
-    return chunks_of(retriever)
 
 
 def main() -> None:
