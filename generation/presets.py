@@ -33,8 +33,9 @@ _APPLIES = {
         "distributed_executor_backend",
     },
 }
-# Every setting a caller may override (a CLI flag or a [generators.NAME] key of the same name).
-OVERRIDES = tuple(sorted(set().union(*_APPLIES.values())))
+# Every setting a caller may override by name (a CLI flag or a [generators.NAME] key). Not the API key:
+# it comes from the environment, and `serve --api-key` is the server's own key, not the generator's.
+OVERRIDES = tuple(sorted(set().union(*_APPLIES.values()) - {"api_key"}))
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,3 +211,12 @@ def test_eval_generation_exits_non_zero_when_answers_have_no_score(fixture_index
     captured = capsys.readouterr()
     assert "1 answer(s) have no complete score" in captured.err and "0/1 (incomplete)" in captured.out
     assert main([*argv, "--allow-failures"]) == 0
+
+
+def test_the_servers_api_key_is_not_taken_for_the_generators():
+    import argparse
+
+    from wetqa.generation.cli import generator_config
+
+    args = argparse.Namespace(generator="extractive", backend=None, model=None, api_key="server-key")
+    assert generator_config(args).api_key is None
