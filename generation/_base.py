@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -17,6 +17,42 @@ class ContextOverflowError(GenerationError):
     pass
 
 
+class UnsupportedSetting(GenerationError):
+    """A per-request setting the backend cannot honour (the API answers 400 naming it)."""
+
+    def __init__(self, setting: str, backend: str, why: str = ""):
+        self.setting = setting
+        super().__init__(f"{setting} is not supported by the {backend} generator" + (f": {why}" if why else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """Settings one request may give (an API client's temperature, max_tokens, stop, seed).
+
+    ``None`` (or no stop strings) leaves the backend's own setting. A backend lists what it honours
+    in ``supports``; anything else given is refused (:func:`check_sampling`), never silently ignored.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def given(self) -> list[str]:
+        return [name for name in ("temperature", "max_tokens", "stop", "seed") if getattr(self, name) not in (None, ())]
+
+
+def check_sampling(backend: Backend, sampling: Sampling) -> None:
+    """Raise :class:`UnsupportedSetting` for the first setting given that the backend does not honour."""
+    supports: frozenset[str] = getattr(backend, "supports", frozenset())
+    for name in sampling.given():
+        if name not in supports:
+            raise UnsupportedSetting(name, backend.name)
+    refuse = getattr(backend, "refuse", None)
+    if refuse is not None:
+        refuse(sampling)
+
+
 @dataclass(slots=True)
 class Request:
     """One question with its retrieved chunks and the chat messages built from them."""
@@ -24,6 +60,7 @@ class Request:
     question: str
     hits: list[Hit]
     messages: list[dict]  # OpenAI chat format: [{"role": ..., "content": ...}]
+    sampling: Sampling = field(default_factory=Sampling)
 
 
 @dataclass(slots=True)
@@ -49,6 +86,7 @@ class Generation:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None  # set when this request failed; the batch goes on
     seconds: float = 0.0
+    finish_reason: str = "stop"  # "length" when max_tokens cut the output
 
 
 @runtime_checkable
@@ -58,6 +96,27 @@ class Backend(Protocol):
     name: str
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]: ...
+
+
+@runtime_checkable
+class StreamingBackend(Backend, Protocol):
+    """A backend that can hand out its output as it is produced.
+
+    ``stream`` yields text pieces as they come, then one :class:`Generation` with the whole text and
+    the usage. Closing the iterator early (the client went away) stops the work.
+    """
+
+    def stream(self, request: Request) -> Iterator[str | Generation]: ...
+
+
+@runtime_checkable
+class AsyncStreamingBackend(Backend, Protocol):
+    """A backend whose stream can be read on an event loop (a model server over HTTP).
+
+    A server reads it without a thread per request, and closing it ends the upstream's work at once.
+    """
+
+    def astream(self, request: Request) -> AsyncIterator[str | Generation]: ...
 
 
 @dataclass(slots=True)
@@ -96,6 +155,7 @@ class Answer:
     dropped_ids: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    finish_reason: str = "stop"
 
     def to_json(self) -> dict:
         return {

@@ -114,3 +114,59 @@ def parse_output(raw: str, retrieved_doc_ids: Sequence[str]) -> ParsedOutput:
         has_answer_marker=bool(ans_m),
         has_ids_marker=bool(ids_m),
     )
+
+
+# Text this close to the end may still turn out to be the start of an ids marker ("\nDOC IDS:",
+# "**Bronnen**:", "Gebruikte artikelen:"), so it is held back until more arrives.
+_HOLD_BACK = 32
+
+
+class AnswerStream:
+    """The answer part of an ``ANSWER: ... DOC IDS: ...`` output, handed out while the output grows.
+
+    ``feed`` takes the next piece of raw output and returns the answer text that is now certain:
+    a leading answer marker is dropped, and nothing from an ids marker on is ever returned. What
+    :func:`parse_output` later makes of the whole output can differ only at the edges (trimmed
+    markup), so ``finish`` returns what is left of that final answer, if it continues the text sent.
+    """
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.sent = ""
+        self._start: int | None = None  # where the answer begins in raw, once known
+        self._pos = 0  # raw up to here has been sent (or skipped as leading space)
+        self._ended = False  # an ids marker was seen
+
+    def feed(self, piece: str) -> str:
+        self.raw += piece
+        if self._ended:
+            return ""
+        if self._start is None:
+            lead = self.raw.lstrip(" \t\n>#*_")
+            # A marker ("ANSWER:", "**Antwoord**:") is short: wait until it can be told apart.
+            if len(lead) < 12 and "\n" not in lead:
+                return ""
+            m = _ANSWER.match(self.raw)
+            self._start = self._pos = m.end() if m else 0
+        ids_m = _find_ids_marker(self.raw, self._start)
+        end = ids_m.start() if ids_m else len(self.raw) - _HOLD_BACK
+        self._ended = ids_m is not None
+        if end <= self._pos:
+            return ""
+        text = self.raw[self._pos : end]
+        # Space at the end is sent with the text that follows it: the answer may end there.
+        kept = text.rstrip().rstrip("*_").rstrip() if self._ended else text.rstrip()
+        self._pos += len(kept)
+        text = kept
+        if not self.sent:
+            text = text.lstrip().lstrip("*_").lstrip()
+        self.sent += text
+        return text
+
+    def finish(self, final_answer: str) -> str:
+        """The rest of the parsed answer after what was sent ("" if the two do not line up)."""
+        if final_answer.startswith(self.sent):
+            rest = final_answer[len(self.sent) :]
+            self.sent = final_answer
+            return rest
+        return ""

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Generator, Iterator, Sequence
+from dataclasses import replace
 
 from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k
 
-from ._base import Answer, Backend, Citation, Generation, GenerationError, Request
-from .parser import parse_output
+from ._base import (
+    Answer,
+    AsyncStreamingBackend,
+    Backend,
+    Citation,
+    Generation,
+    GenerationError,
+    Request,
+    Sampling,
+    StreamingBackend,
+    check_sampling,
+)
+from .parser import AnswerStream, parse_output
 from .prompt import build_request
 
 
@@ -39,6 +51,7 @@ def to_answer(request: Request, gen: Generation) -> Answer:
         format_ok=parsed.format_ok,
         dropped_ids=parsed.dropped,
         usage=gen.usage,
+        finish_reason=gen.finish_reason,
     )
 
 
@@ -49,13 +62,16 @@ class Pipeline:
         self.k = check_k(k)
         self.language = language
 
-    def requests(self, questions: Sequence[str], threads: int = 1) -> list[Request]:
+    def requests(self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None) -> list[Request]:
         qs = [check_question(q) for q in questions]
+        if sampling is not None:
+            check_sampling(self.backend, sampling)  # before any retrieval or model work
         try:
             hits = self.retriever.batch_search(qs, self.k, threads)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
-        return [build_request(q, h, self.language) for q, h in zip(qs, hits)]
+        built = [build_request(q, h, self.language) for q, h in zip(qs, hits)]
+        return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
     def answer_requests(self, requests: Sequence[Request]) -> list[Answer]:
         gens = self.backend.generate(requests)
@@ -65,11 +81,75 @@ class Pipeline:
             )
         return [to_answer(r, g) for r, g in zip(requests, gens)]
 
-    def ask(self, question: str) -> Answer:
-        answer = self.answer_requests(self.requests([question]))[0]
+    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
+        answer = self.answer_requests(self.requests([question], sampling=sampling))[0]
         if answer.error:
             raise GenerationError(answer.error)
         return answer
 
-    def ask_many(self, questions: Sequence[str], threads: int = 1) -> list[Answer]:
-        return self.answer_requests(self.requests(questions, threads))
+    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
+        """Retrieval and the prompt for one question (what comes before the model)."""
+        return self.requests([question], sampling=sampling)[0]
+
+    def stream(self, question: str, sampling: Sampling | None = None) -> Generator[str | Answer, None, None]:
+        """The answer's text as the backend produces it, then the whole :class:`Answer`.
+
+        Only answer text is handed out (never the ids list the model writes after it); the final
+        Answer carries the citations. A backend that cannot stream gives its answer as one piece.
+        Closing this iterator early stops the backend's work.
+        """
+        return self.stream_request(self.prepare(question, sampling))
+
+    def stream_request(self, request: Request) -> Generator[str | Answer, None, None]:
+        parser = AnswerStream()
+        gen: Generation | None = None
+        if isinstance(self.backend, StreamingBackend):
+            pieces = self.backend.stream(request)
+            try:
+                for item in pieces:
+                    if isinstance(item, Generation):
+                        gen = item
+                        break
+                    text = parser.feed(item)
+                    if text:
+                        yield text
+            finally:
+                close = getattr(pieces, "close", None)
+                if close is not None:
+                    close()
+        else:
+            gen = self.backend.generate([request])[0]
+        yield from self._finish(request, gen, parser)
+
+    async def astream_request(self, request: Request) -> AsyncGenerator[str | Answer, None]:
+        """:meth:`stream_request` on an event loop, for a backend that is :class:`AsyncStreamingBackend`."""
+        if not isinstance(self.backend, AsyncStreamingBackend):
+            raise TypeError(f"backend {self.backend.name} has no asynchronous stream")
+        parser = AnswerStream()
+        gen: Generation | None = None
+        pieces = self.backend.astream(request)
+        try:
+            async for item in pieces:
+                if isinstance(item, Generation):
+                    gen = item
+                    break
+                text = parser.feed(item)
+                if text:
+                    yield text
+        finally:
+            aclose = getattr(pieces, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        for out in self._finish(request, gen, parser):
+            yield out
+
+    def _finish(self, request: Request, gen: Generation | None, parser: AnswerStream) -> Iterator[str | Answer]:
+        if gen is None:
+            raise GenerationError(f"backend {self.backend.name} ended its stream without a result")
+        answer = to_answer(request, gen)
+        if answer.error:
+            raise GenerationError(answer.error)
+        rest = parser.finish(answer.answer)
+        if rest:
+            yield rest
+        yield answer

@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Literal
 
@@ -26,7 +27,14 @@ from pydantic import BaseModel, Field, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wetqa.corpus.records import Chunk
-from wetqa.generation import GenerationError
+from wetqa.generation import (
+    Answer,
+    AsyncStreamingBackend,
+    GenerationError,
+    Sampling,
+    UnsupportedSetting,
+    check_sampling,
+)
 from wetqa.retrieval import RetrievalError, chunks_of
 
 from .citing import cite
@@ -48,6 +56,21 @@ def json_bytes(content) -> bytes:
 class FastJSONResponse(JSONResponse):
     def render(self, content) -> bytes:
         return json_bytes(content)
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A streaming response that runs ``on_close`` however it ends: sent, failed, or left by the client
+    (even before its first byte, when the body iterator never starts and its own ``finally`` would not run)."""
+
+    def __init__(self, content, on_close, **kwargs):
+        super().__init__(content, **kwargs)
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()
 
 
 class APIError(Exception):
@@ -238,6 +261,9 @@ def create_app(
             article_parts.setdefault((n, c.bwb_id, c.version_date, c.article), []).append(c)
             chunk_by_id.setdefault(c.id, (n, c))
     slots = threading.BoundedSemaphore(max_concurrency)
+    # A thread for every slot: asyncio's default pool has cpu_count + 4 threads (6 on 2 cores), which
+    # would cap concurrent upstream calls below the limit, and leave fewer queries to batch together.
+    workers = ThreadPoolExecutor(max_concurrency, thread_name_prefix="wetqa-worker")
     # Completion ids: unique per server run without a urandom call per request.
     id_prefix, id_counter = secrets.token_hex(8), itertools.count(1)
 
@@ -343,7 +369,7 @@ def create_app(
             finally:
                 slots.release()
 
-        task = asyncio.get_running_loop().run_in_executor(None, work)
+        task = asyncio.get_running_loop().run_in_executor(workers, work)
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
         except TimeoutError:
@@ -351,17 +377,22 @@ def create_app(
                 504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout"
             ) from None
 
-    def answer_question(preset: ServedPipeline, question: str):
+    def upstream_error(exc: GenerationError | RetrievalError) -> APIError:
+        if isinstance(exc, UnsupportedSetting):
+            return APIError(400, str(exc), code="unsupported_parameter", param=exc.setting)
+        # Clients are told what went wrong, not where the server's upstreams live.
+        msg = _URL.sub("the upstream model server", str(exc))
+        if "timed out" in msg:
+            return APIError(504, msg, "timeout_error", "upstream_timeout")
+        if "context overflow" in msg:
+            return APIError(400, msg, code="context_length_exceeded")
+        return APIError(502, msg, "upstream_error", "upstream_error")
+
+    def answer_question(preset: ServedPipeline, question: str, sampling: Sampling):
         try:
-            answer = preset.loaded.ask(question)
+            answer = preset.loaded.ask(question, sampling)
         except (GenerationError, RetrievalError) as exc:
-            # Clients are told what went wrong, not where the server's upstreams live.
-            msg = _URL.sub("the upstream model server", str(exc))
-            if "timed out" in msg:
-                raise APIError(504, msg, "timeout_error", "upstream_timeout") from None
-            if "context overflow" in msg:
-                raise APIError(400, msg, code="context_length_exceeded") from None
-            raise APIError(502, msg, "upstream_error", "upstream_error") from None
+            raise upstream_error(exc) from None
         return answer, cite(answer)
 
     @app.get("/health")
@@ -404,14 +435,33 @@ def create_app(
             }
         raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
 
-    @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest):
-        preset = preset_for(req.model)
+    def sampling_of(req: ChatRequest, preset: ServedPipeline) -> Sampling:
         if req.n is not None and req.n > 1:
             raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
-        question = question_of(req)
-        answer, cited = await run_limited(answer_question, preset, question, inline=preset.inline)
-        content = cited.answer + (f"\n\n{cited.references}" if cited.references else "")
+        if req.max_tokens is not None and req.max_completion_tokens is not None:
+            if req.max_tokens != req.max_completion_tokens:
+                raise APIError(400, "max_tokens and max_completion_tokens differ; give one of them", param="max_tokens")
+        stops = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+        if len(stops) > 4 or any(not s for s in stops):
+            raise APIError(400, "stop takes up to 4 non-empty strings", param="stop")
+        sampling = Sampling(
+            temperature=req.temperature,
+            max_tokens=req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens,
+            stop=stops,
+            seed=req.seed,
+        )
+        try:
+            check_sampling(preset.loaded.backend, sampling)
+        except UnsupportedSetting as exc:
+            param = exc.setting
+            if param == "max_tokens" and req.max_completion_tokens is not None:
+                param = "max_completion_tokens"
+            raise APIError(
+                400, str(exc).replace(exc.setting, param, 1), code="unsupported_parameter", param=param
+            ) from None
+        return sampling
+
+    def word_usage(answer: Answer, question: str, content: str) -> dict:
         usage = answer.usage.to_json()
         if usage["total_tokens"] == 0:  # the extractive backend has no tokenizer: count words
             usage = {
@@ -419,31 +469,159 @@ def create_app(
                 "completion_tokens": len(content.split()),
                 "total_tokens": len(question.split()) + len(content.split()),
             }
+        return usage
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: ChatRequest):
+        preset = preset_for(req.model)
+        sampling = sampling_of(req, preset)
+        question = question_of(req)
         cid = f"chatcmpl-{id_prefix}{next(id_counter):08x}"
         created = int(time.time())
-        extra = {"citations": cited.citations, "sentences": cited.sentences}
-        if not req.stream:
-            # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
-            return FastJSONResponse(
-                {
-                    "id": cid,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": preset.name,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
-                            "logprobs": None,
-                        }
-                    ],
-                    "usage": usage,
-                    **extra,
-                }
-            )
+        if req.stream:
+            return await stream_chat(preset, question, sampling, cid, created, req)
+        answer, cited = await run_limited(answer_question, preset, question, sampling, inline=preset.inline)
+        content = cited.answer + (f"\n\n{cited.references}" if cited.references else "")
+        # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
+        return FastJSONResponse(
+            {
+                "id": cid,
+                "object": "chat.completion",
+                "created": created,
+                "model": preset.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": answer.finish_reason,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": word_usage(answer, question, content),
+                "citations": cited.citations,
+                "sentences": cited.sentences,
+            }
+        )
 
-        def chunk(delta: dict, finish: str | None = None, **more) -> str:
+    async def stream_chat(
+        preset: ServedPipeline, question: str, sampling: Sampling, cid: str, created: int, req: ChatRequest
+    ) -> StreamingResponse:
+        """Server-sent events with the answer's text as the backend produces it.
+
+        A backend that streams over HTTP (openai: a ``vllm serve`` upstream) is read on the event
+        loop; any other runs in a worker thread that hands each piece over. The first piece is awaited
+        before the response starts, so what fails early (retrieval, an upstream that refuses) still
+        gets its HTTP status. Citations and the source list come in the last chunks. When the client
+        goes away the work ends (the upstream's stream is closed, or the thread stops at its next
+        token) and only then is the slot given back.
+        """
+        if not slots.acquire(blocking=False):
+            raise APIError(
+                429,
+                f"too many requests in progress (limit {max_concurrency}); retry shortly",
+                "rate_limit_error",
+                "concurrency_limit",
+            )
+        pipeline = preset.loaded
+        timed_out = (
+            "error",
+            APIError(504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout"),
+        )
+
+        def failure(exc: BaseException) -> tuple:
+            if isinstance(exc, (GenerationError, RetrievalError)):
+                return ("error", upstream_error(exc))
+            return ("error", APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error"))
+
+        if isinstance(pipeline.backend, AsyncStreamingBackend):
+            released = False
+
+            def release() -> None:
+                nonlocal released
+                if not released:
+                    released = True
+                    slots.release()
+
+            try:
+                if preset.inline_retrieval:
+                    request = pipeline.prepare(question, sampling)
+                else:
+                    request = await asyncio.get_running_loop().run_in_executor(
+                        workers, pipeline.prepare, question, sampling
+                    )
+            except (GenerationError, RetrievalError) as exc:
+                release()
+                raise upstream_error(exc) from None
+            except BaseException:
+                release()
+                raise
+            pieces = pipeline.astream_request(request)
+
+            async def next_event() -> tuple:
+                try:
+                    return ("item", await asyncio.wait_for(anext(pieces), timeout))
+                except StopAsyncIteration:
+                    return ("end", None)
+                except TimeoutError:
+                    return timed_out
+                except Exception as exc:  # noqa: BLE001 - reported to the client
+                    return failure(exc)
+
+            async def close() -> None:
+                try:
+                    await pieces.aclose()
+                finally:
+                    release()
+
+        else:
+            loop = asyncio.get_running_loop()
+            queue: asyncio.Queue = asyncio.Queue()
+            leave = threading.Event()
+
+            def hand_over(kind: str, item) -> None:
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, (kind, item))
+                except RuntimeError:  # the loop has closed (server shutting down): nobody is listening
+                    leave.set()
+
+            def work() -> None:
+                try:
+                    items = pipeline.stream(question, sampling)
+                    try:
+                        for item in items:
+                            hand_over("item", item)
+                            if leave.is_set():
+                                break
+                    finally:
+                        items.close()
+                    hand_over("end", None)
+                except Exception as exc:  # noqa: BLE001 - reported to the client
+                    hand_over(*failure(exc))
+                finally:
+                    slots.release()  # when the work has ended, not when the client stopped waiting
+
+            try:
+                loop.run_in_executor(workers, work)
+            except BaseException:
+                slots.release()
+                raise
+
+            async def next_event() -> tuple:
+                try:
+                    return await asyncio.wait_for(queue.get(), timeout)
+                except TimeoutError:
+                    leave.set()
+                    return timed_out
+
+            async def close() -> None:
+                leave.set()  # the worker stops at its next piece
+
+        first = await next_event()
+        if first[0] == "error":
+            await close()
+            raise first[1]
+
+        def event(delta: dict, finish: str | None = None, **more) -> str:
             body = {
                 "id": cid,
                 "object": "chat.completion.chunk",
@@ -454,30 +632,51 @@ def create_app(
             }
             return f"data: {json_bytes(body).decode()}\n\n"
 
+        include_usage = bool(req.stream_options and req.stream_options.include_usage)
+
         async def events():
-            yield chunk({"role": "assistant", "content": ""})
-            pieces = content.split(" ")
-            for i in range(0, len(pieces), 8):  # a few words per event
-                text = " ".join(pieces[i : i + 8])
-                yield chunk({"content": text if i == 0 else " " + text})
-            include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            if include_usage:
-                # As OpenAI does: the usage in a chunk of its own, with no choices, after the last one.
-                yield chunk({}, "stop", **extra)
-                body = {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": preset.name,
-                    "choices": [],
-                    "usage": usage,
-                }
-                yield f"data: {json_bytes(body).decode()}\n\n"
-            else:
-                yield chunk({}, "stop", usage=usage, **extra)
+            sent: list[str] = []
+            kind, item = first
+            yield event({"role": "assistant", "content": ""})
+            while kind == "item":
+                if isinstance(item, Answer):
+                    for line in final_events(item, "".join(sent)):
+                        yield line
+                else:
+                    sent.append(item)
+                    yield event({"content": item})
+                # A turn of the event loop between events: if the client has gone, the server learns it
+                # here (and sends nothing more) instead of writing every remaining event to a dead socket,
+                # which asyncio logs as "socket.send() raised exception." per write.
+                await asyncio.sleep(0)
+                kind, item = await next_event()
+            if kind == "error":
+                # Mid-stream the status line has gone: the error travels as an event, as OpenAI's does.
+                yield f"data: {json_bytes(error_body(item.message, item.type, item.code, item.param)).decode()}\n\n"
             yield "data: [DONE]\n\n"
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        def final_events(answer: Answer, streamed: str) -> list[str]:
+            cited = cite(answer)
+            tail = f"\n\n{cited.references}" if cited.references else ""
+            out = [event({"content": tail})] if tail else []
+            usage = word_usage(answer, question, streamed + tail)
+            extra = {"citations": cited.citations, "sentences": cited.sentences}
+            if not include_usage:
+                return [*out, event({}, answer.finish_reason, usage=usage, **extra)]
+            # As OpenAI does: the usage in a chunk of its own, with no choices, after the last one.
+            body = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": preset.name,
+                "choices": [],
+                "usage": usage,
+            }
+            return [*out, event({}, answer.finish_reason, **extra), f"data: {json_bytes(body).decode()}\n\n"]
+
+        return ClosingStreamingResponse(
+            events(), on_close=close, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
     # The page ships as package data: read once through importlib.resources, so an installed
     # wheel serves it as well as a checkout does.

@@ -19,12 +19,19 @@ class ServedPipeline:
     pipeline: Pipeline | None = field(default=None, repr=False)
 
     @property
-    def inline(self) -> bool:
-        """Answer on the event loop: only a backend that declares itself ``inline_safe``, over bm25s or articles retrieval (no model)."""
-        if self.pipeline is None or not getattr(self.pipeline.backend, "inline_safe", False):
+    def inline_retrieval(self) -> bool:
+        """Retrieval cheap enough for the event loop: bm25s or articles (numpy only, about a millisecond)."""
+        if self.pipeline is None:
             return False
         names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
-        return all(n in ("bm25s", "articles") for n in names)  # numpy only, about a millisecond
+        return all(n in ("bm25s", "articles") for n in names)
+
+    @property
+    def inline(self) -> bool:
+        """Answer on the event loop: only a backend that declares itself ``inline_safe``, over inline retrieval."""
+        if self.pipeline is None or not getattr(self.pipeline.backend, "inline_safe", False):
+            return False
+        return self.inline_retrieval
 
     @property
     def loaded(self) -> Pipeline:

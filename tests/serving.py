@@ -7,6 +7,8 @@ import threading
 import time
 
 import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 
 
 def free_port() -> int:
@@ -37,3 +39,95 @@ class LiveServer:
     def __exit__(self, *exc) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+class TokenUpstream:
+    """A loopback OpenAI-compatible model server that emits a fixed answer token by token.
+
+    It stands in for ``vllm serve``: each token is a server-sent event, ``delay`` seconds apart.
+    With ``gate``, it stops after ``hold_after`` tokens until the gate is set (or 10 s pass, which it
+    records): a test sets the gate when wetqa's first piece reaches it, which proves wetqa passed
+    the stream on instead of waiting for the end. It cites the first DOC id of the prompt, records
+    each request body, and counts streams whose client left early.
+    """
+
+    def __init__(
+        self,
+        words: int = 40,
+        delay: float = 0.0,
+        gate: threading.Event | None = None,
+        hold_after: int = 12,
+        stop_at: int | None = None,
+    ):
+        import asyncio
+        import json
+        import re
+
+        self.requests: list[dict] = []
+        self.left_early = 0
+        self.gate_timed_out = False
+        self.finished = 0
+        app = FastAPI()
+        body_words = " ".join(f"woord{i}" for i in range(words))
+
+        def tokens_for(body: dict) -> list[str]:
+            prompt = str(body["messages"][-1].get("content", ""))
+            # The retrieved chunks follow the real question (the worked example before it has its own ids).
+            chunks = re.split(r"\n(?:Vraag|Question): ", prompt)[-1]
+            doc = (re.findall(r"^\[(DOC\d+)\]", chunks, re.M) or ["DOC0000"])[0]
+            text = f"ANSWER: De rechtbank beslist. {body_words}.\nDOC IDS: {doc}"
+            return re.findall(r"\S+\s*|\s+", text)
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request):
+            body = await request.json()
+            self.requests.append(body)
+            tokens = tokens_for(body)
+            if stop_at is not None:
+                tokens = tokens[:stop_at]
+            usage = {"prompt_tokens": 100, "completion_tokens": len(tokens), "total_tokens": 100 + len(tokens)}
+            base = {"id": "up-1", "created": 0, "model": body["model"]}
+            if not body.get("stream"):
+                return JSONResponse(
+                    {
+                        **base,
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "".join(tokens)},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": usage,
+                    }
+                )
+
+            def event(obj: dict) -> str:
+                return f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', **obj})}\n\n"
+
+            async def events():
+                try:
+                    yield event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
+                    for n, tok in enumerate(tokens):
+                        if gate is not None and n == hold_after:
+                            for _ in range(1000):
+                                if gate.is_set():
+                                    break
+                                await asyncio.sleep(0.01)
+                            else:
+                                self.gate_timed_out = True
+                        await asyncio.sleep(delay)  # a model's pace; 0 still lets the loop see a client leave
+                        yield event({"choices": [{"index": 0, "delta": {"content": tok}, "finish_reason": None}]})
+                    yield event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                    if (body.get("stream_options") or {}).get("include_usage"):
+                        yield event({"choices": [], "usage": usage})
+                    yield "data: [DONE]\n\n"
+                    self.finished += 1
+                except (asyncio.CancelledError, GeneratorExit):
+                    self.left_early += 1
+                    raise
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+
+        self.app = app

@@ -15,7 +15,7 @@ from functools import lru_cache
 from wetqa.retrieval._base import Hit
 from wetqa.retrieval.tokenization import cached_tokens
 
-from .._base import Generation, Request
+from .._base import Generation, Request, Sampling, UnsupportedSetting
 
 # Words that frame a question ("Wanneer ...", "Onder welke voorwaarden ...") but carry no content.
 _QUESTION_WORDS = {
@@ -158,5 +158,32 @@ class ExtractiveBackend:
         text = "\n".join(h.chunk.text for h in chosen)
         return f"ANSWER: {text}\nDOC IDS: {', '.join(h.chunk.doc_id for h in chosen)}"
 
+    # Per-request settings it honours: a cap on the answer's words (the tokens it counts), stop strings,
+    # and any seed (it is deterministic). Temperature only as 0: it quotes, it does not sample.
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+
+    def refuse(self, sampling: Sampling) -> None:
+        if sampling.temperature:
+            raise UnsupportedSetting(
+                "temperature", self.name, "it quotes the law and does not sample; give 0 or leave it out"
+            )
+
+    def _one(self, request: Request) -> Generation:
+        raw = self.answer(request.question, request.hits)
+        s = request.sampling
+        if s.max_tokens is None and not s.stop:
+            return Generation(text=raw)
+        head, marker, ids = raw.rpartition("\nDOC IDS:")
+        body = head.removeprefix("ANSWER: ")
+        finish = "stop"
+        for stop in s.stop:
+            at = body.find(stop)
+            if at >= 0:
+                body = body[:at]
+        words = list(re.finditer(r"\S+", body))
+        if s.max_tokens is not None and len(words) > s.max_tokens:
+            body, finish = body[: words[s.max_tokens - 1].end()], "length"
+        return Generation(text=f"ANSWER: {body}{marker}{ids}", finish_reason=finish)
+
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
-        return [Generation(text=self.answer(r.question, r.hits)) for r in requests]
+        return [self._one(r) for r in requests]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from .._base import Generation, GenerationError, Request, Usage
@@ -57,55 +57,130 @@ class OpenAIBackend:
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout)
         self.total = Usage()
 
-    def _one(self, request: Request) -> Generation:
-        o = self._openai
-        t0 = time.perf_counter()
+    # Every per-request setting passes through to the server, which applies (or refuses) it.
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+
+    def _kwargs(self, request: Request) -> dict:
+        s = request.sampling
         kwargs: dict = {
             "model": self.model,
             "messages": request.messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            "temperature": self.temperature if s.temperature is None else s.temperature,
+            "max_tokens": self.max_tokens if s.max_tokens is None else s.max_tokens,
         }
+        if s.stop:
+            kwargs["stop"] = list(s.stop)
+        if s.seed is not None:
+            kwargs["seed"] = s.seed
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         if self.top_k is not None and self.base_url:
             kwargs["extra_body"] = {"top_k": self.top_k}  # vLLM and llama.cpp accept it; the OpenAI API does not
-        try:
-            resp = self._client.chat.completions.create(**kwargs)
-        except o.APITimeoutError:
-            return Generation(error=f"the model server timed out ({self._where()})", seconds=time.perf_counter() - t0)
-        except o.APIConnectionError as exc:
-            return Generation(
-                error=f"cannot reach the model server at {self._where()}: {exc.__cause__ or exc}",
-                seconds=time.perf_counter() - t0,
-            )
-        except o.AuthenticationError:
-            return Generation(
-                error=f"the model server rejected the API key ({self._where()})", seconds=time.perf_counter() - t0
-            )
-        except o.BadRequestError as exc:
+        return kwargs
+
+    def _failure(self, exc: Exception) -> str | None:
+        """What went wrong, for an error the client raised; None for one it does not know."""
+        o = self._openai
+        if isinstance(exc, o.APITimeoutError):
+            return f"the model server timed out ({self._where()})"
+        if isinstance(exc, o.APIConnectionError):
+            return f"cannot reach the model server at {self._where()}: {exc.__cause__ or exc}"
+        if isinstance(exc, o.AuthenticationError):
+            return f"the model server rejected the API key ({self._where()})"
+        if isinstance(exc, o.BadRequestError):
             msg = str(getattr(exc, "message", exc))
             if "context" in msg.lower() or "too long" in msg.lower() or "maximum" in msg.lower():
                 msg = f"context overflow: the prompt does not fit the model's context window ({msg})"
-            return Generation(error=msg, seconds=time.perf_counter() - t0)
-        except o.APIStatusError as exc:
-            return Generation(
-                error=f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}",
-                seconds=time.perf_counter() - t0,
-            )
-        except o.APIResponseValidationError:
+            return msg
+        if isinstance(exc, o.APIStatusError):
+            return f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}"
+        return None
+
+    def _not_a_completion(self) -> str:
+        # An answer of 200 whose body is not a chat completion (an HTML error page, plain text).
+        return f"the model server at {self._where()} answered with something that is not an OpenAI chat completion (not JSON)"
+
+    def _one(self, request: Request) -> Generation:
+        t0 = time.perf_counter()
+        try:
+            resp = self._client.chat.completions.create(**self._kwargs(request))
+        except self._openai.APIResponseValidationError:
             resp = None
+        except self._openai.OpenAIError as exc:
+            msg = self._failure(exc)
+            if msg is None:
+                raise
+            return Generation(error=msg, seconds=time.perf_counter() - t0)
         if not hasattr(resp, "choices"):
-            # An answer of 200 whose body is not a chat completion (an HTML error page, plain text).
-            return Generation(
-                error=f"the model server at {self._where()} answered with something that is not an OpenAI chat "
-                "completion (not JSON)",
-                seconds=time.perf_counter() - t0,
-            )
-        text = resp.choices[0].message.content or "" if resp.choices else ""
+            return Generation(error=self._not_a_completion(), seconds=time.perf_counter() - t0)
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice else ""
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)
-        return Generation(text=text, usage=usage, seconds=time.perf_counter() - t0)
+        finish = (choice.finish_reason or "stop") if choice else "stop"
+        return Generation(text=text, usage=usage, seconds=time.perf_counter() - t0, finish_reason=finish)
+
+    def stream(self, request: Request) -> Iterator[str | Generation]:
+        """The upstream's tokens as they arrive (its own stream passed through), then the Generation."""
+        state = _StreamState(self)
+        try:
+            chunks = self._client.chat.completions.create(
+                **self._kwargs(request), stream=True, stream_options={"include_usage": True}
+            )
+        except self._openai.OpenAIError as exc:
+            yield state.failed(exc)
+            return
+        try:
+            for chunk in chunks:
+                out = state.take(chunk)
+                yield from out
+                if out and isinstance(out[-1], Generation):
+                    return
+        except self._openai.OpenAIError as exc:
+            yield state.failed(exc, "the model server's stream broke off")
+            return
+        finally:
+            # Closing the response tells the upstream to stop generating (a client that left, an error).
+            chunks.close()
+        yield state.end()
+
+    async def astream(self, request: Request) -> AsyncIterator[str | Generation]:
+        """:meth:`stream` on the caller's event loop: a server waits for tokens without a thread each,
+        and a client that leaves closes the upstream's stream at once."""
+        state = _StreamState(self)
+        try:
+            chunks = await self._async_client().chat.completions.create(
+                **self._kwargs(request), stream=True, stream_options={"include_usage": True}
+            )
+        except self._openai.OpenAIError as exc:
+            yield state.failed(exc)
+            return
+        try:
+            async for chunk in chunks:
+                out = state.take(chunk)
+                for item in out:
+                    yield item
+                if out and isinstance(out[-1], Generation):
+                    return
+        except self._openai.OpenAIError as exc:
+            yield state.failed(exc, "the model server's stream broke off")
+            return
+        finally:
+            await chunks.close()
+        yield state.end()
+
+    def _async_client(self):
+        """One AsyncOpenAI per event loop (its connection pool belongs to the loop that opened it)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if getattr(self, "_aclient_loop", None) is not loop:
+            c = self._client
+            self._aclient = self._openai.AsyncOpenAI(
+                base_url=c.base_url, api_key=c.api_key, max_retries=c.max_retries, timeout=c.timeout
+            )
+            self._aclient_loop = loop
+        return self._aclient
 
     def _where(self) -> str:
         return self.base_url or "api.openai.com"
@@ -120,3 +195,44 @@ class OpenAIBackend:
             self.total.prompt_tokens += g.usage.prompt_tokens
             self.total.completion_tokens += g.usage.completion_tokens
         return out
+
+
+class _StreamState:
+    """What a chat-completion stream has delivered so far; shared by the sync and async readers."""
+
+    def __init__(self, backend: OpenAIBackend):
+        self.backend = backend
+        self.t0 = time.perf_counter()
+        self.parts: list[str] = []
+        self.usage, self.finish, self.received = Usage(), "stop", 0
+
+    def take(self, chunk) -> list[str | Generation]:
+        """The text pieces of one chunk (or a failed Generation, last, when it is not a chunk at all)."""
+        self.received += 1
+        if not hasattr(chunk, "choices"):
+            return [Generation(error=self.backend._not_a_completion(), seconds=time.perf_counter() - self.t0)]
+        if chunk.usage:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        out: list[str | Generation] = []
+        for choice in chunk.choices:
+            piece = choice.delta.content if choice.delta else None
+            if piece:
+                self.parts.append(piece)
+                out.append(piece)
+            if choice.finish_reason:
+                self.finish = choice.finish_reason
+        return out
+
+    def failed(self, exc: Exception, otherwise: str | None = None) -> Generation:
+        msg = self.backend._failure(exc) or otherwise or self.backend._not_a_completion()
+        return Generation(error=msg, seconds=time.perf_counter() - self.t0)
+
+    def end(self) -> Generation:
+        if not self.received:  # a 200 whose body held no server-sent events: not a chat completion stream
+            return Generation(error=self.backend._not_a_completion(), seconds=time.perf_counter() - self.t0)
+        total = self.backend.total
+        total.prompt_tokens += self.usage.prompt_tokens
+        total.completion_tokens += self.usage.completion_tokens
+        return Generation(
+            text="".join(self.parts), usage=self.usage, seconds=time.perf_counter() - self.t0, finish_reason=self.finish
+        )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .._base import ContextOverflowError, Generation, GenerationError, Request, Usage
 
@@ -56,6 +57,7 @@ class TransformersBackend:
         except OSError as exc:
             raise GenerationError(f"cannot load model {model!r}: {exc}") from None
         self.model.eval()
+        self._lock = threading.Lock()
         if self.tokenizer.chat_template is None:
             raise GenerationError(f"model {model!r} has no chat template; give an instruct/chat model")
         self.name = f"transformers:{model}"
@@ -65,8 +67,12 @@ class TransformersBackend:
         cfg = self.model.config
         self.context = int(getattr(cfg, "max_position_embeddings", 0) or self.tokenizer.model_max_length)
 
-    def _one(self, request: Request) -> Generation:
-        t0 = time.perf_counter()
+    # Per request: sampling temperature, a cap on new tokens, stop strings (transformers' stop_strings)
+    # and a seed for the sampler.
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+
+    def _prepare(self, request: Request) -> tuple:
+        """The prompt's token ids, their count, and generate()'s settings for this request."""
         ids = self.tokenizer.apply_chat_template(
             request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )["input_ids"].to(self.device)
@@ -77,20 +83,101 @@ class TransformersBackend:
                 f"context overflow: the prompt has {n_prompt} tokens, the model's context window {self.context}; "
                 "retrieve fewer chunks (-k)"
             )
-        max_new = min(self.max_tokens, room)  # the published 5000 tokens, capped by the window
-        sample = self.temperature > 0
-        gen_kwargs = {
+        s = request.sampling
+        temperature = self.temperature if s.temperature is None else s.temperature
+        # The published 5000 tokens (or the request's cap), capped by the window.
+        max_new = min(self.max_tokens if s.max_tokens is None else s.max_tokens, room)
+        sample = temperature > 0
+        gen_kwargs: dict = {
             "max_new_tokens": max_new,
             "do_sample": sample,
             "pad_token_id": self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
         }
         if sample:
-            gen_kwargs.update(temperature=self.temperature, top_k=self.top_k)
-        with self.torch.no_grad():
-            out = self.model.generate(ids, attention_mask=self.torch.ones_like(ids), **gen_kwargs)
+            gen_kwargs.update(temperature=temperature, top_k=self.top_k)
+        if s.stop:
+            gen_kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
+        if s.seed is not None:
+            self.torch.manual_seed(s.seed)  # under the lock: no other request draws from the generator meanwhile
+        return ids, n_prompt, gen_kwargs
+
+    def _finish(self, out, n_prompt: int, max_new: int, t0: float) -> Generation:
         new = out[0, n_prompt:]
         text = self.tokenizer.decode(new, skip_special_tokens=True)
-        return Generation(text=text, usage=Usage(n_prompt, int(new.shape[0])), seconds=time.perf_counter() - t0)
+        n_new = int(new.shape[0])
+        eos = self.tokenizer.eos_token_id
+        ended = n_new > 0 and eos is not None and int(new[-1]) == eos
+        return Generation(
+            text=text,
+            usage=Usage(n_prompt, n_new),
+            seconds=time.perf_counter() - t0,
+            finish_reason="length" if n_new >= max_new and not ended else "stop",
+        )
+
+    def _one(self, request: Request) -> Generation:
+        t0 = time.perf_counter()
+        # One model and one tokenizer serve every thread: a fast tokenizer used from two threads at
+        # once fails ("Already borrowed"), and two generate() calls would only compete for the cores.
+        with self._lock:
+            ids, n_prompt, gen_kwargs = self._prepare(request)
+            with self.torch.no_grad():
+                out = self.model.generate(ids, attention_mask=self.torch.ones_like(ids), **gen_kwargs)
+            return self._finish(out, n_prompt, gen_kwargs["max_new_tokens"], t0)
+
+    def stream(self, request: Request) -> Iterator[str | Generation]:
+        """Text as generate() produces it (transformers' TextIteratorStreamer), then the Generation.
+
+        Closing the iterator stops generate() at its next token.
+        """
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        t0 = time.perf_counter()
+        streamer = TextIteratorStreamer(self.tokenizer, skip_prompt=True, skip_special_tokens=True)
+        cancelled = threading.Event()
+        torch = self.torch
+
+        class Cancelled(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                return torch.full((input_ids.shape[0],), cancelled.is_set(), dtype=torch.bool)
+
+        result: dict = {}
+
+        def run() -> None:
+            try:
+                with self._lock:
+                    if cancelled.is_set():
+                        return
+                    ids, n_prompt, gen_kwargs = self._prepare(request)
+                    with torch.no_grad():
+                        out = self.model.generate(
+                            ids,
+                            attention_mask=torch.ones_like(ids),
+                            streamer=streamer,
+                            stopping_criteria=StoppingCriteriaList([Cancelled()]),
+                            **gen_kwargs,
+                        )
+                    result["generation"] = self._finish(out, n_prompt, gen_kwargs["max_new_tokens"], t0)
+            except Exception as exc:  # noqa: BLE001 - re-raised in the consuming thread below
+                result["error"] = exc
+            finally:
+                streamer.on_finalized_text("", stream_end=True)  # wakes the consumer whatever happened
+
+        worker = threading.Thread(target=run, name="wetqa-generate", daemon=True)
+        worker.start()
+        try:
+            for text in streamer:
+                if text:
+                    yield text
+        finally:
+            cancelled.set()
+            worker.join()
+        if "error" in result:
+            exc = result["error"]
+            if isinstance(exc, GenerationError):
+                yield Generation(error=str(exc), seconds=time.perf_counter() - t0)
+                return
+            raise exc
+        yield result["generation"]
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         out = []

@@ -7,6 +7,7 @@ worker processes: scripts that use it must run under ``if __name__ == "__main__"
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
@@ -78,6 +79,10 @@ class VLLMBackend:
         self.max_tokens = max_tokens
         self.context = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
+        self._lock = threading.Lock()
+
+    # Per request: SamplingParams' temperature, max_tokens, stop and seed.
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
 
     def _prepare(self, requests: Sequence[Request]):
         """(index, prompt text, sampling params) per request that fits; a Generation error for those that do not."""
@@ -91,10 +96,13 @@ class VLLMBackend:
                     error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}"
                 )
                 continue
+            s = r.sampling
             params = self.SamplingParams(
-                temperature=self.temperature,
+                temperature=self.temperature if s.temperature is None else s.temperature,
                 top_k=self.top_k if self.top_k else -1,
-                max_tokens=min(self.max_tokens, room),
+                max_tokens=min(self.max_tokens if s.max_tokens is None else s.max_tokens, room),
+                stop=list(s.stop) or None,
+                seed=s.seed,
             )
             ready.append((i, prompt, params))
         return ready, errors
@@ -105,6 +113,12 @@ class VLLMBackend:
         All requests go to the engine at once, so vLLM's continuous batching schedules them (no batch
         waits for its longest answer), and the caller can checkpoint every answer as it arrives.
         """
+        # vllm.LLM is not thread-safe: a server's threads take turns (to serve many clients at once,
+        # run `vllm serve` and use the openai backend against it; its engine batches them).
+        with self._lock:
+            yield from self._generate_stream(requests)
+
+    def _generate_stream(self, requests: Sequence[Request]):
         ready, errors = self._prepare(requests)
         yield from errors.items()
         engine = self.llm.llm_engine
@@ -125,6 +139,7 @@ class VLLMBackend:
                         text=completion.text,
                         usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
                         seconds=time.perf_counter() - t0,
+                        finish_reason="length" if completion.finish_reason == "length" else "stop",
                     ),
                 )
 

@@ -1,0 +1,229 @@
+"""Real streaming and per-request settings on a real uvicorn server, driven by the official openai client.
+
+The upstream model is a loopback OpenAI-compatible server (tests/serving.py::TokenUpstream) that
+emits tokens one by one, as ``vllm serve`` does; wetqa's openai backend talks to it over HTTP.
+"""
+
+import json
+import re
+import socket
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from wetqa.generation import Generation, GeneratorConfig, Pipeline, make_backend, resolve_generator
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import build_index, open_index
+from wetqa.serve import ServedPipeline, create_app
+
+from .serving import LiveServer, TokenUpstream
+from .tiny_models import tiny_llama_dir
+
+pytestmark = pytest.mark.integration
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+@pytest.fixture(scope="module")
+def index(fixture_corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("serve-stream") / "idx"
+    build_index(fixture_corpus, "bm25s", out, progress=False)
+    return out
+
+
+def served(index, cfg: GeneratorConfig, name="wetqa-test", backend=None) -> ServedPipeline:
+    p = ServedPipeline(name, [str(index)], cfg, k=3)
+    p.pipeline = Pipeline(open_index(index), backend or make_backend(cfg), k=3)
+    return p
+
+
+def upstream_pipeline(index, upstream: LiveServer, name="wetqa-test") -> ServedPipeline:
+    cfg = resolve_generator("openai", model="tiny-upstream", base_url=upstream.url + "/v1", timeout=20.0)
+    return served(index, cfg, name)
+
+
+def client(server, **kw):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, **kw)
+
+
+def test_the_upstream_stream_is_passed_through_as_it_comes(index):
+    gate = threading.Event()
+    fake = TokenUpstream(words=30, gate=gate, hold_after=14)
+    with LiveServer(fake.app) as upstream, LiveServer(create_app([upstream_pipeline(index, upstream)])) as server:
+        stream = client(server).chat.completions.create(
+            model="wetqa-test",
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": QUESTION}],
+            temperature=0.3,
+            max_tokens=300,
+            stop=["###"],
+            seed=7,
+        )
+        pieces, chunks = [], []
+        for chunk in stream:
+            chunks.append(chunk)
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+                gate.set()  # the upstream has held the rest of its answer back until now
+        assert not fake.gate_timed_out, "the first piece reached the client only after the whole answer"
+        text = "".join(pieces)
+        assert len(pieces) > 3 and text.startswith("De rechtbank beslist. woord0")
+        assert "DOC IDS" not in text and "ANSWER" not in text  # the format's markers never reach the client
+        final = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+        assert final[-1].choices[0].finish_reason == "stop"
+        assert final[-1].model_extra["citations"][0]["article"] == "Artikel 266"
+        assert text.endswith("Bronnen:\n[1] Wet fictief gezag, Artikel 266")
+        assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 10
+        sent = fake.requests[-1]
+        assert sent["stream"] is True and sent["temperature"] == 0.3 and sent["max_tokens"] == 300
+        assert sent["stop"] == ["###"] and sent["seed"] == 7
+
+
+def test_a_client_that_leaves_mid_stream_stops_the_upstream_and_frees_its_slot(index):
+    gate = threading.Event()  # never set: the upstream holds its answer until the client leaves
+    fake = TokenUpstream(words=30, gate=gate, hold_after=14)
+    with LiveServer(fake.app) as upstream:
+        app = create_app([upstream_pipeline(index, upstream)], max_concurrency=1)
+        with LiveServer(app) as server:
+            with httpx.Client(base_url=server.url, timeout=20) as http:
+                body = {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+                with http.stream("POST", "/v1/chat/completions", json=body) as resp:
+                    for line in resp.iter_lines():
+                        if '"content":"De' in line:
+                            break  # the first words arrived; leave
+                deadline = time.time() + 10
+                while fake.left_early == 0 and time.time() < deadline:
+                    time.sleep(0.05)
+                assert fake.left_early == 1, "the upstream kept generating for a client that had left"
+                # The one slot is free again: the next request is answered, not refused with 429.
+                deadline = time.time() + 10
+                while True:
+                    gate.set()
+                    r = http.post("/v1/chat/completions", json={**body, "stream": False})
+                    if r.status_code != 429 or time.time() > deadline:
+                        break
+                    time.sleep(0.05)
+                assert r.status_code == 200, r.text
+
+
+def test_transformers_tokens_stream_as_they_are_generated(index, tmp_path):
+    model = tiny_llama_dir(tmp_path / "llama")
+    cfg = resolve_generator("transformers", model=str(model), max_tokens=60, temperature=0.0)
+    with LiveServer(create_app([served(index, cfg)])) as server:
+        pieces = []
+        for chunk in client(server).chat.completions.create(
+            model="wetqa-test", stream=True, messages=[{"role": "user", "content": QUESTION}]
+        ):
+            if chunk.choices and chunk.choices[0].delta.content:
+                pieces.append(chunk.choices[0].delta.content)
+        whole = client(server).chat.completions.create(
+            model="wetqa-test", messages=[{"role": "user", "content": QUESTION}]
+        )
+        # Random weights: any text, but greedy decoding makes the streamed and the whole answer the same.
+        streamed = "".join(pieces)
+        assert len(pieces) > 2
+        assert re.sub(r" \[\d+\](?=\n|$)", "", whole.choices[0].message.content).startswith(
+            streamed.split("\n\nBronnen")[0].strip()[:40]
+        )
+        # A per-request cap on new tokens is honoured and reported.
+        short = client(server).chat.completions.create(
+            model="wetqa-test", messages=[{"role": "user", "content": QUESTION}], max_completion_tokens=3
+        )
+        assert short.usage.completion_tokens == 3 and short.choices[0].finish_reason == "length"
+
+
+def test_per_request_settings_are_honoured_or_refused_with_400(index):
+    with LiveServer(create_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())])) as server:
+        c = client(server)
+        ask = dict(model="wetqa-test", messages=[{"role": "user", "content": QUESTION}])
+        full = c.chat.completions.create(**ask, temperature=0, seed=3)
+        assert full.choices[0].finish_reason == "stop"
+        cut = c.chat.completions.create(**ask, max_tokens=5)
+        answer = cut.choices[0].message.content.split("\n\nBronnen")[0]
+        assert cut.choices[0].finish_reason == "length" and len(re.sub(r" \[\d+\]", "", answer).split()) == 5
+        stopped = c.chat.completions.create(**ask, stop=["gezag"])
+        assert "gezag" not in stopped.choices[0].message.content.split("\n\nBronnen")[0]
+        with pytest.raises(openai.BadRequestError) as err:
+            c.chat.completions.create(**ask, temperature=0.7)
+        assert err.value.code == "unsupported_parameter" and err.value.param == "temperature"
+        assert "does not sample" in err.value.message
+        with pytest.raises(openai.BadRequestError) as err:
+            c.chat.completions.create(**ask, max_tokens=5, max_completion_tokens=6)
+        assert err.value.param == "max_tokens"
+        with pytest.raises(openai.BadRequestError) as err:
+            c.chat.completions.create(**ask, stop=["a", "b", "c", "d", "e"])
+        assert err.value.param == "stop"
+
+
+class NoSettings(ExtractiveBackend):
+    """A backend that declares no per-request settings (as a third-party backend might)."""
+
+    supports = frozenset()
+
+
+def test_a_backend_without_a_setting_refuses_it_and_streams_refusals_as_400(index):
+    with LiveServer(create_app([served(index, GeneratorConfig("extractive"), backend=NoSettings())])) as server:
+        for stream in (False, True):
+            r = httpx.post(
+                server.url + "/v1/chat/completions",
+                json={
+                    "model": "wetqa-test",
+                    "stream": stream,
+                    "seed": 1,
+                    "messages": [{"role": "user", "content": QUESTION}],
+                },
+            )
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["param"] == "seed" and r.json()["error"]["code"] == "unsupported_parameter"
+
+
+class FastLocalModel(ExtractiveBackend):
+    """A backend that streams from this process, as a local model does: many small pieces, fast."""
+
+    inline_safe = False
+    completed = 0  # streams that ran to their end
+
+    def stream(self, request):
+        text = "ANSWER: " + " ".join(f"woord{i}" for i in range(2000)) + "\nDOC IDS:"
+        for i in range(0, len(text), 4):
+            yield text[i : i + 4]
+        type(self).completed += 1
+        yield Generation(text=text)
+
+
+@pytest.mark.parametrize("source", ["upstream", "paced upstream", "local model"])
+def test_early_disconnects_end_quietly(index, caplog, source):
+    fake = TokenUpstream(words=400, delay=0.002 if source == "paced upstream" else 0.0)
+    with LiveServer(fake.app) as upstream:
+        if source == "local model":
+            pipeline = served(index, GeneratorConfig("extractive"), backend=FastLocalModel())
+        else:
+            pipeline = upstream_pipeline(index, upstream)
+        with LiveServer(create_app([pipeline], max_concurrency=64)) as server:
+            body = json.dumps(
+                {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+            ).encode()
+            request = (
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            caplog.set_level("DEBUG")
+            for _ in range(60):
+                s = socket.create_connection(("127.0.0.1", server.port))
+                s.sendall(request)
+                s.recv(200)  # the status line and the first bytes, then gone
+                s.close()
+            deadline = time.time() + 20
+            while source != "local model" and fake.left_early + fake.finished < 60 and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            noisy = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+            assert noisy == []
+            if source != "local model":
+                assert fake.left_early > 0  # the upstream's work really ended early
+            else:
+                assert FastLocalModel.completed < 30  # most streams stopped when their client left
