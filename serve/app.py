@@ -153,8 +153,9 @@ class GuardMiddleware:
     The body limit counts the bytes actually received: a chunked upload has no Content-Length to trust.
     """
 
-    def __init__(self, app, api_key: str | None, max_body_bytes: int):
+    def __init__(self, app, api_key: str | None, max_body_bytes: int, body_timeout: float = 30.0):
         self.app, self.api_key, self.max_body_bytes = app, api_key, max_body_bytes
+        self.body_timeout = body_timeout
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -189,9 +190,22 @@ class GuardMiddleware:
                 )
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 # Read the body here, stopping at the limit, and hand the app what was read.
+                # Within one deadline for the whole body: a client that trickles it in holds a slot.
                 chunks, size, more = [], 0, True
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + self.body_timeout
                 while more:
-                    message = await receive()
+                    try:
+                        message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                    except TimeoutError:
+                        return await self._error(
+                            send,
+                            408,
+                            f"the request body did not arrive within {self.body_timeout:g} s",
+                            "invalid_request_error",
+                            "request_timeout",
+                            close=True,
+                        )
                     if message["type"] == "http.disconnect":
                         return
                     chunk = message.get("body", b"")
@@ -220,7 +234,7 @@ class GuardMiddleware:
         await self.app(scope, receive, send_secured)
 
     @staticmethod
-    async def _error(send, status: int, message: str, type_: str, code: str) -> None:
+    async def _error(send, status: int, message: str, type_: str, code: str, close: bool = False) -> None:
         body = json.dumps(error_body(message, type_, code)).encode()
         await send(
             {
@@ -229,6 +243,7 @@ class GuardMiddleware:
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(body)).encode()),
+                    *([(b"connection", b"close")] if close else []),
                     *SECURITY_HEADERS,
                 ],
             }
@@ -244,6 +259,7 @@ def create_app(
     max_body_bytes: int = 1_000_000,
     timeout: float = 120.0,
     cors_origins: Sequence[str] = (),
+    body_timeout: float = 30.0,
 ) -> FastAPI:
     if not presets:
         raise ValueError("the server needs at least one preset")
@@ -307,7 +323,7 @@ def create_app(
             error_body(f"internal error: {type(exc).__name__}", "server_error", "internal_error"), status_code=500
         )
 
-    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=max_body_bytes)
+    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=max_body_bytes, body_timeout=body_timeout)
     if cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
-from wetqa.console import non_negative_float, port_number, positive_int
+from wetqa.console import non_negative_float, port_number, positive_float, positive_int
+
+from .server import HEADER_TIMEOUT
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -39,6 +41,18 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p.add_argument(
         "--timeout-keep-alive", type=non_negative_float, default=5.0, help="seconds an idle connection is kept open"
     )
+    p.add_argument(
+        "--header-timeout",
+        type=positive_float,
+        default=HEADER_TIMEOUT,
+        help="seconds a request's headers may take to arrive; slower connections are closed",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=positive_float,
+        default=30.0,
+        help="seconds a request's body may take to arrive; slower ones get 408",
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -50,6 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from .app import create_app
     from .pipelines import ServedPipeline, served_pipeline_name
+    from .server import server_config
 
     cfg = generator_config(args)
     indexes = [str(p) for p in index_paths(args)]
@@ -62,9 +77,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_concurrency=args.max_concurrency,
         timeout=args.request_timeout,
         cors_origins=args.cors_origin,
+        body_timeout=args.body_timeout,
     )
     print(
         f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)"
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=args.timeout_keep_alive)
+    config = server_config(
+        app,
+        host=args.host,
+        port=args.port,
+        header_timeout=args.header_timeout,
+        timeout_keep_alive=args.timeout_keep_alive,
+    )
+    uvicorn.Server(config).run()
     return 0

@@ -18,9 +18,13 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, app, port: int | None = None):
+    """wetqa's own server set-up (serve.server.server_config), as `wetqa serve` runs it."""
+
+    def __init__(self, app, port: int | None = None, header_timeout: float = 10.0):
+        from wetqa.serve.server import server_config
+
         self.port = port or free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(server_config(app, port=self.port, header_timeout=header_timeout))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     @property

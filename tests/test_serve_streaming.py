@@ -227,3 +227,51 @@ def test_early_disconnects_end_quietly(index, caplog, source):
                 assert fake.left_early > 0  # the upstream's work really ended early
             else:
                 assert FastLocalModel.completed < 30  # most streams stopped when their client left
+
+
+def test_slow_clients_are_cut_off_and_others_still_served(index):
+    app = create_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())], body_timeout=1.0)
+    with LiveServer(app, header_timeout=1.0) as server:
+        # 60 slowloris connections: a request line, then a header byte every 0.2 s.
+        slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
+        silent = socket.create_connection(("127.0.0.1", server.port))  # connects and sends nothing
+        for s in slow:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+            s.setblocking(False)
+        closed: set[int] = set()
+        start = time.time()
+        while len(closed) < len(slow) and time.time() - start < 8:
+            for n, s in enumerate(slow):
+                if n in closed:
+                    continue
+                try:
+                    s.send(b"X")
+                    if s.recv(1) == b"":
+                        closed.add(n)
+                except BlockingIOError:
+                    pass
+                except OSError:  # reset or broken pipe: the server closed it
+                    closed.add(n)
+            time.sleep(0.2)
+        waited = time.time() - start
+        assert len(closed) == 60, f"{60 - len(closed)} slow connections still open after {waited:.1f} s"
+        assert waited < 5
+        silent.settimeout(5)
+        assert silent.recv(1) == b""  # closed too
+        # A body that trickles in past its deadline gets 408, and the connection is closed.
+        trickle = socket.create_connection(("127.0.0.1", server.port))
+        trickle.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n{"
+        )
+        trickle.settimeout(5)
+        reply = trickle.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 408") and b"request_timeout" in reply
+        # Meanwhile everyone else is answered.
+        r = httpx.post(
+            server.url + "/v1/chat/completions",
+            json={"model": "wetqa-test", "messages": [{"role": "user", "content": QUESTION}]},
+        )
+        assert r.status_code == 200
+        for s in [*slow, silent, trickle]:
+            s.close()

@@ -76,6 +76,7 @@ def _bounded(cast, low: float, high: float | None, expected: str, out_of_range: 
 positive_int = _bounded(int, 1, None, "a whole number", "must be >= 1")
 non_negative_int = _bounded(int, 0, None, "a whole number", "must be >= 0")
 non_negative_float = _bounded(float, 0, None, "a number", "must be >= 0")
+positive_float = _bounded(float, 1e-3, None, "a number", "must be at least 0.001")
 port_number = _bounded(int, 0, 65535, "a port number", "a port is 0-65535")
 
 

@@ -1,0 +1,77 @@
+"""The HTTP server: uvicorn, with a deadline for each request's headers.
+
+uvicorn closes idle keep-alive connections but waits for ever for headers that come in one byte
+at a time, so a few hundred slow ("slowloris") connections hold the server's sockets. Each
+request's headers must now arrive within ``header_timeout`` seconds of its first byte (or of the
+connection, for one that sends nothing); the body has its own deadline in the app
+(:class:`wetqa.serve.app.GuardMiddleware`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+HEADER_TIMEOUT = 10.0
+
+
+class HeaderDeadlineProtocol(H11Protocol):
+    """uvicorn's h11 protocol that closes a connection whose request headers are late."""
+
+    header_timeout = HEADER_TIMEOUT
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._header_deadline: asyncio.TimerHandle | None = None
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        # IDLE: the request line and headers are not complete yet (a new request, or the next one on
+        # a kept-alive connection); any later state means they have all arrived.
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self._arm()
+        else:
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._header_deadline is None:
+            self._header_deadline = self.loop.call_later(self.header_timeout, self._late)
+
+    def _disarm(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _late(self) -> None:
+        self._header_deadline = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.transport.close()  # no request to answer yet: a 408 would have nothing to refer to
+
+
+def server_config(
+    app,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    header_timeout: float = HEADER_TIMEOUT,
+    timeout_keep_alive: float = 5.0,
+    log_level: str = "warning",
+) -> uvicorn.Config:
+    """uvicorn's configuration for wetqa's app, with the header deadline."""
+    protocol = type("WetqaHTTPProtocol", (HeaderDeadlineProtocol,), {"header_timeout": header_timeout})
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol,
+        log_level=log_level,
+        # Typed int by uvicorn; it only reaches loop.call_later, which takes fractions of a second too.
+        timeout_keep_alive=timeout_keep_alive,  # type: ignore[arg-type]
+    )
