@@ -1,12 +1,18 @@
-"""Serving throughput on loopback: the extractive preset against a FastAPI hello-world.
+"""Serving on loopback: throughput, a Pyserini index under load, streaming latency, memory under attack.
 
-    python bench/serve.py [INDEX_DIR] [--soak 60]
+    python bench/serve.py [--index DIR] [--seconds 6] [--soak 60] [--only hello,pyserini,stream,uploads]
 
-One server process holds both endpoints (the wetqa app plus ``GET /hello``);
-this process loads it with 1, 8 and 64 concurrent clients (httpx, asyncio)
-for a few seconds each, prints requests/s, p50/p95 latency and failures,
-then runs a soak at 8 clients and samples the server's memory (RSS).
-Goal: wetqa >= 50% of the hello-world rate; 0 failed requests; flat memory.
+Each section starts its own server process and loads it from this one (httpx, asyncio):
+
+- hello: the extractive pipeline over bm25s against a FastAPI hello-world in the same server, at
+  1, 8 and 64 clients: requests/s, p50/p95 latency, failures, then a soak at 8 clients with the
+  server's memory (RSS) sampled. Goal: >= 50% of hello-world, 0 failed, flat memory.
+- pyserini: the same over a Pyserini (Lucene) index at 8 and 64 clients, 30 s at 64. Goal: 0 errors
+  (the JVM was called from several threads at once before).
+- stream: an OpenAI-compatible upstream that emits a token every 20 ms, served through wetqa's
+  openai backend with ``stream: true``: time to the first content token against the total time,
+  at 1 and 8 clients. The reference is the upstream's own first token and total, measured directly.
+- uploads: 4 parallel chunked uploads of 200 MB each: all refused (413), RSS before and after.
 """
 
 from __future__ import annotations
@@ -35,13 +41,27 @@ QUESTIONS = [
 ]
 
 SERVER = r"""
-import sys, uvicorn
+import json, sys, uvicorn
 from wetqa.serve import create_app, make_served_pipeline
-app = create_app([make_served_pipeline([sys.argv[1]], "extractive").load()], max_concurrency=256)
+from wetqa.serve.server import server_config
+spec = json.loads(sys.argv[1])
+served = make_served_pipeline([spec["index"]], spec.get("generator", "extractive"), **spec.get("overrides", {}))
+app = create_app([served.load()], max_concurrency=256)
 @app.get("/hello")
 async def hello():
     return {"hello": "world"}
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+config = server_config(app, port=spec["port"])
+if spec.get("plain"):  # uvicorn's own h11 protocol, without wetqa's header deadline: the reference
+    config = uvicorn.Config(app, host="127.0.0.1", port=spec["port"], http="h11", log_level="warning")
+uvicorn.Server(config).run()
+"""
+
+UPSTREAM = r"""
+import sys, uvicorn
+sys.path.insert(0, sys.argv[2])
+from tests.serving import TokenUpstream
+app = TokenUpstream(words=int(sys.argv[3]), delay=float(sys.argv[4])).app
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
 
 
@@ -53,34 +73,54 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-async def load(url: str, concurrency: int, seconds: float, chat: bool) -> dict:
+def start(script: str, *argv: str, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", script, *argv], cwd=ROOT)
+    for _ in range(600):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/docs-none", timeout=1)
+            return proc
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise SystemExit(f"server on port {port} exited with {proc.returncode}") from None
+            time.sleep(0.1)
+    raise SystemExit(f"server on port {port} did not start")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def model_of(url: str) -> str:
+    return httpx.get(url + "/v1/models").json()["data"][0]["id"]
+
+
+async def load(url: str, model: str, concurrency: int, seconds: float, chat: bool) -> dict:
     latencies: list[float] = []
-    failures = 0
-    stop = time.perf_counter() + seconds
+    failures: dict[str, int] = {}
+    stop_at = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60) as client:
 
         async def worker(i: int) -> None:
-            nonlocal failures
             n = i
-            while time.perf_counter() < stop:
+            while time.perf_counter() < stop_at:
                 t = time.perf_counter()
                 try:
                     if chat:
+                        question = QUESTIONS[n % len(QUESTIONS)]
                         r = await client.post(
                             "/v1/chat/completions",
-                            json={
-                                "model": MODEL,
-                                "messages": [{"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}],
-                            },
+                            json={"model": model, "messages": [{"role": "user", "content": question}]},
                         )
                     else:
                         r = await client.get("/hello")
-                    ok = r.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
+                    problem = None if r.status_code == 200 else f"HTTP {r.status_code}"
+                except httpx.HTTPError as exc:
+                    problem = type(exc).__name__
                 latencies.append(time.perf_counter() - t)
-                failures += not ok
+                if problem:
+                    failures[problem] = failures.get(problem, 0) + 1
                 n += 1
 
         t0 = time.perf_counter()
@@ -92,64 +132,229 @@ async def load(url: str, concurrency: int, seconds: float, chat: bool) -> dict:
         "p50": 1000 * statistics.median(latencies),
         "p95": 1000 * latencies[int(0.95 * (len(latencies) - 1))],
         "n": len(latencies),
-        "failed": failures,
+        "failed": sum(failures.values()),
+        "failures": failures,
     }
 
 
-MODEL = ""
+def row(clients: int, name: str, r: dict) -> str:
+    extra = f"  {r['failures']}" if r["failures"] else ""
+    return (
+        f"{clients:7d} {name:>10} {r['rps']:8.1f} {r['p50']:8.1f} {r['p95']:8.1f} {r['failed']:6d} {r['n']:7d}{extra}"
+    )
+
+
+HEADER = f"{'clients':>7} {'endpoint':>10} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'failed':>6} {'total':>7}"
+
+
+def section_hello(index: str, seconds: float, soak: float) -> None:
+    port = 8791
+    proc = start(SERVER, json.dumps({"index": index, "port": port}), port=port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        model = model_of(url)
+        asyncio.run(load(url, model, 4, 1.0, True))  # warm-up
+        print(f"\n== hello: {model} (server pid {proc.pid}, {os.cpu_count()} cores shared by server and clients)")
+        print(HEADER)
+        for c in (1, 8, 64):
+            hello = asyncio.run(load(url, model, c, seconds, False))
+            chat = asyncio.run(load(url, model, c, seconds, True))
+            print(row(c, "hello", hello))
+            print(row(c, "wetqa", chat))
+            print(f"{'':7} {'ratio':>10} {chat['rps'] / hello['rps']:8.1%} of hello-world (goal >= 50%)")
+        plain_port = 8796
+        plain = start(SERVER, json.dumps({"index": index, "port": plain_port, "plain": True}), port=plain_port)
+        try:
+            for c in (1, 8):
+                ours = asyncio.run(load(url, model, c, seconds, False))
+                theirs = asyncio.run(load(f"http://127.0.0.1:{plain_port}", model, c, seconds, False))
+                print(
+                    f"{c:7d} hello-world with the header deadline: {ours['rps']:.0f} req/s, uvicorn's plain h11 "
+                    f"{theirs['rps']:.0f} ({ours['rps'] / theirs['rps']:.1%})"
+                )
+        finally:
+            stop(plain)
+        if soak > 0:
+            samples = [rss_mb(proc.pid)]
+            failed = total = 0
+            end = time.time() + soak
+            while time.time() < end:
+                r = asyncio.run(load(url, model, 8, min(10.0, end - time.time()), True))
+                failed += r["failed"]
+                total += r["n"]
+                samples.append(rss_mb(proc.pid))
+            print(
+                f"soak {soak:.0f} s at 8 clients: {total} requests, {failed} failed; server RSS MB "
+                + " -> ".join(f"{s:.0f}" for s in samples)
+            )
+    finally:
+        stop(proc)
+
+
+def section_pyserini(corpus: Path, work: Path, seconds: float) -> None:
+    from wetqa.retrieval import build_index
+
+    index = work / "pyserini"
+    t0 = time.perf_counter()
+    build_index(corpus, "bm25", index, progress=False)
+    print(f"\n== pyserini: Lucene index of the corpus built in {time.perf_counter() - t0:.1f} s")
+    port = 8792
+    proc = start(SERVER, json.dumps({"index": str(index), "port": port}), port=port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        model = model_of(url)
+        asyncio.run(load(url, model, 4, 1.0, True))  # warm-up (the JVM's first searches are slow)
+        print(HEADER)
+        for c, s in ((8, seconds), (64, 30.0)):
+            r = asyncio.run(load(url, model, c, s, True))
+            print(row(c, "wetqa", r) + f"   ({s:.0f} s; goal: 0 failed)")
+        print(f"server RSS {rss_mb(proc.pid):.0f} MB")
+    finally:
+        stop(proc)
+
+
+async def stream_once(client: httpx.AsyncClient, path: str, body: dict) -> tuple[float, float, int]:
+    """(seconds to the first content token, seconds to the end, content events) of one streamed answer."""
+    t0 = time.perf_counter()
+    first = None
+    pieces = 0
+    async with client.stream("POST", path, json=body) as resp:
+        resp.raise_for_status()
+        async for line in resp.aiter_lines():
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line[6:]).get("choices") or []
+            if choices and choices[0].get("delta", {}).get("content"):
+                pieces += 1
+                if first is None:
+                    first = time.perf_counter() - t0
+    return (first if first is not None else float("nan")), time.perf_counter() - t0, pieces
+
+
+async def stream_load(url: str, path: str, model: str, clients: int, rounds: int) -> list[tuple[float, float, int]]:
+    out: list[tuple[float, float, int]] = []
+    limits = httpx.Limits(max_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+
+        async def worker(i: int) -> None:
+            for n in range(rounds):
+                question = QUESTIONS[(i * rounds + n) % len(QUESTIONS)]
+                body = {"model": model, "stream": True, "messages": [{"role": "user", "content": question}]}
+                out.append(await stream_once(client, path, body))
+
+        await asyncio.gather(*(worker(i) for i in range(clients)))
+    return out
+
+
+def section_stream(index: str) -> None:
+    up_port, port = 8793, 8794
+    words, delay = 150, 0.02
+    upstream = start(UPSTREAM, str(up_port), str(ROOT), str(words), str(delay), port=up_port)
+    spec = {
+        "index": index,
+        "port": port,
+        "generator": "openai",
+        "overrides": {"model": "tiny-upstream", "base_url": f"http://127.0.0.1:{up_port}/v1", "timeout": 120.0},
+    }
+    proc = start(SERVER, json.dumps(spec), port=port)
+    url, up_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{up_port}"
+    try:
+        model = model_of(url)
+        print(f"\n== stream: an upstream emitting a token every {1000 * delay:.0f} ms (~{words + 10} tokens)")
+        print(f"{'clients':>7} {'path':>18} {'first token ms':>15} {'total ms':>9} {'first/total':>11} {'events':>7}")
+        for clients in (1, 8):
+            for name, target, path, m in (
+                ("upstream directly", up_url, "/v1/chat/completions", "tiny-upstream"),
+                ("through wetqa", url, "/v1/chat/completions", model),
+            ):
+                runs = asyncio.run(stream_load(target, path, m, clients, rounds=3 if clients == 1 else 2))
+                first = statistics.median(r[0] for r in runs)
+                total = statistics.median(r[1] for r in runs)
+                events = statistics.median(r[2] for r in runs)
+                print(
+                    f"{clients:7d} {name:>18} {1000 * first:15.0f} {1000 * total:9.0f} {first / total:11.1%} {events:7.0f}"
+                )
+    finally:
+        stop(proc)
+        stop(upstream)
+
+
+async def oversized_upload(url: str, megabytes: int) -> str:
+    async def body():
+        block = b"x" * (1 << 20)
+        for _ in range(megabytes):
+            yield block
+
+    async with httpx.AsyncClient(timeout=120) as client:
+        try:
+            r = await client.post(
+                url + "/v1/chat/completions", content=body(), headers={"Content-Type": "application/json"}
+            )
+            return f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:  # the server may close the connection after its 413
+            return type(exc).__name__
+
+
+def section_uploads(index: str) -> None:
+    port = 8795
+    proc = start(SERVER, json.dumps({"index": index, "port": port}), port=port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        before = rss_mb(proc.pid)
+        peak = before
+
+        async def run() -> list[str]:
+            nonlocal peak
+            tasks = [asyncio.create_task(oversized_upload(url, 200)) for _ in range(4)]
+            while not all(t.done() for t in tasks):
+                peak = max(peak, rss_mb(proc.pid))
+                await asyncio.sleep(0.05)
+            return [t.result() for t in tasks]
+
+        t0 = time.perf_counter()
+        results = asyncio.run(run())
+        after = rss_mb(proc.pid)
+        ok = httpx.post(
+            url + "/v1/chat/completions",
+            json={"model": model_of(url), "messages": [{"role": "user", "content": QUESTIONS[0]}]},
+        ).status_code
+        print(
+            f"\n== uploads: 4 parallel chunked 200 MB bodies -> {results} in {time.perf_counter() - t0:.1f} s; "
+            f"server RSS {before:.0f} MB before, peak {peak:.0f}, after {after:.0f} "
+            f"({peak / before:.2f}x); next request HTTP {ok}"
+        )
+    finally:
+        stop(proc)
 
 
 def main() -> None:
-    global MODEL
     ap = argparse.ArgumentParser()
-    ap.add_argument("index", nargs="?")
+    ap.add_argument("--index", help="a bm25s index to serve (default: built here from ../shared/data/bwb)")
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--soak", type=float, default=60.0)
+    ap.add_argument("--only", default="hello,pyserini,stream,uploads")
     args = ap.parse_args()
+    sections = set(args.only.split(","))
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        corpus = work / "corpus"
+        from wetqa.corpus import BuildOptions, build_corpus
+
+        build_corpus([SHARED / "bwb"], corpus, BuildOptions(), progress=False)
         index = args.index
         if not index:
-            from wetqa.corpus import BuildOptions, build_corpus
             from wetqa.retrieval import build_index
 
-            build_corpus([SHARED / "bwb"], Path(tmp) / "corpus", BuildOptions(), progress=False)
-            build_index(Path(tmp) / "corpus", "bm25s", Path(tmp) / "idx", progress=False)
-            index = str(Path(tmp) / "idx")
-        port = 8791
-        proc = subprocess.Popen([sys.executable, "-c", SERVER, index, str(port), str(ROOT)])
-        url = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(300):
-                try:
-                    MODEL = httpx.get(url + "/v1/models").json()["data"][0]["id"]
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            asyncio.run(load(url, 4, 1.0, True))  # warm-up
-            print(f"server pid {proc.pid}, model {MODEL}, {os.cpu_count()} cores shared by server and clients")
-            print(f"{'clients':>7} {'endpoint':>10} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'failed':>6}")
-            for c in (1, 8, 64):
-                hello = asyncio.run(load(url, c, args.seconds, False))
-                chat = asyncio.run(load(url, c, args.seconds, True))
-                for name, r in (("hello", hello), ("wetqa", chat)):
-                    print(f"{c:7d} {name:>10} {r['rps']:8.1f} {r['p50']:8.1f} {r['p95']:8.1f} {r['failed']:6d}")
-                print(f"{'':7} {'ratio':>10} {chat['rps'] / hello['rps']:8.1%} of hello-world (goal >= 50%)")
-            if args.soak > 0:
-                samples = [rss_mb(proc.pid)]
-                failed = total = 0
-                end = time.time() + args.soak
-                while time.time() < end:
-                    r = asyncio.run(load(url, 8, min(10.0, end - time.time()), True))
-                    failed += r["failed"]
-                    total += r["n"]
-                    samples.append(rss_mb(proc.pid))
-                print(
-                    f"soak {args.soak:.0f} s at 8 clients: {total} requests, {failed} failed; server RSS MB "
-                    + " -> ".join(f"{s:.0f}" for s in samples)
-                )
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
+            build_index(corpus, "bm25s", work / "idx", progress=False)
+            index = str(work / "idx")
+        if "hello" in sections:
+            section_hello(index, args.seconds, args.soak)
+        if "pyserini" in sections:
+            section_pyserini(corpus, work, args.seconds)
+        if "stream" in sections:
+            section_stream(index)
+        if "uploads" in sections:
+            section_uploads(index)
 
 
 if __name__ == "__main__":
