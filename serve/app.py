@@ -260,6 +260,7 @@ def create_app(
     timeout: float = 120.0,
     cors_origins: Sequence[str] = (),
     body_timeout: float = 30.0,
+    docs: bool = True,
 ) -> FastAPI:
     if not presets:
         raise ValueError("the server needs at least one preset")
@@ -287,8 +288,8 @@ def create_app(
         title="wetqa",
         version="0.1.0",
         description="Attributed question answering over Dutch law, with an OpenAI-compatible API.",
-        # The interactive docs load scripts from a CDN: off, so nothing reaches outside. The OpenAPI
-        # document stays at /openapi.json.
+        # FastAPI's own /docs loads Swagger UI from a CDN: off. wetqa serves the same UI from the files
+        # of the swagger-ui-bundle-v2 package instead (see offline_docs), so nothing reaches outside.
         docs_url=None,
         redoc_url=None,
     )
@@ -700,6 +701,9 @@ def create_app(
 
     page_js = resources.files("wetqa.serve").joinpath("static", "app.js").read_bytes()
 
+    if docs:
+        offline_docs(app)
+
     @app.get("/", include_in_schema=False)
     async def page():
         return Response(page_html, media_type="text/html; charset=utf-8")
@@ -709,3 +713,46 @@ def create_app(
         return Response(page_js, media_type="text/javascript; charset=utf-8")
 
     return app
+
+
+# Swagger UI's files as the swagger-ui-bundle-v2 package ships them (Swagger UI 5: OpenAPI 3.1), and their media types.
+_DOCS_ASSETS = {
+    "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+    "swagger-ui.css": "text/css; charset=utf-8",
+    "favicon-32x32.png": "image/png",
+}
+_DOCS_PAGE = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>wetqa API</title>
+<link rel="stylesheet" href="/docs/swagger-ui.css"><link rel="icon" href="/docs/favicon-32x32.png">
+</head><body><div id="swagger-ui"></div>
+<script src="/docs/swagger-ui-bundle.js"></script><script src="/docs/docs.js"></script>
+</body></html>"""
+
+
+def offline_docs(app: FastAPI) -> bool:
+    """Interactive API docs at ``/docs`` from local files; False (and no /docs) without swagger-ui-bundle-v2."""
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        return False
+    from pathlib import Path
+
+    folder = Path(swagger_ui_path)
+    assets = {name: (folder.joinpath(name).read_bytes(), media) for name, media in _DOCS_ASSETS.items()}
+    assets["docs.js"] = (
+        resources.files("wetqa.serve").joinpath("static", "docs.js").read_bytes(),
+        "text/javascript; charset=utf-8",
+    )
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs_page():
+        return Response(_DOCS_PAGE, media_type="text/html; charset=utf-8")
+
+    @app.get("/docs/{name}", include_in_schema=False)
+    async def docs_asset(name: str):
+        if name not in assets:
+            raise APIError(404, f"no docs file {name!r}", code="not_found")
+        body, media = assets[name]
+        return Response(body, media_type=media, headers={"Cache-Control": "public, max-age=86400"})
+
+    return True

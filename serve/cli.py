@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         "--timeout-keep-alive", type=non_negative_float, default=5.0, help="seconds an idle connection is kept open"
     )
     p.add_argument(
+        "--no-docs", dest="docs", action="store_false", help="no interactive API docs at /docs (served offline)"
+    )
+    p.add_argument(
         "--header-timeout",
         type=positive_float,
         default=HEADER_TIMEOUT,
@@ -78,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout=args.request_timeout,
         cors_origins=args.cors_origin,
         body_timeout=args.body_timeout,
+        docs=args.docs,
     )
     print(
         f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)"

@@ -228,6 +228,9 @@ def test_security_headers_and_cors(index):
         assert "access-control-allow-origin" not in other.headers
         docs = httpx.get(s.url + "/docs").text
         assert "cdn.jsdelivr.net" not in docs and "unpkg.com" not in docs
+        assert '<script src="/docs/swagger-ui-bundle.js">' in docs  # served from here (tested in Chromium)
+    with LiveServer(create_app([preset(index)], docs=False)) as s:
+        assert httpx.get(s.url + "/docs").status_code == 404  # `wetqa serve --no-docs`
 
 
 def test_body_limit_holds_for_chunked_uploads(server):

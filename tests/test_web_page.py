@@ -121,3 +121,22 @@ def test_the_page_with_an_api_key(fixture_corpus, tmp_path):
         error.wait_for(timeout=15000)
         assert "API-sleutel" in error.inner_text() and "401" in error.inner_text()
         browser.close()
+
+
+def test_the_api_docs_work_offline_under_the_content_security_policy(page_server):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        requested, problems = [], []
+        page.on("request", lambda r: requested.append(r.url))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(page_server.url + "/docs")
+        page.locator(".opblock").first.wait_for(timeout=15000)  # Swagger UI rendered the operations
+        assert "/v1/chat/completions" in page.inner_text("#swagger-ui")
+        assert [u for u in requested if not u.startswith(page_server.url) and not u.startswith("data:")] == []
+        assert problems == []  # no CSP violation, no script error
+        browser.close()
