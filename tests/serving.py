@@ -62,6 +62,7 @@ class TokenUpstream:
         gate: threading.Event | None = None,
         hold_after: int = 12,
         stop_at: int | None = None,
+        error_after: int | None = None,
     ):
         import asyncio
         import json
@@ -114,6 +115,10 @@ class TokenUpstream:
                 try:
                     yield event({"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]})
                     for n, tok in enumerate(tokens):
+                        if n == error_after:  # as vLLM reports an engine failure inside a stream
+                            error = {"message": "EngineCore encountered an issue.", "type": "InternalServerError"}
+                            yield f"data: {json.dumps({'error': {**error, 'param': None, 'code': 500}})}\n\n"
+                            return
                         if gate is not None and n == hold_after:
                             for _ in range(1000):
                                 if gate.is_set():

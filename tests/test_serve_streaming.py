@@ -275,3 +275,16 @@ def test_slow_clients_are_cut_off_and_others_still_served(index):
         assert r.status_code == 200
         for s in [*slow, silent, trickle]:
             s.close()
+
+
+def test_an_upstream_failing_mid_stream_is_an_error_event_with_its_message(index):
+    fake = TokenUpstream(words=40, error_after=20)
+    with LiveServer(fake.app) as upstream, LiveServer(create_app([upstream_pipeline(index, upstream)])) as server:
+        body = {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=20) as resp:
+            assert resp.status_code == 200  # the stream had started
+            lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    error = json.loads(lines[-2][6:])["error"]
+    assert error["code"] == "upstream_error" and "EngineCore encountered an issue" in error["message"]
+    assert "127.0.0.1" not in error["message"]

@@ -94,6 +94,8 @@ class OpenAIBackend:
             return msg
         if isinstance(exc, o.APIStatusError):
             return f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}"
+        if isinstance(exc, o.APIError):  # an error event inside a stream (vLLM's "EngineCore encountered an issue")
+            return f"model server error: {getattr(exc, 'message', exc)}"
         return None
 
     def _not_a_completion(self) -> str:
