@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, emit, non_negative_float, positive_int
+from wetqa.console import EXIT_PARTIAL, UsageError, emit, non_negative_float, positive_int, wants_json
+
+from ._base import Answer
 
 
 def add_generator_args(p: argparse.ArgumentParser) -> None:
@@ -56,6 +58,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     a.add_argument("question")
     add_retriever_args(a)
     add_generator_args(a)
+    a.add_argument("--stream", action="store_true", help="print the answer as the generator writes it (text output)")
     a.set_defaults(func=cmd_ask)
 
     g = sub.add_parser("generate", parents=[output], help="answer every question of a dataset, N runs, resumable")
@@ -87,24 +90,43 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from .presets import make_backend
 
     check_question(args.question)
+    if args.stream and wants_json(args):
+        raise UsageError("--stream prints text as it comes; leave out --output json (which prints one document)")
     cfg = generator_config(args)
     pipeline = Pipeline(retriever_from_args(args), make_backend(cfg), k=args.k, language=args.language)
+    if args.stream:
+        answer = None
+        for item in pipeline.stream(args.question):
+            if isinstance(item, Answer):
+                answer = item
+            else:
+                print(item, end="", flush=True)
+        assert answer is not None  # a stream always ends with its Answer
+        print("\n\n" + sources(answer))
+        return 0
     answer = pipeline.ask(args.question)
+    print_answer(args, answer)
+    return 0
 
+
+def sources(answer: Answer) -> str:
+    lines = []
+    if answer.citations:
+        lines.append("Bronnen:")
+        for i, c in enumerate(answer.citations, 1):
+            lines.append(f"[{i}] {c.law}, {c.article} ({c.doc_id}, {c.id})")
+    else:
+        lines.append("(geen bronnen aangehaald)")
+    if not answer.format_ok:
+        lines.append("(the model did not follow the ANSWER/DOC IDS format; parsed leniently)")
+    return "\n".join(lines)
+
+
+def print_answer(args: argparse.Namespace, answer: Answer) -> None:
     def text() -> str:
-        lines = [answer.answer, ""]
-        if answer.citations:
-            lines.append("Bronnen:")
-            for i, c in enumerate(answer.citations, 1):
-                lines.append(f"[{i}] {c.law}, {c.article} ({c.doc_id}, {c.id})")
-        else:
-            lines.append("(geen bronnen aangehaald)")
-        if not answer.format_ok:
-            lines.append("(the model did not follow the ANSWER/DOC IDS format; parsed leniently)")
-        return "\n".join(lines)
+        return answer.answer + "\n\n" + sources(answer)
 
     emit(args, answer.to_json(), text)
-    return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -220,3 +220,22 @@ def test_the_servers_api_key_is_not_taken_for_the_generators():
 
     args = argparse.Namespace(generator="extractive", backend=None, model=None, api_key="server-key")
     assert generator_config(args).api_key is None
+
+
+@pytest.mark.integration
+def test_ask_stream_prints_what_ask_prints_as_the_model_writes_it(fixture_index, capsys):
+    from .serving import LiveServer, TokenUpstream
+
+    fake = TokenUpstream(words=30)
+    question = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+    with LiveServer(fake.app) as upstream:
+        argv = ["ask", question, "--index", str(fixture_index), "--generator", "openai", "--model", "tiny"]
+        argv += ["--base-url", upstream.url + "/v1"]
+        assert main([*argv, "--stream"]) == 0
+        streamed = capsys.readouterr().out
+        assert main(argv) == 0
+        whole = capsys.readouterr().out
+    assert streamed == whole and "Bronnen:\n[1] Wet fictief gezag, Artikel 266" in whole
+    assert fake.requests[0]["stream"] is True and not fake.requests[1].get("stream")
+    assert main([*argv, "--stream", "--output", "json"]) == EXIT_USAGE
+    assert "--stream prints text as it comes" in json.loads(capsys.readouterr().out)["error"]["message"]
