@@ -135,6 +135,9 @@ def _text_of(content) -> str:
 
 
 # No inline script anywhere (the page loads /static/app.js); styles may be inline.
+# How many pieces a worker thread may stream ahead of what has been sent to the client.
+STREAM_WINDOW = 64
+
 SECURITY_HEADERS = [
     (
         b"content-security-policy",
@@ -594,6 +597,10 @@ def create_app(
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue = asyncio.Queue()
             leave = threading.Event()
+            # Back-pressure: the worker may run at most STREAM_WINDOW pieces ahead of what the client
+            # has been sent. Without it a fast local model writes its whole answer into the queue before
+            # the server has even noticed that the client left, and the stop-on-leave never happens.
+            room = threading.Semaphore(STREAM_WINDOW)
 
             def hand_over(kind: str, item) -> None:
                 try:
@@ -601,14 +608,24 @@ def create_app(
                 except RuntimeError:  # the loop has closed (server shutting down): nobody is listening
                     leave.set()
 
+            def wait_for_room() -> bool:
+                # A client that stops reading for the whole timeout loses its stream's work (and slot).
+                waited = 0.0
+                while not room.acquire(timeout=0.1):
+                    waited += 0.1
+                    if leave.is_set() or waited >= timeout:
+                        return False
+                return not leave.is_set()
+
             def work() -> None:
                 try:
                     items = pipeline.stream(question, sampling)
                     try:
                         for item in items:
-                            hand_over("item", item)
-                            if leave.is_set():
+                            if not wait_for_room():
+                                leave.set()
                                 break
+                            hand_over("item", item)
                     finally:
                         items.close()
                     hand_over("end", None)
@@ -625,13 +642,16 @@ def create_app(
 
             async def next_event() -> tuple:
                 try:
-                    return await asyncio.wait_for(queue.get(), timeout)
+                    got = await asyncio.wait_for(queue.get(), timeout)
                 except TimeoutError:
                     leave.set()
                     return timed_out
+                room.release()
+                return got
 
             async def close() -> None:
                 leave.set()  # the worker stops at its next piece
+                room.release()  # and does not wait for room to find that out
 
         first = await next_event()
         if first[0] == "error":
