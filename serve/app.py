@@ -366,7 +366,7 @@ def create_app(
             )
         return q
 
-    async def run_limited(fn, *args, inline: bool = False):
+    def take_slot() -> None:
         if not slots.acquire(blocking=False):
             raise APIError(
                 429,
@@ -374,6 +374,12 @@ def create_app(
                 "rate_limit_error",
                 "concurrency_limit",
             )
+
+    def too_slow() -> APIError:
+        return APIError(504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout")
+
+    async def run_limited(fn, *args, inline: bool = False):
+        take_slot()
         if inline:
             # Model-free work of about a millisecond: a thread hop would cost as much as the work.
             try:
@@ -393,9 +399,7 @@ def create_app(
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout)
         except TimeoutError:
-            raise APIError(
-                504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout"
-            ) from None
+            raise too_slow() from None
 
     def upstream_error(exc: GenerationError | RetrievalError) -> APIError:
         if isinstance(exc, UnsupportedSetting):
@@ -535,18 +539,9 @@ def create_app(
         goes away the work ends (the upstream's stream is closed, or the thread stops at its next
         token) and only then is the slot given back.
         """
-        if not slots.acquire(blocking=False):
-            raise APIError(
-                429,
-                f"too many requests in progress (limit {max_concurrency}); retry shortly",
-                "rate_limit_error",
-                "concurrency_limit",
-            )
+        take_slot()
         pipeline = preset.loaded
-        timed_out = (
-            "error",
-            APIError(504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout"),
-        )
+        timed_out = ("error", too_slow())
 
         def failure(exc: BaseException) -> tuple:
             if isinstance(exc, (GenerationError, RetrievalError)):
