@@ -28,12 +28,14 @@ def page_server(fixture_corpus, tmp_path_factory):
         yield s
 
 
-def test_ask_click_citation_see_highlighted_article(page_server):
+@pytest.fixture
+def browser():
+    """Debian's Chromium, headless, driven by Playwright."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
+        launched = pw.chromium.launch(
             executable_path=CHROMIUM,
             headless=True,
             args=[
@@ -46,56 +48,50 @@ def test_ask_click_citation_see_highlighted_article(page_server):
                 "--disable-sync",
             ],
         )
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.goto(page_server.url + "/")
-        page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
-        page.click("#submit")
-        marker = page.locator("#answer .marker").first
-        marker.wait_for(timeout=15000)
-        assert marker.inner_text() == "[1]"
-        assert "De rechtbank kan het gezag" in page.inner_text("#answer")
-        assert "Wet fictief gezag, Artikel 266" in page.inner_text("#source-list")
-        marker.click()
-        highlighted = page.locator("#source-body mark").first
-        highlighted.wait_for(timeout=5000)
-        assert "De rechtbank kan het gezag van een ouder beëindigen" in highlighted.inner_text()
-        assert page.inner_text("#source-body h3") == "Wet fictief gezag, Artikel 266"
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "web-page.png"), full_page=True)
-        browser.close()
+        yield launched
+        launched.close()
+
+
+def test_ask_click_citation_see_highlighted_article(page_server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(page_server.url + "/")
+    page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+    page.click("#submit")
+    marker = page.locator("#answer .marker").first
+    marker.wait_for(timeout=15000)
+    assert marker.inner_text() == "[1]"
+    assert "De rechtbank kan het gezag" in page.inner_text("#answer")
+    assert "Wet fictief gezag, Artikel 266" in page.inner_text("#source-list")
+    marker.click()
+    highlighted = page.locator("#source-body mark").first
+    highlighted.wait_for(timeout=5000)
+    assert "De rechtbank kan het gezag van een ouder beëindigen" in highlighted.inner_text()
+    assert page.inner_text("#source-body h3") == "Wet fictief gezag, Artikel 266"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-page.png"), full_page=True)
     assert (ARTIFACTS / "web-page.png").stat().st_size > 10_000
 
 
-def test_law_text_and_answers_are_escaped(page_server):
+def test_law_text_and_answers_are_escaped(page_server, browser):
     """A question full of markup comes back as text, never as live HTML."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
-        page.goto(page_server.url + "/")
-        page.evaluate("""() => render({citations: [{index: 1, law: '<b>x</b>', article: '<img src=x onerror=alert(1)>',
-            doc_id: 'D', id: 'i', url: '#', sentences: ['<script>window.hacked=1</script>']}],
-            sentences: [{text: '<i>answer</i>', citation: 1, support: [0]}], choices: [{message: {content: ''}}]})""")
-        page.click("#answer .marker")
-        assert page.inner_text("#answer p").startswith("<i>answer</i>")
-        assert page.locator("#answer i").count() == 0 and page.locator("#source-body img").count() == 0
-        assert page.evaluate("() => window.hacked") is None
-        browser.close()
+    page = browser.new_page()
+    page.goto(page_server.url + "/")
+    page.evaluate("""() => render({citations: [{index: 1, law: '<b>x</b>', article: '<img src=x onerror=alert(1)>',
+        doc_id: 'D', id: 'i', url: '#', sentences: ['<script>window.hacked=1</script>']}],
+        sentences: [{text: '<i>answer</i>', citation: 1, support: [0]}], choices: [{message: {content: ''}}]})""")
+    page.click("#answer .marker")
+    assert page.inner_text("#answer p").startswith("<i>answer</i>")
+    assert page.locator("#answer i").count() == 0 and page.locator("#source-body img").count() == 0
+    assert page.evaluate("() => window.hacked") is None
 
 
-def test_the_page_with_an_api_key(fixture_corpus, tmp_path):
+def test_the_page_with_an_api_key(fixture_corpus, tmp_path, browser):
     """With --api-key the page asks for the key once, sends it, and says clearly when it is wrong."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
     idx = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
     p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(create_app([p], api_key="s3cret")) as s, sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+    with LiveServer(create_app([p], api_key="s3cret")) as s:
         page = browser.new_page()
         prompts = []
 
@@ -120,23 +116,16 @@ def test_the_page_with_an_api_key(fixture_corpus, tmp_path):
         error = page.locator("#answer .error")
         error.wait_for(timeout=15000)
         assert "API-sleutel" in error.inner_text() and "401" in error.inner_text()
-        browser.close()
 
 
-def test_the_api_docs_work_offline_under_the_content_security_policy(page_server):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
-        requested, problems = [], []
-        page.on("request", lambda r: requested.append(r.url))
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
-        page.goto(page_server.url + "/docs")
-        page.locator(".opblock").first.wait_for(timeout=15000)  # Swagger UI rendered the operations
-        assert "/v1/chat/completions" in page.inner_text("#swagger-ui")
-        assert [u for u in requested if not u.startswith(page_server.url) and not u.startswith("data:")] == []
-        assert problems == []  # no CSP violation, no script error
-        browser.close()
+def test_the_api_docs_work_offline_under_the_content_security_policy(page_server, browser):
+    page = browser.new_page()
+    requested, problems = [], []
+    page.on("request", lambda r: requested.append(r.url))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(page_server.url + "/docs")
+    page.locator(".opblock").first.wait_for(timeout=15000)  # Swagger UI rendered the operations
+    assert "/v1/chat/completions" in page.inner_text("#swagger-ui")
+    assert [u for u in requested if not u.startswith(page_server.url) and not u.startswith("data:")] == []
+    assert problems == []  # no CSP violation, no script error
