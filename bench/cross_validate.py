@@ -65,7 +65,7 @@ def main() -> None:
     dense_article = None
     if args.dense:
         from wetqa.retrieval import read_index_meta
-        from wetqa.retrieval.dense import make_encoder
+        from wetqa.retrieval.encoders import make_encoder
 
         meta = read_index_meta(args.dense)
         if meta["corpus_hash"] != read_index_meta(args.index)["corpus_hash"]:

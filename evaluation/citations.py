@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass
 
 from wetqa.dataset import article_key
 
+from .metrics import Metric, register
+
 
 @dataclass(frozen=True, slots=True)
 class CitationScores:
@@ -49,3 +51,33 @@ def citation_scores(
     gold_chunks = {c for key in gold_keys for c in article_chunks.get(key, [])}
     articles = list(dict.fromkeys(article_key(*chunk_article[c]) if c in chunk_article else f"?{c}" for c in cited))
     return {"chunk": _prf(cited, gold_chunks), "article": _prf(articles, gold_keys)}
+
+
+def _scores(rec: dict, item, corpus) -> dict:
+    cited = rec.get("cited_ids") or []
+    out: dict = {}
+    unknown = [c for c in cited if c not in corpus.chunk_article]
+    if unknown:
+        out["unknown_cited_ids"] = unknown
+    for level, s in citation_scores(cited, item.gold_keys, corpus.chunk_article, corpus.article_chunks).items():
+        out[f"{level}_precision"], out[f"{level}_recall"], out[f"{level}_hit"] = s.precision, s.recall, s.hit
+    return out
+
+
+def _depends_on(rec: dict, item, corpus, model) -> list:
+    cited = [str(c) for c in rec.get("cited_ids") or []]
+    return [cited, [corpus.chunk_article.get(c) for c in cited], sorted(item.gold_keys)]
+
+
+_KEYS = tuple(f"{level}_{m}" for level in ("chunk", "article") for m in ("precision", "recall", "hit"))
+register(
+    Metric(
+        name="citations",
+        scores=_KEYS,
+        complete=("chunk_precision",),
+        prefixes=("chunk_", "article_", "unknown_cited_ids"),
+        depends_on=_depends_on,
+        compute=_scores,
+        columns=(("R", "article_recall", 7), ("P", "article_precision", 8), ("Hit", "article_hit", 9)),
+    )
+)

@@ -15,11 +15,11 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     esub = p.add_subparsers(dest="eval_command", metavar="WHAT")
     esub.required = True
 
-    from wetqa.retrieval.cli import add_retriever_args
+    from wetqa.retrieval.spec import RetrievalSpec
 
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
     r.add_argument("--dataset", required=True, help="questions with gold articles (JSONL)")
-    add_retriever_args(r)
+    RetrievalSpec.add_cli_args(r)
     r.add_argument("-k", default="1,3,5,10", help="cut-offs, comma-separated (article Hit@1 and MRR always)")
     r.add_argument("--threads", type=positive_int, default=2)
     r.add_argument(
@@ -89,13 +89,14 @@ def _ks(text: str) -> list[int]:
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
     from wetqa.io import write_json
-    from wetqa.retrieval.cli import index_paths, retriever_from_args
+    from wetqa.retrieval.spec import RetrievalSpec
 
     from .ranking import article_qrels, chunk_qrels, evaluate_retrieval, write_qrels, write_trec_run
 
     ks = _ks(args.k)
     items = load_dataset(args.dataset)
-    retriever = retriever_from_args(args)
+    spec = RetrievalSpec.from_cli_args(args)
+    retriever = spec.build()
     depth = max(max(ks), 10)  # nDCG@10 needs ten
     hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
     results = {item.id: h for item, h in zip(items, hits)}
@@ -104,10 +105,10 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     chunks = chunks_of(retriever)
     metrics = evaluate_retrieval(items, results, chunks, ks)
     metrics["retriever"] = retriever.name
-    metrics["indexes"] = [str(p) for p in index_paths(args)]
+    metrics["indexes"] = [str(p) for p in spec.index_paths]
     metrics["dataset"] = str(args.dataset)
     # Not inside the index folder: a rebuild of the index replaces that folder whole.
-    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in index_paths(args))
+    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in spec.index_paths)
     write_trec_run(out / "run.chunk.trec", results, retriever.name, "chunk")
     write_trec_run(out / "run.article.trec", results, retriever.name, "article")
     write_qrels(out / "qrels.chunk.txt", chunk_qrels(items, chunks))
@@ -329,13 +330,13 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
 
 
 def register_attribute(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from wetqa.retrieval.cli import add_retriever_args
+    from wetqa.retrieval.spec import RetrievalSpec
 
     a = sub.add_parser(
         "attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers"
     )
     a.add_argument("--answers", required=True, help="a run file (run-N.jsonl) from `wetqa generate`")
-    add_retriever_args(a)
+    RetrievalSpec.add_cli_args(a)
     a.add_argument(
         "--unit",
         choices=("sentence", "claims", "context"),
@@ -355,7 +356,7 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
 
 def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.generation.runs import read_done
-    from wetqa.retrieval.cli import retriever_from_args
+    from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import load_run
     from .claims import classify, find_evidence, segment
@@ -363,7 +364,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     if (args.unit != "sentence" or args.classify) and not args.llm:
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
     records, problems = load_run(Path(args.answers))
-    retriever = retriever_from_args(args)
+    retriever = RetrievalSpec.from_cli_args(args).build()
     complete = None
     if args.llm:
         from .llm import make_completer

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from wetqa.dataset import QAItem
 
 from .judge import Judge
+from .metrics import Metric, register
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +102,23 @@ def geval_scores(
                 out[f"geval_{name}"] = (res.score - c.scale[0]) / (c.scale[-1] - c.scale[0])
                 out.setdefault("geval_method", res.method)
     return results
+
+
+register(
+    Metric(
+        name="geval",
+        scores=tuple(f"geval_{c}" for c in CRITERIA),
+        # Each criterion on its own: a fluency score that failed is retried even when coherence came back.
+        complete=tuple(f"geval_{c}" for c in CRITERIA),
+        prefixes=("geval_",),
+        depends_on=lambda rec, item, corpus, model: [item.question, item.answer, model],
+        cost="model",
+        needs="a judge (--judge)",
+        columns=(
+            ("COH", "geval_coherence", 1),
+            ("FLU", "geval_fluency", 2),
+            ("CON", "geval_consistency", 5),
+            ("REL", "geval_relevance", 6),
+        ),
+    )
+)

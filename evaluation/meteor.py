@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .metrics import Metric, register
 from .text import dutch_tokens
 
 
@@ -52,3 +53,16 @@ def meteor(prediction: str, reference: str, use_wordnet: bool = True, language: 
     if not hyp or not ref:
         return 0.0
     return float(meteor_score([ref], hyp, stemmer=stemmer, wordnet=wn))
+
+
+register(
+    Metric(
+        name="meteor",
+        scores=("meteor",),
+        complete=("meteor",),
+        prefixes=("meteor",),
+        depends_on=lambda rec, item, corpus, model: [item.answer],
+        compute=lambda rec, item, corpus: {"meteor": meteor(rec.get("answer") or "", item.answer)},
+        columns=(("MET", "meteor", 4),),
+    )
+)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from wetqa.dataset import QAItem
 from wetqa.generation.sentences import split_sentences
 
+from .metrics import Metric, register
+
 DEFAULT_NLI_MODEL = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
 
 
@@ -176,3 +178,21 @@ def _entails(nli, passages: Sequence[str], hypothesis: str, threshold: float) ->
     if len(passages) == 1 or nli.fits(premise, hypothesis):
         return int(nli.entailment([(premise, hypothesis)])[0] >= threshold), 0
     return int(max(nli.entailment([(p, hypothesis) for p in passages])) >= threshold), 1
+
+
+def _depends_on(rec: dict, item, corpus, model) -> list:
+    cited = [str(c) for c in rec.get("cited_ids") or []]
+    return [cited, [corpus.texts.get(c) for c in cited], model]
+
+
+register(
+    Metric(
+        name="nli",
+        scores=("nli_citation_recall", "nli_citation_precision"),
+        complete=("nli_citation_recall",),
+        prefixes=("nli_",),
+        depends_on=_depends_on,
+        cost="model",
+        needs="an NLI model (--nli-model)",
+    )
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .metrics import Metric, register
 from .text import dutch_tokens
 
 
@@ -49,3 +50,16 @@ def rouge_l_tokens(prediction: list[str], reference: list[str]) -> RougeL:
 
 def rouge_l(prediction: str, reference: str, stem: bool = True) -> RougeL:
     return rouge_l_tokens(dutch_tokens(prediction, stem), dutch_tokens(reference, stem))
+
+
+register(
+    Metric(
+        name="rouge",
+        scores=("rougeL",),
+        complete=("rougeL",),
+        prefixes=("rougeL",),
+        depends_on=lambda rec, item, corpus, model: [item.answer],
+        compute=lambda rec, item, corpus: {"rougeL": rouge_l(rec.get("answer") or "", item.answer).fmeasure},
+        columns=(("ROU", "rougeL", 3),),
+    )
+)

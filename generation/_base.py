@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from wetqa.retrieval._base import Hit
+from wetqa.settings import setting
 
 
 class GenerationError(RuntimeError):
@@ -40,6 +41,22 @@ class Sampling:
 
     def given(self) -> list[str]:
         return [name for name in ("temperature", "max_tokens", "stop", "seed") if getattr(self, name) not in (None, ())]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """The settings every model backend shares (a backend's own settings class adds to them)."""
+
+    model: str = setting(
+        "", "model id or local path (a .gguf file for transformers)", output=True, metavar="ID_OR_PATH"
+    )
+    temperature: float = setting(0.0, "sampling temperature (0: greedy)", minimum=0, output=True)
+    top_k: int | None = setting(None, "sample only from the k most likely tokens", minimum=1, output=True)
+    max_tokens: int = setting(1000, "most tokens an answer may have", minimum=1, output=True)
+
+
+# The published sampling of the open models: temperature 0.2, top_k 50, 5000 tokens (capped by the window).
+OPEN_MODEL_DEFAULTS = {"temperature": 0.2, "top_k": 50, "max_tokens": 5000}
 
 
 def check_sampling(backend: Backend, sampling: Sampling) -> None:

@@ -25,6 +25,7 @@ from wetqa.io import read_journal, write_json
 from ._base import Answer, GenerationError, Request
 from .pipeline import Pipeline, to_answer
 from .prompt import render_plain
+from .registry import output_setting_names
 
 
 def versions(*dists: str) -> dict:
@@ -88,10 +89,6 @@ def prompt_fingerprint(language: str = "nl") -> str:
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]
 
 
-# The generator settings that change what a model writes (not its key, concurrency or timeout).
-_OUTPUT_SETTINGS = ("kind", "model", "temperature", "top_k", "max_tokens", "max_model_len", "dtype")
-
-
 def run_inputs(
     retriever: str, k: int, language: str, generator: dict, indexes: Sequence[dict], query_options: dict | None = None
 ) -> dict:
@@ -103,7 +100,8 @@ def run_inputs(
     return {
         "indexes": list(indexes),
         "retrieval": {"retriever": retriever, **(query_options or {})},
-        "generator": {key: generator.get(key) for key in _OUTPUT_SETTINGS},
+        # The generator settings that change what a model writes (not its concurrency or timeout).
+        "generator": {key: generator.get(key) for key in ("kind", *output_setting_names())},
         "k": k,
         "language": language,
         "prompt": prompt_fingerprint(language),

@@ -2,24 +2,27 @@
 
 >>> from wetqa.retrieval import build_index, open_index
 >>> hits = open_index("data/index-bm25s").search("Wanneer kan de rechter het gezag beëindigen?", k=3)
+
+Names are imported from their modules when first used.
 """
 
-from ._base import Hit, RetrievalError, Retriever, chunks_of
-from .fusion import HybridRetriever, interpolate, rrf
-from .index import RETRIEVERS, build_index, index_identity, open_index, open_retriever, read_index_meta
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Hit",
-    "HybridRetriever",
-    "chunks_of",
-    "RETRIEVERS",
-    "RetrievalError",
-    "Retriever",
-    "build_index",
-    "index_identity",
-    "interpolate",
-    "open_index",
-    "open_retriever",
-    "read_index_meta",
-    "rrf",
-]
+from wetqa._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(["Hit", "RetrievalError", "Retriever", "chunks_of"], "._base"),
+    **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".fusion"),
+    **dict.fromkeys(["build_index", "index_identity", "open_index", "open_retriever", "read_index_meta"], ".index"),
+    **dict.fromkeys(["RetrieverInfo", "register", "retrievers"], ".registry"),
+    "RetrievalSpec": ".spec",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from ._base import Hit, RetrievalError, Retriever, chunks_of
+    from .fusion import HybridRetriever, interpolate, rrf
+    from .index import build_index, index_identity, open_index, open_retriever, read_index_meta
+    from .registry import RetrieverInfo, register, retrievers
+    from .spec import RetrievalSpec

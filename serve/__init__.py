@@ -1,6 +1,20 @@
-"""The OpenAI-compatible HTTP endpoint with citations, and the web page."""
+"""The OpenAI-compatible HTTP endpoint with citations, and the web page.
 
-from .app import create_app
-from .pipelines import ServedPipeline, make_served_pipeline
+Names are imported from their modules when first used: ``wetqa serve --help`` and the rest of the
+CLI never import FastAPI or uvicorn (the ``serve`` extra).
+"""
 
-__all__ = ["ServedPipeline", "create_app", "make_served_pipeline"]
+from typing import TYPE_CHECKING
+
+from wetqa._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(["ServerConfig", "create_app"], ".app"),
+    **dict.fromkeys(["ServedPipeline", "served_pipeline_name"], ".pipelines"),
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .app import ServerConfig, create_app
+    from .pipelines import ServedPipeline, served_pipeline_name

@@ -1,97 +1,68 @@
-"""``wetqa serve``: the OpenAI-compatible endpoint and the web page."""
+"""``wetqa serve``: the OpenAI-compatible endpoint and the web page.
+
+Its flags are the pipeline spec's (the same as ``ask`` and ``generate``) and the server config's,
+both derived from their dataclasses; nothing here imports FastAPI or uvicorn until the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from wetqa.console import non_negative_float, port_number, positive_float, positive_int
-
-from .server import HEADER_TIMEOUT
+from wetqa.console import UsageError, requires
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from wetqa.generation.cli import add_generator_args
+    from wetqa.generation.spec import PipelineSpec
+    from wetqa.settings import add_arguments
+
+    from .config import SERVER_SETTINGS
 
     p = sub.add_parser("serve", help="serve the OpenAI-compatible API and the web page")
-    p.add_argument(
-        "--index", action="append", metavar="DIR", help="index folder(s); several = hybrid (default $WETQA_HOME/index)"
-    )
-    add_generator_args(p)
-    p.add_argument("--fusion", choices=("rrf", "interpolate"), default="rrf")
-    p.add_argument(
-        "--name", help="the model name clients use for this pipeline (default: wetqa-<retriever>-<generator>)"
-    )
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=port_number, default=8000)
-    p.add_argument(
-        "--api-key", default=os.environ.get("WETQA_API_KEY"), help="require this bearer key (or WETQA_API_KEY)"
-    )
-    p.add_argument("--max-concurrency", type=positive_int, default=16, help="requests answered at once; more get 429")
-    p.add_argument(
-        "--request-timeout", type=non_negative_float, default=120.0, help="seconds before a request gets 504"
-    )
-    p.add_argument(
-        "--cors-origin",
-        action="append",
-        default=[],
-        metavar="ORIGIN",
-        help="allow browser pages from this origin (repeatable), e.g. https://app.example",
-    )
-    p.add_argument(
-        "--timeout-keep-alive", type=non_negative_float, default=5.0, help="seconds an idle connection is kept open"
-    )
-    p.add_argument(
-        "--no-docs", dest="docs", action="store_false", help="no interactive API docs at /docs (served offline)"
-    )
-    p.add_argument(
-        "--header-timeout",
-        type=positive_float,
-        default=HEADER_TIMEOUT,
-        help="seconds a request's headers may take to arrive; slower connections are closed",
-    )
-    p.add_argument(
-        "--body-timeout",
-        type=positive_float,
-        default=30.0,
-        help="seconds a request's body may take to arrive; slower ones get 408",
-    )
+    PipelineSpec.add_cli_args(p)
+    add_arguments(p.add_argument_group("server"), SERVER_SETTINGS)
     p.set_defaults(func=cmd_serve)
 
 
+def server_config(args: argparse.Namespace):
+    from wetqa.settings import SettingError, build, given
+
+    from .config import SERVER_SETTINGS, ServerConfig
+
+    values = given(args, SERVER_SETTINGS)
+    if "api_key" not in values and os.environ.get("WETQA_API_KEY") is not None:
+        values["api_key"] = os.environ["WETQA_API_KEY"]
+    try:
+        return build(ServerConfig, values)
+    except SettingError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    requires("serve", "fastapi", "uvicorn", command="wetqa serve")
     import uvicorn
 
-    from wetqa.generation.cli import generator_config
-    from wetqa.retrieval.cli import index_paths
+    from wetqa.generation.spec import PipelineSpec
 
     from .app import create_app
     from .pipelines import ServedPipeline, served_pipeline_name
-    from .server import server_config
+    from .server import server_config as uvicorn_config
 
-    cfg = generator_config(args)
-    indexes = [str(p) for p in index_paths(args)]
-    preset = ServedPipeline(
-        args.name or served_pipeline_name(indexes, args.generator), indexes, cfg, args.k, args.fusion
-    )
-    app = create_app(
-        [preset.load()],
-        api_key=args.api_key,
-        max_concurrency=args.max_concurrency,
-        timeout=args.request_timeout,
-        cors_origins=args.cors_origin,
-        body_timeout=args.body_timeout,
-        docs=args.docs,
-    )
+    config = server_config(args)
+    spec = PipelineSpec.from_cli_args(args)
+    served = ServedPipeline(config.name or served_pipeline_name(spec), spec)
+    app = create_app([served.load()], config)
     print(
-        f"wetqa: serving {preset.name} on http://{args.host}:{args.port} (OpenAI base URL http://{args.host}:{args.port}/v1)"
+        f"wetqa: serving {served.name} on http://{config.host}:{config.port} "
+        f"(OpenAI base URL http://{config.host}:{config.port}/v1)"
     )
-    config = server_config(
-        app,
-        host=args.host,
-        port=args.port,
-        header_timeout=args.header_timeout,
-        timeout_keep_alive=args.timeout_keep_alive,
-    )
-    uvicorn.Server(config).run()
+    uvicorn.Server(
+        uvicorn_config(
+            app,
+            host=config.host,
+            port=config.port,
+            header_timeout=config.header_timeout,
+            timeout_keep_alive=config.timeout_keep_alive,
+        )
+    ).run()
     return 0

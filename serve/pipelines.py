@@ -1,30 +1,28 @@
-"""What the server serves: named pipelines (retriever + generator + k), loaded once at start-up."""
+"""What the server serves: named pipelines (a :class:`PipelineSpec` each), loaded once at start-up."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from wetqa.generation import GeneratorConfig, Pipeline, make_backend, resolve_generator
-from wetqa.retrieval import open_retriever, read_index_meta
+from wetqa.generation import Pipeline, PipelineSpec
+from wetqa.retrieval import read_index_meta
+from wetqa.retrieval.registry import retrievers
 
 
 @dataclass(slots=True)
 class ServedPipeline:
     name: str
-    indexes: list[str]
-    generator: GeneratorConfig
-    k: int = 3
-    fusion: str = "rrf"
+    spec: PipelineSpec
     pipeline: Pipeline | None = field(default=None, repr=False)
 
     @property
     def inline_retrieval(self) -> bool:
-        """Retrieval cheap enough for the event loop: bm25s or articles (numpy only, about a millisecond)."""
+        """Retrieval cheap enough for the event loop: a retriever registered as ``inline`` (numpy, a millisecond)."""
         if self.pipeline is None:
             return False
+        known = retrievers()
         names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
-        return all(n in ("bm25s", "articles") for n in names)
+        return all(n in known and known[n].inline for n in names)
 
     @property
     def inline(self) -> bool:
@@ -40,43 +38,34 @@ class ServedPipeline:
         return self.pipeline
 
     def load(self) -> ServedPipeline:
-        self.pipeline = Pipeline(
-            open_retriever(self.indexes, fusion=self.fusion), make_backend(self.generator), k=self.k
-        )
+        if self.pipeline is None:
+            self.pipeline = self.spec.build()
         return self
 
     def describe(self) -> dict:
+        g = self.spec.generator
         return {
             "id": self.name,
             "object": "model",
             "created": 0,
             "owned_by": "wetqa",
             "retriever": self.pipeline.retriever.name if self.pipeline else None,
-            "generator": self.generator.kind + (f":{self.generator.model}" if self.generator.model else ""),
-            "k": self.k,
+            "generator": g.kind + (f":{g.model}" if g.model else ""),
+            "k": self.spec.k,
         }
 
 
-def served_pipeline_name(indexes: list[str], generator: str) -> str:
+def served_pipeline_name(spec: PipelineSpec) -> str:
     kinds = []
-    for i in indexes:
+    for i in spec.retrieval.index_paths:
         meta = read_index_meta(i)
         kind = meta["retriever"]
         if kind == "dense":
             model = str(meta["options"].get("model", ""))
             kind = "e5" if "e5" in model.lower() else "dense"
-        if meta.get("rescore"):
-            model = str(meta["rescore"]["model"])
-            kind += "+e5" if "e5" in model.lower() else "+dense"
+        rescore = spec.retrieval.rescore or (meta.get("rescore") or {}).get("model")
+        if rescore:
+            kind += "+e5" if "e5" in str(rescore).lower() else "+dense"
         kinds.append(kind)
-    gen = generator.split("/")[-1].lower()
+    gen = spec.generator.name.split("/")[-1].lower()
     return "wetqa-" + "+".join(kinds) + "-" + gen
-
-
-def make_served_pipeline(
-    indexes: list[str], generator: str = "extractive", name: str | None = None, k: int = 3, **gen_overrides
-) -> ServedPipeline:
-    cfg = resolve_generator(generator, **gen_overrides)
-    return ServedPipeline(
-        name or served_pipeline_name([str(i) for i in indexes], generator), [str(Path(i)) for i in indexes], cfg, k
-    )

@@ -4,7 +4,7 @@ uvicorn closes idle keep-alive connections but waits for ever for headers that c
 at a time, so a few hundred slow ("slowloris") connections hold the server's sockets. Each
 request's headers must now arrive within ``header_timeout`` seconds of its first byte (or of the
 connection, for one that sends nothing); the body has its own deadline in the app
-(:class:`wetqa.serve.app.GuardMiddleware`).
+(:class:`wetqa.serve.middleware.GuardMiddleware`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-HEADER_TIMEOUT = 10.0
+from .config import HEADER_TIMEOUT
 
 
 class HeaderDeadlineProtocol(H11Protocol):

@@ -140,3 +140,26 @@ class TokenUpstream:
             return StreamingResponse(events(), media_type="text/event-stream")
 
         self.app = app
+
+
+def served_pipeline(name: str, index, generator=None, k: int = 3, pipeline=None):
+    """A served pipeline over one index (a ready ``pipeline`` given is used as it is)."""
+    from wetqa.generation import GeneratorConfig, PipelineOptions, PipelineSpec
+    from wetqa.retrieval import RetrievalSpec
+    from wetqa.serve import ServedPipeline
+
+    spec = PipelineSpec(
+        RetrievalSpec(index=(str(index),)), generator or GeneratorConfig("extractive"), PipelineOptions(k=k)
+    )
+    return ServedPipeline(name, spec, pipeline=pipeline)
+
+
+def make_app(pipelines, **settings):
+    """wetqa's app with a ServerConfig of these settings (``timeout`` is the request timeout)."""
+    from wetqa.serve import ServerConfig, create_app
+
+    if "timeout" in settings:
+        settings["request_timeout"] = settings.pop("timeout")
+    if "cors_origins" in settings:
+        settings["cors_origin"] = tuple(settings.pop("cors_origins"))
+    return create_app(pipelines, ServerConfig(**settings))

@@ -25,7 +25,7 @@ FOLDERS = {
     "evaluation": "wetqa.evaluation",
     "serve": "wetqa.serve",
 }
-TOP = {"wetqa.cli", "wetqa.experiment", "wetqa.doctor"}
+TOP = {"wetqa.cli", "wetqa.config", "wetqa.experiment", "wetqa.doctor"}
 ORDER = ["core", "corpus", "retrieval", "generation", "serve"]
 ALLOWED = {
     "core": {"core"},

@@ -214,12 +214,12 @@ def test_eval_generation_exits_non_zero_when_answers_have_no_score(fixture_index
 
 
 def test_the_servers_api_key_is_not_taken_for_the_generators():
-    import argparse
+    from wetqa.cli import build_parser
+    from wetqa.generation.spec import PipelineSpec
 
-    from wetqa.generation.cli import generator_config
-
-    args = argparse.Namespace(generator="extractive", backend=None, model=None, api_key="server-key")
-    assert generator_config(args).api_key is None
+    argv = ["serve", "--api-key", "server-key", "--generator", "openai", "--model", "m", "--base-url", "http://x/v1"]
+    spec = PipelineSpec.from_cli_args(build_parser(argv).parse_args(argv))
+    assert "server-key" not in json.dumps(spec.to_json())
 
 
 @pytest.mark.integration

@@ -11,9 +11,8 @@ from wetqa.corpus import load_chunks
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import build_index, open_index
 from wetqa.retrieval.batching import Batcher
-from wetqa.serve import ServedPipeline, create_app
 
-from .serving import LiveServer
+from .serving import LiveServer, make_app, served_pipeline
 from .tiny_models import tiny_llama_dir, tiny_sentence_transformer
 
 
@@ -108,7 +107,7 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
     pipeline = Pipeline(open_index(dense), make_backend(cfg), k=2)
     # What each question gets when asked alone (greedy decoding: deterministic).
     alone = {q: pipeline.ask(q).answer for q in QUESTIONS}
-    served = ServedPipeline("wetqa-dense-tiny", [str(dense)], cfg, k=2, pipeline=pipeline)
+    served = served_pipeline("wetqa-dense-tiny", dense, cfg, k=2, pipeline=pipeline)
     encoder = pipeline.retriever.encoder
     queries = encoder.query_batcher
     # Instruments around the real models: how many generate() calls overlap, and how many query
@@ -117,7 +116,7 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
     pipeline.backend.model.generate = generate
     calls_before = queries.calls
     encoder.model.encode = Overlap(encoder.model.encode, before=lambda: wait_until(lambda: queries.waiting >= 15))
-    with LiveServer(create_app([served], max_concurrency=16, timeout=60)) as server:
+    with LiveServer(make_app([served], max_concurrency=16, timeout=60)) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)
 
         def ask(q):

@@ -9,7 +9,7 @@ import pytest
 
 from wetqa.corpus import load_chunks
 from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
-from wetqa.retrieval.dense import SentenceTransformerEncoder
+from wetqa.retrieval.encoders import SentenceTransformerEncoder
 from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache
 
 from .conftest import DEV, require_shared
@@ -210,7 +210,7 @@ def test_cross_encoder_reranking_with_a_tiny_model_built_here(tiny, tmp_path):
 
 @pytest.mark.unit
 def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeypatch):
-    from wetqa.retrieval import dense
+    from wetqa.retrieval import encoders as dense
 
     model = tiny_sentence_transformer(tmp_path / "m", [c.text for c in load_chunks(fixture_corpus)])
     encoded = []

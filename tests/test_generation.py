@@ -207,8 +207,9 @@ def test_pipeline_extractive(bm25s_index):
 
 @pytest.mark.unit
 def test_presets_and_bad_generators(monkeypatch):
-    assert resolve_generator("gpt-4o").temperature == 0.0 and resolve_generator("gpt-4o").max_tokens == 1000
-    g = resolve_generator("geitje-7b-ultra")
+    gpt = resolve_generator("gpt-4o").settings
+    assert gpt.temperature == 0.0 and gpt.max_tokens == 1000
+    g = resolve_generator("geitje-7b-ultra").settings
     assert (g.model, g.temperature, g.top_k, g.max_tokens) == ("BramVanroy/GEITje-7B-ultra", 0.2, 50, 5000)
     assert resolve_generator("fietje-2", backend="transformers").kind == "transformers"
     with pytest.raises(GenerationError, match="unknown generator 'gpt-5-turbo-max'"):

@@ -7,7 +7,7 @@ import pytest
 from wetqa.corpus import BuildOptions, build_corpus, load_chunks
 from wetqa.evaluation import load_dataset
 from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
-from wetqa.retrieval.dense import SentenceTransformerEncoder, prefixes
+from wetqa.retrieval.encoders import SentenceTransformerEncoder, prefixes
 from wetqa.retrieval.tokenization import DutchAnalyzer
 
 from .conftest import DEV, FIXTURES

@@ -10,9 +10,8 @@ import pytest
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import build_index, open_index
-from wetqa.serve import ServedPipeline, create_app
 
-from .serving import LiveServer
+from .serving import LiveServer, make_app, served_pipeline
 
 pytestmark = pytest.mark.integration
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
@@ -38,14 +37,14 @@ def index(fixture_corpus, tmp_path_factory):
 
 
 def preset(index, name="wetqa-bm25s-extractive", backend=None):
-    p = ServedPipeline(name, [str(index)], GeneratorConfig("extractive"), k=3)
+    p = served_pipeline(name, index, GeneratorConfig("extractive"), k=3)
     p.pipeline = Pipeline(open_index(index), backend or ExtractiveBackend(), k=3)
     return p
 
 
 @pytest.fixture(scope="module")
 def server(index):
-    with LiveServer(create_app([preset(index)], max_question_chars=500)) as s:
+    with LiveServer(make_app([preset(index)], max_question_chars=500)) as s:
         yield s
 
 
@@ -135,7 +134,7 @@ def test_bad_requests_in_openai_error_shape(server):
 
 
 def test_api_key_required(index):
-    with LiveServer(create_app([preset(index)], api_key="s3cret")) as s:
+    with LiveServer(make_app([preset(index)], api_key="s3cret")) as s:
         with pytest.raises(openai.AuthenticationError):
             client(s).models.list()
         with pytest.raises(openai.AuthenticationError):
@@ -144,7 +143,7 @@ def test_api_key_required(index):
 
 
 def test_concurrency_limit_and_upstream_timeout(index):
-    app = create_app([preset(index, backend=SlowExtractive(1.5))], max_concurrency=1, timeout=5)
+    app = make_app([preset(index, backend=SlowExtractive(1.5))], max_concurrency=1, timeout=5)
     with LiveServer(app) as s:
         results = {}
 
@@ -163,7 +162,7 @@ def test_concurrency_limit_and_upstream_timeout(index):
         assert err.value.status_code == 429
         t.join()
         assert results["first"].choices[0].message.content
-    with LiveServer(create_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
+    with LiveServer(make_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
         with pytest.raises(openai.APIStatusError) as err:
             client(s).chat.completions.create(
                 model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
@@ -173,7 +172,7 @@ def test_concurrency_limit_and_upstream_timeout(index):
 
 def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(index):
     # The worker thread is still generating after the 504: a new request must not start beside it.
-    app = create_app([preset(index, backend=SlowExtractive(2.0))], max_concurrency=1, timeout=0.3)
+    app = make_app([preset(index, backend=SlowExtractive(2.0))], max_concurrency=1, timeout=0.3)
     with LiveServer(app) as s:
         with pytest.raises(openai.APIStatusError) as err:
             client(s).chat.completions.create(
@@ -208,7 +207,7 @@ def test_stream_usage_in_its_own_final_chunk(server):
 def test_security_headers_and_cors(index):
     import httpx
 
-    with LiveServer(create_app([preset(index)], api_key="k", cors_origins=["https://app.example"])) as s:
+    with LiveServer(make_app([preset(index)], api_key="k", cors_origins=["https://app.example"])) as s:
         page = httpx.get(s.url + "/")
         csp = page.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in csp and "'unsafe-inline'" not in csp.split("script-src")[1].split(";")[0]
@@ -229,7 +228,7 @@ def test_security_headers_and_cors(index):
         docs = httpx.get(s.url + "/docs").text
         assert "cdn.jsdelivr.net" not in docs and "unpkg.com" not in docs
         assert '<script src="/docs/swagger-ui-bundle.js">' in docs  # served from here (tested in Chromium)
-    with LiveServer(create_app([preset(index)], docs=False)) as s:
+    with LiveServer(make_app([preset(index)], docs=False)) as s:
         assert httpx.get(s.url + "/docs").status_code == 404  # `wetqa serve --no-docs`
 
 
@@ -251,13 +250,13 @@ def test_generation_openai_backend_against_wetqa_itself(index):
     """
     from wetqa.generation import make_backend, resolve_generator
 
-    with LiveServer(create_app([preset(index)], max_question_chars=20_000)) as s:
+    with LiveServer(make_app([preset(index)], max_question_chars=20_000)) as s:
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
         p = Pipeline(open_index(index), backend, k=2)
         a = p.ask(QUESTION)
         assert "De rechtbank kan het gezag" in a.answer and a.usage.total_tokens > 0
         assert backend.total.total_tokens == a.usage.total_tokens
-    with LiveServer(create_app([preset(index)], max_question_chars=100)) as s:
+    with LiveServer(make_app([preset(index)], max_question_chars=100)) as s:
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
         with pytest.raises(Exception, match="413"):
             Pipeline(open_index(index), backend, k=2).ask(QUESTION)
@@ -269,7 +268,7 @@ def test_fast_json_response_equals_the_standard_one_with_and_without_orjson(monk
 
     from starlette.responses import JSONResponse
 
-    from wetqa.serve import app as serve_app
+    from wetqa.serve import responses as serve_app
 
     content = {"text": 'Artikel 1:266 — het gezag "beëindigd"\n', "n": [1, 2.5, None, True], "nested": {"a": []}}
     standard = json.loads(JSONResponse(content).body)
@@ -302,7 +301,7 @@ def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
     url = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
     backend = make_backend(resolve_generator("openai", model="m", base_url=url, timeout=5))
     try:
-        with LiveServer(create_app([preset(index, backend=backend)])) as s:
+        with LiveServer(make_app([preset(index, backend=backend)])) as s:
             with pytest.raises(openai.APIStatusError) as err:
                 client(s).chat.completions.create(
                     model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]

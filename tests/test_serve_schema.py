@@ -5,9 +5,8 @@ import pytest
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import build_index, open_index
-from wetqa.serve import ServedPipeline, create_app
 
-from .serving import LiveServer
+from .serving import LiveServer, make_app, served_pipeline
 
 pytestmark = pytest.mark.integration
 
@@ -18,9 +17,9 @@ def test_no_server_errors_for_any_schema_input(fixture_corpus, tmp_path):
 
     idx = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(create_app([p])) as server:
+    with LiveServer(make_app([p])) as server:
         schema = schemathesis.openapi.from_url(server.url + "/openapi.json")
         failures, calls = [], []
         for op in schema.get_all_operations():

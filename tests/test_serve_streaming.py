@@ -17,9 +17,9 @@ import pytest
 from wetqa.generation import Generation, GeneratorConfig, Pipeline, make_backend, resolve_generator
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import build_index, open_index
-from wetqa.serve import ServedPipeline, create_app
+from wetqa.serve import ServedPipeline
 
-from .serving import LiveServer, TokenUpstream
+from .serving import LiveServer, TokenUpstream, make_app, served_pipeline
 from .tiny_models import tiny_llama_dir
 
 pytestmark = pytest.mark.integration
@@ -34,7 +34,7 @@ def index(fixture_corpus, tmp_path_factory):
 
 
 def served(index, cfg: GeneratorConfig, name="wetqa-test", backend=None) -> ServedPipeline:
-    p = ServedPipeline(name, [str(index)], cfg, k=3)
+    p = served_pipeline(name, index, cfg, k=3)
     p.pipeline = Pipeline(open_index(index), backend or make_backend(cfg), k=3)
     return p
 
@@ -51,7 +51,7 @@ def client(server, **kw):
 def test_the_upstream_stream_is_passed_through_as_it_comes(index):
     gate = threading.Event()
     fake = TokenUpstream(words=30, gate=gate, hold_after=14)
-    with LiveServer(fake.app) as upstream, LiveServer(create_app([upstream_pipeline(index, upstream)])) as server:
+    with LiveServer(fake.app) as upstream, LiveServer(make_app([upstream_pipeline(index, upstream)])) as server:
         stream = client(server).chat.completions.create(
             model="wetqa-test",
             stream=True,
@@ -86,7 +86,7 @@ def test_a_client_that_leaves_mid_stream_stops_the_upstream_and_frees_its_slot(i
     gate = threading.Event()  # never set: the upstream holds its answer until the client leaves
     fake = TokenUpstream(words=30, gate=gate, hold_after=14)
     with LiveServer(fake.app) as upstream:
-        app = create_app([upstream_pipeline(index, upstream)], max_concurrency=1)
+        app = make_app([upstream_pipeline(index, upstream)], max_concurrency=1)
         with LiveServer(app) as server:
             with httpx.Client(base_url=server.url, timeout=20) as http:
                 body = {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
@@ -112,7 +112,7 @@ def test_a_client_that_leaves_mid_stream_stops_the_upstream_and_frees_its_slot(i
 def test_transformers_tokens_stream_as_they_are_generated(index, tmp_path):
     model = tiny_llama_dir(tmp_path / "llama")
     cfg = resolve_generator("transformers", model=str(model), max_tokens=60, temperature=0.0)
-    with LiveServer(create_app([served(index, cfg)])) as server:
+    with LiveServer(make_app([served(index, cfg)])) as server:
         pieces = []
         for chunk in client(server).chat.completions.create(
             model="wetqa-test", stream=True, messages=[{"role": "user", "content": QUESTION}]
@@ -136,7 +136,7 @@ def test_transformers_tokens_stream_as_they_are_generated(index, tmp_path):
 
 
 def test_per_request_settings_are_honoured_or_refused_with_400(index):
-    with LiveServer(create_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())])) as server:
+    with LiveServer(make_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())])) as server:
         c = client(server)
         ask = dict(model="wetqa-test", messages=[{"role": "user", "content": QUESTION}])
         full = c.chat.completions.create(**ask, temperature=0, seed=3)
@@ -165,7 +165,7 @@ class NoSettings(ExtractiveBackend):
 
 
 def test_a_backend_without_a_setting_refuses_it_and_streams_refusals_as_400(index):
-    with LiveServer(create_app([served(index, GeneratorConfig("extractive"), backend=NoSettings())])) as server:
+    with LiveServer(make_app([served(index, GeneratorConfig("extractive"), backend=NoSettings())])) as server:
         for stream in (False, True):
             r = httpx.post(
                 server.url + "/v1/chat/completions",
@@ -202,7 +202,7 @@ def test_early_disconnects_end_quietly(index, caplog, source):
             pipeline = served(index, GeneratorConfig("extractive"), backend=FastLocalModel())
         else:
             pipeline = upstream_pipeline(index, upstream)
-        with LiveServer(create_app([pipeline], max_concurrency=64)) as server:
+        with LiveServer(make_app([pipeline], max_concurrency=64)) as server:
             body = json.dumps(
                 {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
             ).encode()
@@ -233,7 +233,7 @@ def test_early_disconnects_end_quietly(index, caplog, source):
 
 
 def test_slow_clients_are_cut_off_and_others_still_served(index):
-    app = create_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())], body_timeout=1.0)
+    app = make_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())], body_timeout=1.0)
     with LiveServer(app, header_timeout=1.0) as server:
         # 60 slowloris connections: a request line, then a header byte every 0.2 s.
         slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]
@@ -268,7 +268,9 @@ def test_slow_clients_are_cut_off_and_others_still_served(index):
             b"Content-Length: 100\r\n\r\n{"
         )
         trickle.settimeout(5)
-        reply = trickle.recv(4096)
+        reply = b""
+        while chunk := trickle.recv(4096):  # headers and body may come in separate segments; the server closes
+            reply += chunk
         assert reply.startswith(b"HTTP/1.1 408") and b"request_timeout" in reply
         # Meanwhile everyone else is answered.
         r = httpx.post(
@@ -282,7 +284,7 @@ def test_slow_clients_are_cut_off_and_others_still_served(index):
 
 def test_an_upstream_failing_mid_stream_is_an_error_event_with_its_message(index):
     fake = TokenUpstream(words=40, error_after=20)
-    with LiveServer(fake.app) as upstream, LiveServer(create_app([upstream_pipeline(index, upstream)])) as server:
+    with LiveServer(fake.app) as upstream, LiveServer(make_app([upstream_pipeline(index, upstream)])) as server:
         body = {"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
         with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=20) as resp:
             assert resp.status_code == 200  # the stream had started
@@ -308,7 +310,7 @@ class EndlessLocalModel(ExtractiveBackend):
 
 def test_a_client_that_stops_reading_holds_no_slot_past_the_timeout(index):
     pipeline = served(index, GeneratorConfig("extractive"), backend=EndlessLocalModel())
-    with LiveServer(create_app([pipeline], max_concurrency=1, timeout=1.0)) as server:
+    with LiveServer(make_app([pipeline], max_concurrency=1, timeout=1.0)) as server:
         body = json.dumps({"model": "wetqa-test", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server must wait for it

@@ -19,10 +19,9 @@ import pytest
 
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import build_index, open_index
-from wetqa.serve import ServedPipeline, create_app
 
 from .conftest import ROOT
-from .serving import LiveServer, free_port
+from .serving import LiveServer, free_port, make_app, served_pipeline
 from .tiny_models import smollm2_hf_dir
 
 pytestmark = pytest.mark.integration
@@ -93,8 +92,8 @@ def test_openai_backend_against_a_vllm_server(vllm_setup):
         assert gen.error and "context overflow" in gen.error
         # The path that scales: wetqa's server, its openai backend over vLLM's server, 16 clients
         # streaming at once (vLLM batches them); per-request settings pass through.
-        served = ServedPipeline("wetqa-vllm", [str(idx)], cfg, k=2, pipeline=Pipeline(open_index(idx), backend, k=2))
-        with LiveServer(create_app([served], max_concurrency=16, timeout=300)) as server:
+        served = served_pipeline("wetqa-vllm", idx, cfg, k=2, pipeline=Pipeline(open_index(idx), backend, k=2))
+        with LiveServer(make_app([served], max_concurrency=16, timeout=300)) as server:
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=300)
 
             def ask(i):

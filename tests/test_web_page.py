@@ -8,10 +8,9 @@ import pytest
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import build_index, open_index
-from wetqa.serve import ServedPipeline, create_app
 
 from .conftest import ROOT
-from .serving import LiveServer
+from .serving import LiveServer, make_app, served_pipeline
 
 pytestmark = pytest.mark.integration
 ARTIFACTS = ROOT / "test-artifacts"
@@ -22,9 +21,9 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 def page_server(fixture_corpus, tmp_path_factory):
     idx = tmp_path_factory.mktemp("web") / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(create_app([p])) as s:
+    with LiveServer(make_app([p])) as s:
         yield s
 
 
@@ -89,9 +88,9 @@ def test_the_page_with_an_api_key(fixture_corpus, tmp_path, browser):
     """With --api-key the page asks for the key once, sends it, and says clearly when it is wrong."""
     idx = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = ServedPipeline("wetqa-bm25s-extractive", [str(idx)], GeneratorConfig("extractive"))
+    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
     p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(create_app([p], api_key="s3cret")) as s:
+    with LiveServer(make_app([p], api_key="s3cret")) as s:
         page = browser.new_page()
         prompts = []
 

@@ -10,6 +10,7 @@ the exit codes are those of :mod:`wetqa.console`. ``--debug`` (or
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -27,27 +28,44 @@ from .console import (
     report_error,
 )
 
+# Every subcommand: (module, function that adds its parser, one-line help). A subcommand's module is
+# imported only when that subcommand runs (or shows its help), so `wetqa --help` imports no stage and
+# a base install without extras starts every command it can run.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "corpus": ("wetqa.corpus.cli", "register", "build and download the law corpus"),
+    "models": ("wetqa.retrieval.cli", "register_models", "prepare models that run offline"),
+    "index": ("wetqa.retrieval.cli", "register_index", "build a retrieval index over a corpus"),
+    "search": ("wetqa.retrieval.cli", "register_search", "retrieve chunks for a question"),
+    "ask": ("wetqa.generation.cli", "register_ask", "answer a question with cited law articles"),
+    "generate": (
+        "wetqa.generation.cli",
+        "register_generate",
+        "answer every question of a dataset, N runs, resumable",
+    ),
+    "experiment": (
+        "wetqa.experiment",
+        "register",
+        "a grid of retrievers x generators x k x runs from a TOML file",
+    ),
+    "eval": ("wetqa.evaluation.cli", "register", "evaluate retrieval, generation or reference attribution"),
+    "attribute": (
+        "wetqa.evaluation.cli",
+        "register_attribute",
+        "add per-sentence or per-claim evidence to generated answers",
+    ),
+    "serve": ("wetqa.serve.cli", "register", "serve the OpenAI-compatible API and the web page"),
+    "doctor": ("wetqa.doctor", "register", "report what is installed and usable"),
+}
 
-def _registrars():
-    # Imported here so that `wetqa --help` stays fast: each stage's CLI module
-    # imports its heavy dependencies only inside the command that needs them.
-    from . import doctor, experiment
-    from .corpus import cli as corpus_cli
-    from .evaluation import cli as evaluation_cli
-    from .generation import cli as generation_cli
-    from .retrieval import cli as retrieval_cli
-    from .serve import cli as serve_cli
 
-    return (
-        corpus_cli.register,
-        retrieval_cli.register,
-        generation_cli.register,
-        experiment.register,
-        evaluation_cli.register,
-        evaluation_cli.register_attribute,
-        serve_cli.register,
-        doctor.register,
-    )
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first argument that is one)."""
+    for arg in argv:
+        if arg in COMMANDS:
+            return arg
+        if arg == "--":
+            break
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,7 +81,8 @@ class _Parser(argparse.ArgumentParser):
 _ARGV: list[str] | None = None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the chosen subcommand's flags are built (``None``: every subcommand's)."""
     parser = _Parser(
         prog="wetqa",
         description="Attributed question answering over Dutch law.",
@@ -79,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for register in _registrars():
-        register(sub, output_parent())
+    chosen = _chosen(argv) if argv is not None else None
+    for name, (module, function, help_text) in COMMANDS.items():
+        if argv is None or name == chosen:
+            getattr(importlib.import_module(module), function)(sub, output_parent())
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
@@ -98,8 +121,9 @@ def _quiet_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     global _ARGV
     _ARGV = list(argv) if argv is not None else None
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(argv) if argv is not None else sys.argv[1:]
+    parser = build_parser(words)
+    args = parser.parse_args(words)
     try:
         result = int(args.func(args) or 0)
         sys.stdout.flush()

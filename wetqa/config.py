@@ -1,4 +1,8 @@
-"""Experiment configuration: a dataclass read from TOML, CLI overrides on top, saved beside results."""
+"""Experiment configuration: a dataclass read from TOML, CLI overrides on top, saved beside results.
+
+A top-layer module (beside ``wetqa.experiment``): its retriever and generator tables are checked
+against the registries of the stages when the file is read, so a misspelt key is refused at once.
+"""
 
 from __future__ import annotations
 
@@ -13,30 +17,36 @@ class ConfigError(ValueError):
 
 @dataclass(slots=True)
 class RetrieverSpec:
+    """A ``[retrievers.NAME]`` table: an index to build (``retriever`` and its options), or a hybrid of others.
+
+    Index options (``k1``, ``model``, ``article_weight`` ...) are checked against the retriever's own
+    options when the experiment builds the index; the query-time keys are those of the retrieval spec.
+    """
+
     name: str
-    retriever: str = ""  # articles | bm25 | bm25s | dense; empty for a hybrid
-    model: str | None = None  # dense
-    rescore: str | None = None  # dense re-scoring of the top hits with this model (folder or id)
+    retriever: str = ""  # articles | bm25 | bm25s | dense ...; empty for a hybrid
+    options: dict = field(default_factory=dict)  # the retriever's index options
+    rescore: str | None = None  # dense re-scoring recorded in the index, with this model (folder or id)
     components: list[str] = field(default_factory=list)  # hybrid: names of other retrievers
     fusion: str = "rrf"
     weights: list[float] | None = None
+    rerank: str | None = None
+    rerank_top: int = 20
+
+
+_RETRIEVER_KEYS = {"retriever", "rescore", "components", "fusion", "weights", "rerank", "rerank_top"}
 
 
 @dataclass(slots=True)
 class GeneratorSpec:
+    """A ``[generators.NAME]`` table: ``generator`` (a preset or backend), ``backend``, and the backend's settings.
+
+    The settings are checked against the backend's settings dataclass when the experiment resolves them.
+    """
+
     name: str
-    generator: str = "extractive"  # preset or backend kind
-    backend: str | None = None
-    model: str | None = None
-    base_url: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    max_model_len: int | None = None
-    dtype: str | None = None
-    tensor_parallel_size: int | None = None
-    pipeline_parallel_size: int | None = None
-    data_parallel_size: int | None = None
-    distributed_executor_backend: str | None = None
+    generator: str = "extractive"
+    table: dict = field(default_factory=dict)  # every other key: backend and settings
 
 
 @dataclass(slots=True)
@@ -48,6 +58,7 @@ class ExperimentConfig:
     out: str = "runs/experiment"
     runs: int = 1
     k: list[int] = field(default_factory=lambda: [3])
+    language: str = "nl"
     metrics: list[str] = field(default_factory=lambda: ["rouge", "meteor", "citations"])
     judge: str | None = None
     judge_base_url: str | None = None
@@ -65,6 +76,8 @@ class ExperimentConfig:
             raise ConfigError("the experiment needs a corpus (a built corpus folder or a folder of law XML)")
         if self.runs < 1 or not self.k or min(self.k) < 1:
             raise ConfigError("runs and every k must be >= 1")
+        if self.language not in ("nl", "en"):
+            raise ConfigError(f'language must be "nl" or "en", got {self.language!r}')
         if not self.retrievers or not self.generators:
             raise ConfigError("the grid needs at least one [retrievers.NAME] and one [generators.NAME] table")
         names = {r.name for r in self.retrievers}
@@ -80,12 +93,39 @@ class ExperimentConfig:
         return self
 
 
-def _build(cls, name: str, table: dict):
-    known = {f.name for f in fields(cls)} - {"name"}
-    unknown = set(table) - known
-    if unknown:
-        raise ConfigError(f"[{cls.__name__} {name}] unknown key(s): {', '.join(sorted(unknown))}")
-    return cls(name=name, **table)
+def _retriever(name: str, table: dict) -> RetrieverSpec:
+    from wetqa.retrieval.registry import retriever
+
+    known = {k: v for k, v in table.items() if k in _RETRIEVER_KEYS}
+    options = {k: v for k, v in table.items() if k not in _RETRIEVER_KEYS}
+    if known.get("components") and options:
+        raise ConfigError(f"[retrievers.{name}] a hybrid takes no index options: {', '.join(sorted(options))}")
+    spec = RetrieverSpec(name=name, options=options, **known)
+    if spec.retriever:
+        try:
+            retriever(spec.retriever).resolve(options)  # unknown options and bad values, named now
+        except ValueError as exc:
+            raise ConfigError(f"[retrievers.{name}] {exc}") from None
+    return spec
+
+
+def _generator(name: str, table: dict) -> GeneratorSpec:
+    from wetqa.generation import GenerationError
+    from wetqa.generation.spec import PipelineSpec
+
+    table = dict(table)
+    generator = table.pop("generator", "extractive")
+    if not isinstance(generator, str):
+        raise ConfigError(f"[generators.{name}] generator: expected a text, got {generator!r}")
+    pipeline_keys = {"k", "language", "index", "fusion", "weights", "rescore", "rerank", "corpus"}
+    misplaced = sorted(set(table) & pipeline_keys)
+    if misplaced:
+        raise ConfigError(f"[generators.{name}] unknown key(s) {', '.join(misplaced)} (not generator settings)")
+    try:
+        PipelineSpec.from_values({"generator": generator, **table}, f"[generators.{name}]")
+    except (GenerationError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+    return GeneratorSpec(name=name, generator=generator, table=table)
 
 
 def load_experiment(path: str | Path, overrides: dict | None = None) -> ExperimentConfig:
@@ -97,8 +137,8 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     base = path.parent
-    retrievers = [_build(RetrieverSpec, n, t) for n, t in (data.pop("retrievers", {}) or {}).items()]
-    generators = [_build(GeneratorSpec, n, t) for n, t in (data.pop("generators", {}) or {}).items()]
+    retrievers = [_retriever(n, t) for n, t in (data.pop("retrievers", {}) or {}).items()]
+    generators = [_generator(n, t) for n, t in (data.pop("generators", {}) or {}).items()]
     known = {f.name for f in fields(ExperimentConfig)}
     unknown = set(data) - known
     if unknown:

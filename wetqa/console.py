@@ -41,6 +41,17 @@ class UnavailableError(Exception):
     """A package, model or server the command needs is missing or unreachable: exit status 3."""
 
 
+def requires(extra: str, *modules: str, command: str = "this command") -> None:
+    """Exit 3 with one line naming the extra and its install command when a needed package is missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UnavailableError(
+            f"{command} needs {', '.join(missing)} (the {extra} extra): pip install 'wetqa[{extra}]'"
+        )
+
+
 def output_parent() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--output", choices=("text", "json"), default="text", help="print results as text or JSON")

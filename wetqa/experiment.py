@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
 
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
-from wetqa.generation import Pipeline, make_backend, resolve_generator
-from wetqa.generation.presets import OVERRIDES
-from wetqa.generation.runs import check_run_folder, generate_runs, run_inputs
-from wetqa.retrieval import build_index, chunks_of, index_identity, open_index
-from wetqa.retrieval.fusion import HybridRetriever
+from wetqa.generation import GenerationError, PipelineSpec, make_backend
+from wetqa.generation.runs import check_run_folder, generate_runs
+from wetqa.retrieval import RetrievalSpec, build_index, chunks_of, open_index
+from wetqa.retrieval.fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
 
-from .config import ConfigError, ExperimentConfig
+from .config import ConfigError, ExperimentConfig, GeneratorSpec
 from .console import UsageError, emit
 from .dataset import load_dataset
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table
@@ -72,16 +72,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
     items = load_dataset(cfg.dataset)
     corpus = _corpus_dir(cfg, out, force)
 
-    retrievers = {}
-    for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
-        idx = out / "indexes" / spec.name
-        options = {"model": spec.model} if spec.retriever == "dense" and spec.model else None
-        rescore = {"model": spec.rescore} if spec.rescore else None
-        build_index(corpus, spec.retriever, idx, options, progress=False, rescore=rescore)
-        retrievers[spec.name] = open_index(idx)
-    for spec in cfg.retrievers:
-        if spec.components:
-            retrievers[spec.name] = HybridRetriever([retrievers[c] for c in spec.components], spec.fusion, spec.weights)
+    retrievers, specs = _open_retrievers(cfg, out, corpus)
     chunk_map = CorpusMap(chunks_of(next(iter(retrievers.values()))))
 
     retrieval_rows = {}
@@ -91,41 +82,35 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
 
     rows: dict[str, dict] = {}
     answered: dict[str, str] = {}
-    identities = {
-        spec.name: [index_identity(out / "indexes" / spec.name)] for spec in cfg.retrievers if not spec.components
-    }
-    for spec in cfg.retrievers:
-        if spec.components:
-            identities[spec.name] = [x for c in spec.components for x in identities[c]]
     bar = tqdm(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
     # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
     # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
     for gspec in cfg.generators:
-        gen_cfg = resolve_generator(
-            gspec.generator,
-            backend=gspec.backend,
-            model=gspec.model,
-            **{key: getattr(gspec, key, None) for key in OVERRIDES},
-        )
         cells = []
         for rspec in cfg.retrievers:
             for k in cfg.k:
+                spec = _cell_spec(specs[rspec.name], gspec, k, cfg.language)
                 run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
-                inputs = run_inputs(retrievers[rspec.name].name, k, "nl", gen_cfg.to_json(), identities[rspec.name])
-                check_run_folder(run_dir, inputs, force)  # refused before an engine is started for nothing
-                cells.append((rspec, k, run_dir, inputs))
-        backend = make_backend(gen_cfg)
+                check_run_folder(run_dir, spec.inputs(), force)  # refused before an engine is started for nothing
+                cells.append((rspec, spec, run_dir))
+        backend = make_backend(cells[0][1].generator)
         try:
-            for rspec, k, run_dir, inputs in cells:
-                label = f"{rspec.name}+{gspec.name}@k{k}"
+            for rspec, spec, run_dir in cells:
+                label = f"{rspec.name}+{gspec.name}@k{spec.k}"
                 generate_runs(
-                    Pipeline(retrievers[rspec.name], backend, k=k),
+                    spec.build(retrievers[rspec.name], backend),
                     items,
                     run_dir,
                     runs=cfg.runs,
                     progress=False,
-                    config={"retriever": rspec.name, "generator": gspec.name, "generator_config": gen_cfg.to_json()},
-                    inputs=inputs,
+                    config={
+                        "retriever": rspec.name,
+                        "generator": gspec.name,
+                        "generator_config": spec.generator.to_json(),
+                        "spec": spec.to_json(),
+                        "spec_hash": spec.digest(),
+                    },
+                    inputs=spec.inputs(),
                     force=force,
                 )
                 result = evaluate_runs(
@@ -166,6 +151,47 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
     return {"table": table, "generation": rows, "retrieval": retrieval_rows, "out": str(out)}
 
 
+def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[dict, dict[str, RetrievalSpec]]:
+    """Each retriever of the grid opened once (indexes built when missing), and its retrieval spec."""
+    retrievers: dict = {}
+    specs: dict[str, RetrievalSpec] = {}
+    for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
+        idx = out / "indexes" / spec.name
+        rescore = {"model": spec.rescore} if spec.rescore else None
+        build_index(corpus, spec.retriever, idx, spec.options or None, progress=False, rescore=rescore)
+        retrievers[spec.name] = open_index(idx)
+        specs[spec.name] = RetrievalSpec(index=(str(idx),))
+    for spec in cfg.retrievers:
+        if spec.components:
+            parts = [retrievers[c] for c in spec.components]
+            retrievers[spec.name] = HybridRetriever(parts, spec.fusion, spec.weights)
+            index = tuple(x for c in spec.components for x in specs[c].index)
+            specs[spec.name] = RetrievalSpec(
+                index=index, fusion=spec.fusion, weights=tuple(spec.weights) if spec.weights else None
+            )
+    for spec in cfg.retrievers:
+        if spec.rerank:
+            retrievers[spec.name] = RerankedRetriever(
+                retrievers[spec.name], CrossEncoderReranker(spec.rerank), spec.rerank_top
+            )
+            specs[spec.name] = replace(specs[spec.name], rerank=spec.rerank, rerank_top=spec.rerank_top)
+    for name, s in specs.items():
+        try:
+            s.validate()
+        except ValueError as exc:
+            raise ConfigError(f"[retrievers.{name}] {exc}") from None
+    return retrievers, specs
+
+
+def _cell_spec(retrieval: RetrievalSpec, gspec: GeneratorSpec, k: int, language: str) -> PipelineSpec:
+    """One cell of the grid as a pipeline spec: the same record `wetqa generate` runs."""
+    try:
+        spec = PipelineSpec.from_values({"generator": gspec.generator, **gspec.table}, f"[generators.{gspec.name}]")
+    except GenerationError as exc:
+        raise ConfigError(str(exc)) from None
+    return replace(spec, retrieval=retrieval).with_options(k=k, language=language)
+
+
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     x = sub.add_parser(
         "experiment", parents=[output], help="a grid of retrievers x generators x k x runs from a TOML file"
@@ -178,6 +204,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     x.add_argument("--metrics", help="override: comma-separated metrics")
     x.add_argument("--retrievers", help="only these retrievers (comma-separated names)")
     x.add_argument("--generators", help="only these generators (comma-separated names)")
+    x.add_argument("--language", choices=("nl", "en"), help="override: prompt language")
     x.set_defaults(func=cmd_experiment)
 
 
@@ -199,6 +226,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 "metrics": _split(args.metrics),
                 "only_retrievers": _split(args.retrievers),
                 "only_generators": _split(args.generators),
+                "language": args.language,
             },
         )
     except (ConfigError, ValueError) as exc:

@@ -13,48 +13,54 @@ import os
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
-from .._base import Generation, GenerationError, Request, Usage
+from wetqa.settings import setting
+
+from .._base import Generation, GenerationError, ModelSettings, Request, Usage
+from ..registry import BackendInfo, register
 
 log = logging.getLogger("wetqa.generation.openai")
 
 
+@dataclass(frozen=True, slots=True)
+class OpenAISettings(ModelSettings):
+    base_url: str | None = setting(None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1", metavar="URL")
+    api_key_env: str = setting("OPENAI_API_KEY", "environment variable that holds the server's API key", metavar="NAME")
+    top_p: float | None = setting(
+        None, "nucleus sampling: the most likely tokens up to this mass", above=0, maximum=1, output=True
+    )
+    concurrency: int = setting(8, "requests to the model server under way at once", minimum=1)
+    timeout: float = setting(120.0, "seconds a model request may take", above=0)
+    max_retries: int = setting(4, "retries of a failed request (connection errors, 429, 5xx)", minimum=0)
+
+
 class OpenAIBackend:
-    def __init__(
-        self,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        temperature: float = 0.0,
-        max_tokens: int = 1000,
-        top_p: float | None = None,
-        top_k: int | None = None,
-        concurrency: int = 8,
-        max_retries: int = 4,
-        timeout: float = 120.0,
-    ):
+    def __init__(self, settings: OpenAISettings):
         try:
             import openai
         except ImportError:
-            raise GenerationError("the openai backend needs `pip install wetqa[openai]`") from None
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        api_key = api_key or os.environ.get("OPENAI_API_KEY")
+            raise GenerationError("the openai backend needs `pip install 'wetqa[openai]'`") from None
+        s = settings
+        base_url = s.base_url or os.environ.get("OPENAI_BASE_URL")
+        api_key = os.environ.get(s.api_key_env)
         if not api_key:
             if base_url is None:
                 raise GenerationError(
-                    "no OpenAI API key: set OPENAI_API_KEY (or pass --base-url for an OpenAI-compatible server)"
+                    f"no OpenAI API key: set {s.api_key_env} (or pass --base-url for an OpenAI-compatible server)"
                 )
             api_key = "not-needed"  # local servers usually ignore the key, but the client wants one
-        self.model = model
+        self.settings = s
+        self.model = s.model
         self.base_url = base_url
-        self.name = f"openai:{model}"
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.top_p = top_p
-        self.top_k = top_k
-        self.concurrency = max(1, concurrency)
+        self.name = f"openai:{s.model}"
+        self.temperature = s.temperature
+        self.max_tokens = s.max_tokens
+        self.top_p = s.top_p
+        self.top_k = s.top_k
+        self.concurrency = max(1, s.concurrency)
         self._openai = openai
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=max_retries, timeout=timeout)
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=s.max_retries, timeout=s.timeout)
         self.total = Usage()
 
     # Every per-request setting passes through to the server, which applies (or refuses) it.
@@ -238,3 +244,16 @@ class _StreamState:
         return Generation(
             text="".join(self.parts), usage=self.usage, seconds=time.perf_counter() - self.t0, finish_reason=self.finish
         )
+
+
+register(
+    BackendInfo(
+        name="openai",
+        settings=OpenAISettings,
+        create=OpenAIBackend,
+        supports=OpenAIBackend.supports,
+        extra="openai",
+        requires=("openai", "httpx"),
+        description="the OpenAI API or any OpenAI-compatible server (vllm serve, llama.cpp, wetqa itself)",
+    )
+)

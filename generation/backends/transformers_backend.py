@@ -5,8 +5,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
-from .._base import ContextOverflowError, Generation, GenerationError, Request, Usage
+from wetqa.settings import setting
+
+from .._base import (
+    OPEN_MODEL_DEFAULTS,
+    ContextOverflowError,
+    Generation,
+    GenerationError,
+    ModelSettings,
+    Request,
+    Usage,
+)
+from ..registry import BackendInfo, register
+
+DTYPES = ("auto", "float32", "float16", "bfloat16")
 
 
 def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
@@ -30,17 +44,23 @@ def torch_dtype_for(dtype: str, device: str):
     return torch.float32
 
 
+@dataclass(frozen=True, slots=True)
+class TransformersSettings(ModelSettings):
+    dtype: str = setting(
+        "auto", "weights' precision (auto: bf16/fp16 on a GPU, fp32 on a CPU)", choices=DTYPES, output=True
+    )
+
+
 class TransformersBackend:
-    def __init__(
-        self,
-        model: str,
-        temperature: float = 0.2,
-        top_k: int | None = 50,
-        max_tokens: int = 5000,
-        device: str | None = None,
-        dtype: str = "auto",
-        gguf_file: str | None = None,
-    ):
+    def __init__(self, settings: TransformersSettings, device: str | None = None, gguf_file: str | None = None):
+        model, temperature, top_k, max_tokens, dtype = (
+            settings.model,
+            settings.temperature,
+            settings.top_k,
+            settings.max_tokens,
+            settings.dtype,
+        )
+        self.settings = settings
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -187,3 +207,18 @@ class TransformersBackend:
             except ContextOverflowError as exc:
                 out.append(Generation(error=str(exc)))
         return out
+
+
+register(
+    BackendInfo(
+        name="transformers",
+        settings=TransformersSettings,
+        create=TransformersBackend,
+        supports=TransformersBackend.supports,
+        extra="dense",
+        requires=("torch", "transformers"),
+        description="a local model with transformers' generate() (also a .gguf file)",
+        local_model=True,
+        defaults=OPEN_MODEL_DEFAULTS,
+    )
+)

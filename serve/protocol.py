@@ -1,0 +1,199 @@
+"""The API's wire format: requests, responses, stream chunks and errors, as pydantic models.
+
+Requests are validated against these models (anything else is a 400 in OpenAI's error shape).
+Responses are built as plain dicts and rendered with orjson on the hot path; their models here
+document them in ``/openapi.json`` (each route declares its responses and error responses), so any
+OpenAI client, and any generator of clients, knows what comes back.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+# ------------------------------------------------------------------------------------------ requests
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: StrictStr
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: StrictStr | list[TextPart] | None = None
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's chat completion request: the last user message is the question."""
+
+    model: str = Field(description="the pipeline to answer with (GET /v1/models lists them)")
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+
+
+class SearchRequest(BaseModel):
+    query: str
+    model: str | None = None
+    k: int = Field(default=10, ge=1, le=100)
+
+
+def text_of(content: str | list[TextPart] | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return " ".join(part.text for part in content)
+
+
+# ----------------------------------------------------------------------------------------- responses
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str = Field(description="invalid_request_error, authentication_error, rate_limit_error, ...")
+    param: str | None = None
+    code: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error shape, for every status wetqa answers with an error."""
+
+    error: ErrorDetail
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class CitationOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    index: int = Field(description="the n of the [n] markers in the answer")
+    id: str = Field(description="stable chunk id")
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    text: str
+    url: str = Field(description="the article on wetten.overheid.nl")
+    sentences: list[str]
+
+
+class SentenceSupport(BaseModel):
+    text: str
+    citation: int | None = Field(description="the citation this sentence rests on, if any")
+    support: list[int] = Field(description="indices of the supporting sentences of that citation")
+    supported: bool
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int
+    message: AssistantMessage
+    finish_reason: str
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    """A whole answer: OpenAI's fields, and wetqa's citations and per-sentence support."""
+
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    citations: list[CitationOut]
+    sentences: list[SentenceSupport]
+
+
+class Delta(BaseModel):
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int
+    delta: Delta
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: Usage | None = None
+    citations: list[CitationOut] | None = None
+    sentences: list[SentenceSupport] | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "wetqa"
+    retriever: str | None = None
+    generator: str
+    k: int
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class SearchHit(BaseModel):
+    rank: int
+    score: float
+    id: str
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    text: str
+
+
+class SearchResponse(BaseModel):
+    object: Literal["list"] = "list"
+    model: str
+    data: list[SearchHit]
+
+
+class ChunkResponse(BaseModel):
+    id: str
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    path: str
+    text: str
+    article_text: str
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    models: list[str]

@@ -1,0 +1,100 @@
+"""The API's routes: each takes the chat service from ``app.state`` and declares its responses.
+
+The declared responses and error responses are what ``/openapi.json`` documents.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from .errors import error_responses
+from .protocol import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatRequest,
+    ChunkResponse,
+    Health,
+    ModelList,
+    SearchRequest,
+    SearchResponse,
+)
+from .service import ChatService
+
+router = APIRouter()
+
+
+def service(request: Request) -> ChatService:
+    return request.app.state.service
+
+
+@router.post(
+    "/v1/chat/completions",
+    response_model=ChatCompletion,
+    responses={
+        200: {
+            "description": "the answer (ChatCompletion), or with `stream: true` server-sent events of "
+            "ChatCompletionChunk, the last ones carrying citations and sentences, then `data: [DONE]`",
+            "content": {"text/event-stream": {"schema": ChatCompletionChunk.model_json_schema()}},
+        },
+        **error_responses(400, 401, 404, 408, 413, 429, 502, 504),
+    },
+    summary="Answer the last user message with cited law articles",
+)
+async def chat_completions(req: ChatRequest, request: Request):
+    return await service(request).chat(req)
+
+
+@router.post(
+    "/v1/search",
+    response_model=SearchResponse,
+    responses=error_responses(400, 401, 404, 408, 413, 429, 504),
+    summary="Retrieve law chunks for a query",
+)
+async def search(req: SearchRequest, request: Request):
+    return await service(request).search(req)
+
+
+@router.get("/v1/models", response_model=ModelList, responses=error_responses(401))
+async def models(request: Request):
+    return service(request).models()
+
+
+@router.get(
+    "/v1/chunks/{chunk_id}",
+    response_model=ChunkResponse,
+    responses=error_responses(401, 404),
+    summary="A chunk with its whole article (the page's source view)",
+)
+async def chunk(chunk_id: str, request: Request):
+    return service(request).chunks.describe(chunk_id)
+
+
+@router.get("/health", response_model=Health)
+async def health(request: Request):
+    return service(request).health()
+
+
+class Page:
+    """The web page and its script, shipped as package data and read once (a wheel serves them too)."""
+
+    def __init__(self) -> None:
+        static = resources.files("wetqa.serve").joinpath("static")
+        self.html = static.joinpath("index.html").read_bytes()
+        self.js = static.joinpath("app.js").read_bytes()
+
+    async def page(self) -> Response:
+        return Response(self.html, media_type="text/html; charset=utf-8")
+
+    async def script(self) -> Response:
+        return Response(self.js, media_type="text/javascript; charset=utf-8")
+
+
+def page_router() -> APIRouter:
+    page = Page()
+    r = APIRouter(include_in_schema=False)
+    r.add_api_route("/", page.page, methods=["GET"])
+    r.add_api_route("/static/app.js", page.script, methods=["GET"])
+    return r

@@ -1,0 +1,302 @@
+"""The chat service: the served pipelines and what it takes to answer many clients with them.
+
+It holds the concurrency slots (a request over the limit gets 429; a slot is held until the
+request's work has ended, also after a 504 and after a streaming client leaves), a thread per slot
+for the model work, the request deadline, and the chunk lookup for the page's source view. Routes
+(:mod:`.routes`) take it from ``app.state.service``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from wetqa.generation import (
+    Answer,
+    AsyncStreamingBackend,
+    GenerationError,
+    Sampling,
+    UnsupportedSetting,
+    check_sampling,
+)
+from wetqa.retrieval import RetrievalError, chunks_of
+
+from .citing import Cited, cite
+from .config import ServerConfig
+from .errors import APIError, upstream_error
+from .pipelines import ServedPipeline
+from .protocol import ChatRequest, SearchRequest, text_of
+from .responses import ClosingStreamingResponse, FastJSONResponse
+from .streaming import ChunkWriter, UpstreamSource, WorkerSource, sse_events
+
+
+def word_usage(answer: Answer, question: str, content: str) -> dict:
+    usage = answer.usage.to_json()
+    if usage["total_tokens"] == 0:  # the extractive backend has no tokenizer: count words
+        prompt, completion = len(question.split()), len(content.split())
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return usage
+
+
+def content_of(cited: Cited) -> str:
+    return cited.answer + (f"\n\n{cited.references}" if cited.references else "")
+
+
+class ChunkLookup:
+    """Chunk id -> (pipeline, chunk) and each article's parts, built once (the first pipeline holding an id answers)."""
+
+    def __init__(self, pipelines: Sequence[ServedPipeline]):
+        self.by_id: dict = {}
+        self.parts: dict[tuple, list] = {}
+        for n, p in enumerate(pipelines):
+            for c in chunks_of(p.loaded.retriever):
+                self.parts.setdefault((n, c.bwb_id, c.version_date, c.article), []).append(c)
+                self.by_id.setdefault(c.id, (n, c))
+
+    def describe(self, chunk_id: str) -> dict:
+        if chunk_id not in self.by_id:
+            raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
+        n, target = self.by_id[chunk_id]
+        parts = self.parts[(n, target.bwb_id, target.version_date, target.article)]
+        return {
+            "id": target.id,
+            "doc_id": target.doc_id,
+            "bwb_id": target.bwb_id,
+            "law": target.law,
+            "article": target.article,
+            "path": target.path_label,
+            "text": target.text,
+            "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part)),
+        }
+
+
+class ChatService:
+    def __init__(self, pipelines: Sequence[ServedPipeline], config: ServerConfig):
+        if not pipelines:
+            raise ValueError("the server needs at least one pipeline")
+        self.config = config
+        self.pipelines = {p.load().name: p for p in pipelines}
+        self.default = pipelines[0]
+        self.chunks = ChunkLookup(pipelines)
+        self.slots = threading.BoundedSemaphore(config.max_concurrency)
+        # A thread for every slot: asyncio's default pool has cpu_count + 4 threads (6 on 2 cores), which
+        # would cap concurrent upstream calls below the limit, and leave fewer queries to batch together.
+        self.workers = ThreadPoolExecutor(config.max_concurrency, thread_name_prefix="wetqa-worker")
+        # Completion ids: unique per server run without a urandom call per request.
+        self._id_prefix, self._id_counter = secrets.token_hex(8), itertools.count(1)
+
+    # -------------------------------------------------------------------------- request checks
+    def served(self, name: str | None) -> ServedPipeline:
+        if name is None:
+            return self.default
+        if name not in self.pipelines:
+            raise APIError(
+                404,
+                f"the model {name!r} does not exist; available: {', '.join(self.pipelines)}",
+                code="model_not_found",
+                param="model",
+            )
+        return self.pipelines[name]
+
+    def question_of(self, req: ChatRequest) -> str:
+        users = [m for m in req.messages if m.role == "user"]
+        if not users:
+            raise APIError(400, "no user message: the last user message is the question", param="messages")
+        q = text_of(users[-1].content).strip()
+        if not q:
+            raise APIError(400, "the question (last user message) is empty", param="messages")
+        self._check_length(q, "question")
+        return q
+
+    def _check_length(self, text: str, what: str) -> None:
+        limit = self.config.max_question_chars
+        if len(text) > limit:
+            raise APIError(
+                413, f"the {what} has {len(text)} characters; the limit is {limit}", code="question_too_long"
+            )
+
+    def sampling_of(self, req: ChatRequest, served: ServedPipeline) -> Sampling:
+        if req.n is not None and req.n > 1:
+            raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
+        if req.max_tokens is not None and req.max_completion_tokens is not None:
+            if req.max_tokens != req.max_completion_tokens:
+                raise APIError(400, "max_tokens and max_completion_tokens differ; give one of them", param="max_tokens")
+        stops = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+        if len(stops) > 4 or any(not s for s in stops):
+            raise APIError(400, "stop takes up to 4 non-empty strings", param="stop")
+        sampling = Sampling(
+            temperature=req.temperature,
+            max_tokens=req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens,
+            stop=stops,
+            seed=req.seed,
+        )
+        try:
+            check_sampling(served.loaded.backend, sampling)
+        except UnsupportedSetting as exc:
+            param = exc.setting
+            if param == "max_tokens" and req.max_completion_tokens is not None:
+                param = "max_completion_tokens"
+            raise APIError(
+                400, str(exc).replace(exc.setting, param, 1), code="unsupported_parameter", param=param
+            ) from None
+        return sampling
+
+    # -------------------------------------------------------------------------- slots and deadlines
+    def take_slot(self) -> None:
+        if not self.slots.acquire(blocking=False):
+            raise APIError(
+                429,
+                f"too many requests in progress (limit {self.config.max_concurrency}); retry shortly",
+                "rate_limit_error",
+                "concurrency_limit",
+            )
+
+    def too_slow(self) -> APIError:
+        timeout = self.config.request_timeout
+        return APIError(504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout")
+
+    async def run_limited(self, fn, *args, inline: bool = False):
+        """``fn(*args)`` under a slot: on the event loop when ``inline`` (model-free, a millisecond), else
+        in a worker thread, with the request deadline. The slot is given back when the work ends, not
+        when the client stops waiting: after a 504 the thread is still working, and the limit counts it."""
+        self.take_slot()
+        if inline:
+            try:
+                return fn(*args)
+            finally:
+                self.slots.release()
+        task = asyncio.get_running_loop().run_in_executor(self.workers, self._in_slot, fn, args)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.config.request_timeout)
+        except TimeoutError:
+            raise self.too_slow() from None
+
+    def _in_slot(self, fn, args):
+        try:
+            return fn(*args)
+        finally:
+            self.slots.release()
+
+    # -------------------------------------------------------------------------- endpoints
+    def new_id(self) -> str:
+        return f"chatcmpl-{self._id_prefix}{next(self._id_counter):08x}"
+
+    async def chat(self, req: ChatRequest):
+        served = self.served(req.model)
+        sampling = self.sampling_of(req, served)
+        question = self.question_of(req)
+        writer = ChunkWriter(self.new_id(), int(time.time()), served.name)
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return await self.stream(served, question, sampling, writer, include_usage)
+        answer, cited = await self.run_limited(self.answer, served, question, sampling, inline=served.inline)
+        content = content_of(cited)
+        # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
+        return FastJSONResponse(
+            {
+                "id": writer.base["id"],
+                "object": "chat.completion",
+                "created": writer.base["created"],
+                "model": served.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": answer.finish_reason,
+                        "logprobs": None,
+                    }
+                ],
+                "usage": word_usage(answer, question, content),
+                "citations": cited.citations,
+                "sentences": cited.sentences,
+            }
+        )
+
+    def answer(self, served: ServedPipeline, question: str, sampling: Sampling) -> tuple[Answer, Cited]:
+        try:
+            answer = served.loaded.ask(question, sampling)
+        except (GenerationError, RetrievalError) as exc:
+            raise upstream_error(exc) from None
+        return answer, cite(answer)
+
+    async def stream(
+        self, served: ServedPipeline, question: str, sampling: Sampling, writer: ChunkWriter, include_usage: bool
+    ) -> ClosingStreamingResponse:
+        """Server-sent events with the answer's text as the backend produces it.
+
+        The first piece is awaited before the response starts, so what fails early (retrieval, an
+        upstream that refuses) still gets its HTTP status. Citations and the source list come in the
+        last chunks. When the client goes away the work ends and only then is the slot given back.
+        """
+        self.take_slot()
+        source = await self._open_source(served, question, sampling)
+        first = await source.next()
+        if first[0] == "error":
+            await source.close()
+            raise first[1]
+
+        def final(answer: Answer, streamed: str) -> list[str]:
+            return self.final_events(writer, answer, question, streamed, include_usage)
+
+        return ClosingStreamingResponse(
+            sse_events(first, source, writer, final),
+            on_close=source.close,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache"},
+        )
+
+    async def _open_source(self, served: ServedPipeline, question: str, sampling: Sampling):
+        """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
+        pipeline, timeout = served.loaded, self.config.request_timeout
+        if not isinstance(pipeline.backend, AsyncStreamingBackend):
+            return WorkerSource(
+                pipeline, question, sampling, self.workers, timeout, self.too_slow(), self.slots.release
+            )
+        try:
+            if served.inline_retrieval:
+                request = pipeline.prepare(question, sampling)
+            else:
+                loop = asyncio.get_running_loop()
+                request = await loop.run_in_executor(self.workers, pipeline.prepare, question, sampling)
+        except (GenerationError, RetrievalError) as exc:
+            self.slots.release()
+            raise upstream_error(exc) from None
+        except BaseException:
+            self.slots.release()
+            raise
+        return UpstreamSource(pipeline, request, timeout, self.too_slow(), self.slots.release)
+
+    @staticmethod
+    def final_events(
+        writer: ChunkWriter, answer: Answer, question: str, streamed: str, include_usage: bool
+    ) -> list[str]:
+        cited = cite(answer)
+        tail = f"\n\n{cited.references}" if cited.references else ""
+        out = [writer.event({"content": tail})] if tail else []
+        usage = word_usage(answer, question, streamed + tail)
+        extra = {"citations": cited.citations, "sentences": cited.sentences}
+        if not include_usage:
+            return [*out, writer.event({}, answer.finish_reason, usage=usage, **extra)]
+        return [*out, writer.event({}, answer.finish_reason, **extra), writer.usage(usage)]
+
+    async def search(self, req: SearchRequest) -> FastJSONResponse:
+        served = self.served(req.model)
+        if not req.query.strip():
+            raise APIError(400, "empty query", param="query")
+        self._check_length(req.query, "query")
+        hits = await self.run_limited(served.loaded.retriever.search, req.query, req.k, inline=served.inline)
+        return FastJSONResponse({"object": "list", "model": served.name, "data": [h.to_json() for h in hits]})
+
+    def models(self) -> dict:
+        return {"object": "list", "data": [p.describe() for p in self.pipelines.values()]}
+
+    def health(self) -> dict:
+        return {"status": "ok", "models": list(self.pipelines)}
+
+    def close(self) -> None:
+        self.workers.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,187 @@
+"""Server-sent events of an answer as the generator writes it.
+
+Two sources of pieces, one interface (``await next()`` -> ``("item", text | Answer)``, ``("end", None)``
+or ``("error", APIError)``; ``await close()``):
+
+- :class:`UpstreamSource`: a backend that streams over HTTP (openai against ``vllm serve``) is read
+  on the event loop, without a thread; closing it closes the upstream's stream at once.
+- :class:`WorkerSource`: any other backend runs in a worker thread that hands each piece over, at
+  most ``window`` pieces ahead of what the client has been sent (back-pressure: a fast local model
+  would otherwise write its whole answer into memory before the server noticed the client left).
+
+Each source gives its concurrency slot back exactly once, when its work has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling
+from wetqa.retrieval import RetrievalError
+
+from .errors import APIError, internal_error, upstream_error
+from .responses import json_bytes
+
+# How many pieces a worker thread may stream ahead of what has been sent to the client.
+STREAM_WINDOW = 64
+Event = tuple[str, Any]
+
+
+def failure(exc: BaseException) -> Event:
+    if isinstance(exc, (GenerationError, RetrievalError)):
+        return ("error", upstream_error(exc))
+    return ("error", internal_error(exc))
+
+
+class _Once:
+    """Calls ``fn`` the first time only (a slot is given back once, whichever path ends the work)."""
+
+    def __init__(self, fn: Callable[[], None]):
+        self._fn, self._done, self._lock = fn, False, threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._fn()
+
+
+class UpstreamSource:
+    def __init__(self, pipeline: Pipeline, request: Request, timeout: float, too_slow: APIError, release):
+        self.pieces = pipeline.astream_request(request)
+        self.timeout, self.too_slow, self.release = timeout, too_slow, _Once(release)
+
+    async def next(self) -> Event:
+        try:
+            return ("item", await asyncio.wait_for(anext(self.pieces), self.timeout))
+        except StopAsyncIteration:
+            return ("end", None)
+        except TimeoutError:
+            return ("error", self.too_slow)
+        except Exception as exc:  # noqa: BLE001 - reported to the client
+            return failure(exc)
+
+    async def close(self) -> None:
+        try:
+            await self.pieces.aclose()
+        finally:
+            self.release()
+
+
+class WorkerSource:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        question: str,
+        sampling: Sampling,
+        workers: Executor,
+        timeout: float,
+        too_slow: APIError,
+        release,
+        window: int = STREAM_WINDOW,
+    ):
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[Event] = asyncio.Queue()
+        self.leave = threading.Event()
+        self.room = threading.Semaphore(window)
+        self.pipeline, self.question, self.sampling = pipeline, question, sampling
+        self.timeout, self.too_slow, self.release = timeout, too_slow, _Once(release)
+        try:
+            self.loop.run_in_executor(workers, self._work)
+        except BaseException:
+            self.release()
+            raise
+
+    def _hand_over(self, event: Event) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+        except RuntimeError:  # the loop has closed (server shutting down): nobody is listening
+            self.leave.set()
+
+    def _wait_for_room(self) -> bool:
+        # A client that stops reading for the whole timeout loses its stream's work (and slot).
+        waited = 0.0
+        while not self.room.acquire(timeout=0.1):
+            waited += 0.1
+            if self.leave.is_set() or waited >= self.timeout:
+                return False
+        return not self.leave.is_set()
+
+    def _work(self) -> None:
+        try:
+            items = self.pipeline.stream(self.question, self.sampling)
+            try:
+                for item in items:
+                    if not self._wait_for_room():
+                        self.leave.set()
+                        break
+                    self._hand_over(("item", item))
+            finally:
+                items.close()
+            self._hand_over(("end", None))
+        except Exception as exc:  # noqa: BLE001 - reported to the client
+            self._hand_over(failure(exc))
+        finally:
+            self.release()  # when the work has ended, not when the client stopped waiting
+
+    async def next(self) -> Event:
+        try:
+            event = await asyncio.wait_for(self.queue.get(), self.timeout)
+        except TimeoutError:
+            self.leave.set()
+            return ("error", self.too_slow)
+        self.room.release()
+        return event
+
+    async def close(self) -> None:
+        self.leave.set()  # the worker stops at its next piece
+        self.room.release()  # and does not wait for room to find that out
+
+
+class ChunkWriter:
+    """``data: {...}`` lines of one completion's stream."""
+
+    def __init__(self, cid: str, created: int, model: str):
+        self.base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def event(self, delta: dict, finish: str | None = None, **more) -> str:
+        body = {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+        return self.data({**body, **more})
+
+    def usage(self, usage: dict) -> str:
+        # As OpenAI does: the usage in a chunk of its own, with no choices, after the last one.
+        return self.data({**self.base, "choices": [], "usage": usage})
+
+    @staticmethod
+    def data(body: dict) -> str:
+        return f"data: {json_bytes(body).decode()}\n\n"
+
+
+async def sse_events(
+    first: Event, source, writer: ChunkWriter, final: Callable[[Answer, str], list[str]]
+) -> AsyncIterator[str]:
+    """The stream's events: a role chunk, the text pieces, the final chunks (``final``), ``[DONE]``."""
+    sent: list[str] = []
+    kind, item = first
+    yield writer.event({"role": "assistant", "content": ""})
+    while kind == "item":
+        if isinstance(item, Answer):
+            for line in final(item, "".join(sent)):
+                yield line
+        else:
+            sent.append(item)
+            yield writer.event({"content": item})
+        # A turn of the event loop between events: if the client has gone, the server learns it here
+        # (and sends nothing more) instead of writing every remaining event to a dead socket, which
+        # asyncio logs as "socket.send() raised exception." per write.
+        await asyncio.sleep(0)
+        kind, item = await source.next()
+    if kind == "error":
+        # Mid-stream the status line has gone: the error travels as an event, as OpenAI's does.
+        yield writer.data(item.body())
+    yield "data: [DONE]\n\n"
