@@ -10,19 +10,20 @@ an NLI model) are batched by their scorer. Adding a metric is one file that ends
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-BUILTIN = (
-    "wetqa.evaluation.rouge",
-    "wetqa.evaluation.meteor",
-    "wetqa.evaluation.citations",
-    "wetqa.evaluation.geval",
-    "wetqa.evaluation.nli",
-)
+from wetqa.registry import Registry
+
+BUILTIN = {
+    "rouge": "wetqa.evaluation.rouge",
+    "meteor": "wetqa.evaluation.meteor",
+    "citations": "wetqa.evaluation.citations",
+    "geval": "wetqa.evaluation.geval",
+    "nli": "wetqa.evaluation.nli",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,31 +52,19 @@ class Metric:
             del row[key]
 
 
-_METRICS: dict[str, Metric] = {}
-_loaded = False
+_REGISTRY: Registry[Metric] = Registry("metric", BUILTIN, "wetqa.metrics")
 
 
 def register(metric: Metric) -> Metric:
-    if metric.name in _METRICS and _METRICS[metric.name] is not metric:
-        raise ValueError(f"a metric named {metric.name!r} is already registered")
-    _METRICS[metric.name] = metric
-    return metric
+    return _REGISTRY.register(metric.name, metric)
 
 
 def metrics() -> dict[str, Metric]:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(module)
-    return dict(_METRICS)
+    return _REGISTRY.all()
 
 
 def metric(name: str) -> Metric:
-    known = metrics()
-    if name not in known:
-        raise KeyError(name)
-    return known[name]
+    return _REGISTRY.get(name)
 
 
 def score_keys() -> frozenset[str]:

@@ -13,22 +13,21 @@ so loading the registry is cheap.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from wetqa.console import UnavailableError
+from wetqa.registry import Registry, missing_modules
 from wetqa.settings import SettingInfo, settings_of
 
-# The built-in backends, in the order they are listed to users.
-BUILTIN = (
-    "wetqa.generation.backends.extractive",
-    "wetqa.generation.backends.openai_backend",
-    "wetqa.generation.backends.transformers_backend",
-    "wetqa.generation.backends.vllm_backend",
-)
+# The built-in backends, in the order they are listed to users, and the modules that register them.
+BUILTIN = {
+    "extractive": "wetqa.generation.backends.extractive",
+    "openai": "wetqa.generation.backends.openai_backend",
+    "transformers": "wetqa.generation.backends.transformers_backend",
+    "vllm": "wetqa.generation.backends.vllm_backend",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,52 +47,27 @@ class BackendInfo:
     def infos(self) -> tuple[SettingInfo, ...]:
         return settings_of(self.settings)
 
-    def missing(self) -> list[str]:
-        """The required packages that are not installed."""
-        return [m for m in self.requires if importlib.util.find_spec(m) is None]
-
     def check_available(self) -> None:
-        gone = self.missing()
+        gone = missing_modules(self.requires)
         if gone:
             how = f"pip install 'wetqa[{self.extra}]'" if self.extra else "pip install " + " ".join(gone)
             raise UnavailableError(f"the {self.name} generator needs {', '.join(gone)} (not installed): {how}")
 
 
-_BACKENDS: dict[str, BackendInfo] = {}
-_loaded = False
+_REGISTRY: Registry[BackendInfo] = Registry("generator backend", BUILTIN, "wetqa.backends")
 
 
 def register(info: BackendInfo) -> BackendInfo:
-    if info.name in _BACKENDS and _BACKENDS[info.name] is not info:
-        raise ValueError(f"a generator backend named {info.name!r} is already registered")
-    _BACKENDS[info.name] = info
-    return info
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN:
-        importlib.import_module(module)
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="wetqa.backends"):
-        importlib.import_module(ep.value.split(":", 1)[0])
+    return _REGISTRY.register(info.name, info)
 
 
 def backends() -> dict[str, BackendInfo]:
     """Every registered backend by name."""
-    _load()
-    return dict(_BACKENDS)
+    return _REGISTRY.all()
 
 
 def backend(name: str) -> BackendInfo:
-    known = backends()
-    if name not in known:
-        raise KeyError(name)
-    return known[name]
+    return _REGISTRY.get(name)
 
 
 def all_settings() -> list[SettingInfo]:

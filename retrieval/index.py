@@ -18,14 +18,14 @@ from wetqa import __version__
 from wetqa.corpus.build import CHUNKS, read_chunks, read_manifest
 from wetqa.io import atomic_dir
 
-from . import registry
 from ._base import RetrievalError, Retriever
+from .registry import retriever as registered
 
 INDEX_META = "index.json"
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
-    return registry.retriever(retriever).resolve(options)
+    return registered(retriever).resolve(options)
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -53,7 +53,8 @@ def build_index(
     it then gives the index followed by a :class:`~.rescoring.DenseRescorer`, so every command that
     reads the index (ask, search, serve, eval) runs the same pipeline.
     """
-    info = registry.retriever(retriever)
+    info = registered(retriever)
+    info.check_available()
     retriever, cls = info.name, info.cls
     opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
@@ -72,7 +73,6 @@ def build_index(
     chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
         shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
-        info.check_available()
         if info.needs_corpus:
             cls.build(chunks, tmp, opts, progress=progress, corpus_dir=Path(corpus_dir))
         else:
@@ -134,7 +134,7 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             raise RetrievalError(
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
-    info = registry.retriever(meta["retriever"])
+    info = registered(meta["retriever"])
     info.check_available()
     cls = info.cls
     chunks = read_chunks(path / CHUNKS)

@@ -10,22 +10,24 @@ built or opened, so loading the registry is cheap.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from wetqa.console import UnavailableError
+from wetqa.registry import Registry, missing_modules
 from wetqa.settings import SettingError, SettingInfo, build, settings_of
 
 from ._base import RetrievalError
 
-BUILTIN = (
-    "wetqa.retrieval.articles",
-    "wetqa.retrieval.bm25s_backend",
-    "wetqa.retrieval.pyserini_backend",
-    "wetqa.retrieval.dense",
-)
+# Built-in retrievers by name and the module that registers each: opening an index imports only its
+# retriever's module (Pyserini's or torch's are never touched by an articles index).
+BUILTIN = {
+    "articles": "wetqa.retrieval.articles",
+    "bm25s": "wetqa.retrieval.bm25s_backend",
+    "bm25": "wetqa.retrieval.pyserini_backend",
+    "pyserini": "wetqa.retrieval.pyserini_backend",
+    "dense": "wetqa.retrieval.dense",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,48 +63,29 @@ class RetrieverInfo:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in opts.items()}
 
     def check_available(self) -> None:
-        gone = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        gone = missing_modules(self.requires)
         if gone:
             how = f"pip install 'wetqa[{self.extra}]'" if self.extra else "pip install " + " ".join(gone)
             raise UnavailableError(f"the {self.name} retriever needs {', '.join(gone)} (not installed): {how}")
 
 
-_RETRIEVERS: dict[str, RetrieverInfo] = {}
-_loaded = False
+_REGISTRY: Registry[RetrieverInfo] = Registry("retriever", BUILTIN, "wetqa.retrievers")
 
 
 def register(info: RetrieverInfo) -> RetrieverInfo:
-    for name in (info.name, *info.aliases):
-        if name in _RETRIEVERS and _RETRIEVERS[name] is not info:
-            raise ValueError(f"a retriever named {name!r} is already registered")
-        _RETRIEVERS[name] = info
-    return info
-
-
-def _load() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN:
-        importlib.import_module(module)
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group="wetqa.retrievers"):
-        importlib.import_module(ep.value.split(":", 1)[0])
+    return _REGISTRY.register(info.name, info, info.aliases)
 
 
 def retrievers() -> dict[str, RetrieverInfo]:
     """Every registered retriever by its name (aliases left out)."""
-    _load()
-    return {name: info for name, info in _RETRIEVERS.items() if name == info.name}
+    return _REGISTRY.all()
 
 
 def retriever(name: str) -> RetrieverInfo:
-    _load()
-    if name not in _RETRIEVERS:
-        raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(retrievers())}")
-    return _RETRIEVERS[name]
+    try:
+        return _REGISTRY.get(name)
+    except KeyError:
+        raise RetrievalError(f"unknown retriever {name!r}; choose one of {', '.join(retrievers())}") from None
 
 
 def all_options() -> list[SettingInfo]:

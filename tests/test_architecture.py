@@ -116,3 +116,103 @@ def test_serving_imports_no_evaluation():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == "[]"
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the wetqa modules it imports (every import, lazy and type-checking ones too)."""
+    known = modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in known.items():
+        edges = set()
+        for target in imports_of(module, path):
+            if target in known:
+                edges.add(target)
+            elif target.rsplit(".", 1)[0] in known:
+                edges.add(target.rsplit(".", 1)[0])
+        edges.discard(module)
+        graph[module] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_stage_imports_another_stages_cli():
+    wrong = []
+    for module, path in modules().items():
+        here = layer(module)
+        for target in imports_of(module, path):
+            parts = target.split(".")
+            if len(parts) >= 3 and parts[0] == "wetqa" and parts[2] == "cli" and parts[1] != module.split(".")[1]:
+                if here != "top":
+                    wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_wetqa_help_imports_no_stage_and_no_heavy_package():
+    code = (
+        "import sys\nfrom wetqa.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ['fastapi', 'uvicorn', 'torch', 'transformers', 'sentence_transformers', 'lxml', 'numpy']\n"
+        "print([m for m in heavy if m in sys.modules], sorted(m for m in sys.modules if m.startswith('wetqa')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    heavy, ours = out.stdout.strip().splitlines()[-1].split("] [")
+    assert heavy == "[" and ours == "'wetqa', 'wetqa.cli', 'wetqa.console']", out.stdout
+
+
+def _functions(tree: ast.AST):
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_the_server_is_made_of_small_functions():
+    long = []
+    for path in sorted((ROOT / "serve").glob("*.py")):
+        for fn in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            n = fn.end_lineno - fn.lineno + 1
+            if n > 80:
+                long.append(f"{path.name}:{fn.name} ({n} lines)")
+    assert long == []
+    app = ast.parse((ROOT / "serve" / "app.py").read_text(encoding="utf-8"))
+    create = next(f for f in _functions(app) if f.name == "create_app")
+    assert create.end_lineno - create.lineno + 1 < 40
+    assert [f.name for f in _functions(create) if f is not create] == []  # no nested functions

@@ -12,11 +12,8 @@ from .conftest import DEV, require_shared
 
 
 @pytest.fixture(scope="module")
-def indexes(fixture_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("articles")
-    build_index(fixture_corpus, "articles", out / "articles", progress=False)
-    build_index(fixture_corpus, "bm25s", out / "bm25s", progress=False)
-    return open_index(out / "articles"), open_index(out / "bm25s")
+def indexes(articles_index, bm25s_index):
+    return open_index(articles_index), open_index(bm25s_index)
 
 
 @pytest.mark.unit
@@ -56,14 +53,13 @@ def test_chunk_view_is_the_best_bm25s_chunk_score_of_each_article(indexes):
 
 
 @pytest.mark.unit
-def test_weights_zero_rank_like_the_chunk_index(fixture_corpus, tmp_path):
+def test_weights_zero_rank_like_the_chunk_index(fixture_corpus, bm25s_index, tmp_path):
     meta = build_index(
         fixture_corpus, "articles", tmp_path / "a", {"article_weight": 0, "heading_weight": 0}, progress=False
     )
     assert meta["options"] == {**DEFAULT_OPTIONS, "article_weight": 0, "heading_weight": 0}
     flat = open_index(tmp_path / "a")
-    build_index(fixture_corpus, "bm25s", tmp_path / "b", progress=False)
-    chunks = open_index(tmp_path / "b")
+    chunks = open_index(bm25s_index)
     query = "gezag ouder rechter"
     seen, expected = set(), []
     for h in chunks.search(query, k=50):
@@ -75,13 +71,11 @@ def test_weights_zero_rank_like_the_chunk_index(fixture_corpus, tmp_path):
 
 
 @pytest.mark.integration
-def test_article_ranking_beats_chunk_ranking_on_dev(real_corpus, tmp_path):
+def test_article_ranking_beats_chunk_ranking_on_dev(real_articles_index, real_bm25s_index):
     require_shared()
     from wetqa.dataset import article_key, load_dataset
 
     items = load_dataset(DEV)
-    build_index(real_corpus, "articles", tmp_path / "a", progress=False)
-    build_index(real_corpus, "bm25s", tmp_path / "b", progress=False)
 
     def hit_at_1(index) -> float:
         r = open_index(index)
@@ -89,4 +83,4 @@ def test_article_ranking_beats_chunk_ranking_on_dev(real_corpus, tmp_path):
         return sum(article_key(h[0].chunk.bwb_id, h[0].chunk.article) in i.gold_keys for h, i in zip(top, items) if h)
 
     # Measured: 34 of 51 (article Hit@1 .667) against 29 (.569) for chunk BM25.
-    assert hit_at_1(tmp_path / "a") >= 33 > hit_at_1(tmp_path / "b")
+    assert hit_at_1(real_articles_index) >= 33 > hit_at_1(real_bm25s_index)

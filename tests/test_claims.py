@@ -13,7 +13,7 @@ from wetqa.evaluation.claims import (
     parse_worthiness,
     segment,
 )
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 
 from .conftest import ROOT
 from .tiny_models import smollm2_gguf, tiny_bert_dir
@@ -79,13 +79,12 @@ def test_segmentation_modes_and_classification():
 
 
 @pytest.mark.unit
-def test_evidence_with_nli_relations(fixture_corpus, tmp_path):
-    build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
+def test_evidence_with_nli_relations(bm25s_index, tmp_path):
     from wetqa.evaluation.nli import NLIModel
 
     nli = NLIModel(str(tiny_bert_dir(tmp_path / "nli", num_labels=3)))
     claims = [Claim("De rechtbank kan het gezag van een ouder beëindigen.", "s"), Claim("zzz onbekend", "s")]
-    find_evidence(claims, open_index(tmp_path / "idx"), k=2, nli=nli)
+    find_evidence(claims, open_index(bm25s_index), k=2, nli=nli)
     ev = claims[0].evidence
     assert ev and ev[0]["article"] == "Artikel 266" and ev[0]["score"] == 1.0
     assert ev[0]["sentence"].startswith("1. De rechtbank kan het gezag")
@@ -94,8 +93,7 @@ def test_evidence_with_nli_relations(fixture_corpus, tmp_path):
 
 
 @pytest.mark.unit
-def test_attribute_cli_resumes_and_records_failures(fixture_corpus, tmp_path):
-    build_index(fixture_corpus, "bm25s", tmp_path / "idx", progress=False)
+def test_attribute_cli_resumes_and_records_failures(bm25s_index, tmp_path):
     run = tmp_path / "run-1.jsonl"
     run.write_text(
         json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER})
@@ -111,7 +109,7 @@ def test_attribute_cli_resumes_and_records_failures(fixture_corpus, tmp_path):
         "--answers",
         str(run),
         "--index",
-        str(tmp_path / "idx"),
+        str(bm25s_index),
         "--out",
         str(tmp_path / "attr.jsonl"),
         "--output",

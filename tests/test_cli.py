@@ -13,8 +13,6 @@ from wetqa.console import EXIT_PARTIAL, EXIT_PIPE, EXIT_USAGE
 
 from .conftest import FIXTURES, ROOT
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture(scope="module")
 def fixture_index(fixture_corpus, tmp_path_factory):
@@ -49,6 +47,7 @@ def _err(capsys) -> str:
         (["search", "q", "-k", "0"], "-k: must be >= 1"),
     ],
 )
+@pytest.mark.unit
 def test_bad_values_are_rejected_in_one_line(argv, says, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
@@ -56,6 +55,7 @@ def test_bad_values_are_rejected_in_one_line(argv, says, capsys):
     assert says in _err(capsys)
 
 
+@pytest.mark.unit
 def test_errors_are_json_with_output_json(capsys, tmp_path):
     code = main(["search", "q", "--index", str(tmp_path / "nowhere"), "--output", "json"])
     assert code == EXIT_USAGE
@@ -69,6 +69,7 @@ def test_errors_are_json_with_output_json(capsys, tmp_path):
     assert error["type"] == "usage" and "-k: expected a whole number" in error["message"]
 
 
+@pytest.mark.unit
 def test_missing_default_index_names_the_command_that_builds_it(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("WETQA_HOME", str(tmp_path / "home"))
     assert main(["ask", "Wanneer?"]) == EXIT_USAGE
@@ -76,6 +77,7 @@ def test_missing_default_index_names_the_command_that_builds_it(capsys, tmp_path
     assert str(tmp_path / "home" / "index") in line and "wetqa index" in line
 
 
+@pytest.mark.unit
 def test_options_that_do_not_apply_are_rejected(capsys, fixture_index):
     assert main(["ask", "Wanneer?", "--index", str(fixture_index), "--temperature", "0.5"]) == EXIT_USAGE
     assert "--temperature does not apply to the extractive generator" in _err(capsys)
@@ -91,6 +93,7 @@ def test_options_that_do_not_apply_are_rejected(capsys, fixture_index):
     assert "--weights applies to --fusion interpolate" in _err(capsys)
 
 
+@pytest.mark.unit
 def test_missing_model_paths_are_named(capsys, tmp_path):
     run = tmp_path / "run-1.jsonl"
     run.write_text('{"id": "1", "answer": "x"}\n')
@@ -115,6 +118,7 @@ def test_missing_model_paths_are_named(capsys, tmp_path):
     assert "not found" in _err(capsys)
 
 
+@pytest.mark.unit
 def test_empty_vocabulary_is_an_error_not_no_hits(capsys, tmp_path):
     from wetqa.corpus.records import Chunk
 
@@ -130,6 +134,7 @@ def test_empty_vocabulary_is_an_error_not_no_hits(capsys, tmp_path):
     assert "no indexable words" in _err(capsys)
 
 
+@pytest.mark.unit
 def test_debug_shows_the_traceback(tmp_path):
     r = subprocess.run(
         [sys.executable, "-m", "wetqa", "--debug", "search", "q", "--index", str(tmp_path)],
@@ -140,6 +145,7 @@ def test_debug_shows_the_traceback(tmp_path):
     assert r.returncode != 0 and "Traceback" in r.stderr
 
 
+@pytest.mark.unit
 def test_closed_pipe_is_quiet(fixture_index):
     # `wetqa search ... | head -c 1`: the reader leaves before the output is written.
     script = (
@@ -151,6 +157,7 @@ def test_closed_pipe_is_quiet(fixture_index):
     assert r.stdout.strip() in {"0", str(EXIT_PIPE)}
 
 
+@pytest.mark.unit
 def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "1", "question": "Wat is een wet?"}\n')
@@ -176,6 +183,7 @@ def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, 
     assert main([*argv, "--allow-failures"]) == 0
 
 
+@pytest.mark.unit
 def test_run_records_are_validated_at_the_boundary(tmp_path):
     from wetqa.evaluation.answers import load_run
 
@@ -189,6 +197,7 @@ def test_run_records_are_validated_at_the_boundary(tmp_path):
     assert [(p["line"], p["problem"].split(":")[0]) for p in problems] == [(1, "answer"), (2, "cited_ids.0")]
 
 
+@pytest.mark.unit
 def test_eval_generation_exits_non_zero_when_answers_have_no_score(fixture_index, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
     data.write_text('{"id": "1", "question": "Wat is een wet?", "answer": "Een wet."}\n')
@@ -213,6 +222,7 @@ def test_eval_generation_exits_non_zero_when_answers_have_no_score(fixture_index
     assert main([*argv, "--allow-failures"]) == 0
 
 
+@pytest.mark.unit
 def test_the_servers_api_key_is_not_taken_for_the_generators():
     from wetqa.cli import build_parser
     from wetqa.generation.spec import PipelineSpec

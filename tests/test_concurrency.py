@@ -132,14 +132,12 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
 
 
 @pytest.mark.integration
-def test_concurrent_reranking_is_one_cross_encoder_call_with_the_same_scores(fixture_corpus, tmp_path):
+def test_concurrent_reranking_is_one_cross_encoder_call_with_the_same_scores(bm25s_index, tmp_path):
     from wetqa.retrieval.fusion import CrossEncoderReranker, RerankedRetriever
 
     from .tiny_models import tiny_bert_dir
 
-    idx = tmp_path / "bm25s"
-    build_index(fixture_corpus, "bm25s", idx, progress=False)
-    first = open_index(idx)
+    first = open_index(bm25s_index)
     model = tiny_bert_dir(tmp_path / "ce", [c.text for c in first.chunks], num_labels=1, seed=3)
     reranker = CrossEncoderReranker(str(model))
     retriever = RerankedRetriever(first, reranker, top=8)

@@ -284,4 +284,6 @@ def test_offline_and_bad_input(tmp_path, monkeypatch):
 def test_reference_corpus_list():
     rows = reference_corpus()
     assert len(rows) == 273 and ("BWBR0002656", "2024-01-01") in rows
-    assert isinstance(LawVersion("X", "2024-01-01", 0, "2024-01-01", OPEN_END).file_name, str)
+    assert (
+        LawVersion("BWBR0002656", "2024-01-01", 3, "2024-01-01", OPEN_END).file_name == "BWBR0002656_2024-01-01_3.xml"
+    )

@@ -11,7 +11,7 @@ from wetqa.corpus.records import Chunk
 from wetqa.generation import GenerationError, Pipeline, build_messages, make_backend, parse_output, resolve_generator
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.generation.runs import generate_runs, read_done
-from wetqa.retrieval import Hit, build_index, open_index
+from wetqa.retrieval import Hit, open_index
 
 from .conftest import ROOT
 from .tiny_models import tiny_llama_dir
@@ -185,13 +185,6 @@ def test_extractive_is_deterministic_and_cites_what_it_quotes():
 
 
 # ---------------------------------------------------------------- pipeline, presets, runs
-@pytest.fixture
-def bm25s_index(fixture_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("gen") / "idx"
-    build_index(fixture_corpus, "bm25s", out, progress=False)
-    return out
-
-
 @pytest.mark.unit
 def test_pipeline_extractive(bm25s_index):
     p = Pipeline(open_index(bm25s_index), make_backend(resolve_generator("extractive")), k=3)

@@ -16,8 +16,6 @@ from wetqa.io import atomic_dir, atomic_file, read_journal
 
 from .conftest import BWB_DIR, FIXTURES, ROOT, require_shared
 
-pytestmark = pytest.mark.unit
-
 
 def _build(out, *extra) -> int:
     return main(
@@ -36,6 +34,7 @@ def _build(out, *extra) -> int:
     )
 
 
+@pytest.mark.unit
 def test_out_never_replaces_a_folder_wetqa_did_not_make(tmp_path, capsys):
     mine = tmp_path / "mydata"
     mine.mkdir()
@@ -49,6 +48,7 @@ def test_out_never_replaces_a_folder_wetqa_did_not_make(tmp_path, capsys):
     assert _build(tmp_path / "empty") == 0
 
 
+@pytest.mark.unit
 def test_out_never_replaces_a_file_or_a_parent(tmp_path, capsys, monkeypatch):
     notes = tmp_path / "notes.txt"
     notes.write_text("keep me")
@@ -62,6 +62,7 @@ def test_out_never_replaces_a_file_or_a_parent(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in capsys.readouterr().err and (tmp_path / "precious.txt").exists()
 
 
+@pytest.mark.unit
 def test_index_out_refuses_a_foreign_folder(fixture_corpus, tmp_path, capsys):
     other = tmp_path / "idx"
     other.mkdir()
@@ -73,6 +74,7 @@ def test_index_out_refuses_a_foreign_folder(fixture_corpus, tmp_path, capsys):
     assert (other / "data.csv").exists()
 
 
+@pytest.mark.unit
 def test_outputs_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:
@@ -86,6 +88,7 @@ def test_outputs_follow_the_umask(tmp_path):
     assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o644
 
 
+@pytest.mark.unit
 def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -102,6 +105,7 @@ def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
     assert (tmp_path / "out" / "manifest.json").exists()
 
 
+@pytest.mark.unit
 def test_a_failed_swap_keeps_the_old_folder(tmp_path, monkeypatch):
     from wetqa import io
 
@@ -126,6 +130,7 @@ def test_a_failed_swap_keeps_the_old_folder(tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.unit
 def test_the_swap_is_one_exchange_when_the_kernel_offers_it(tmp_path):
     from wetqa import io
 
@@ -145,6 +150,7 @@ def test_the_swap_is_one_exchange_when_the_kernel_offers_it(tmp_path):
         assert (b / "x").read_text() == "a" and not (a / "x").exists()
 
 
+@pytest.mark.unit
 def test_a_corrupt_line_in_the_middle_is_reported_and_the_rest_kept(tmp_path, capsys):
     path = tmp_path / "run-1.jsonl"
     path.write_text('{"id": "1"}\n{"id": "2", broken\n{"id": "3"}\n{"id": "4"')

@@ -168,7 +168,8 @@ def test_chunks_behind_any_retriever(fixture_corpus, tmp_path):
     build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
     base = open_index(tmp_path / "a")
     assert chunks_of(base) is base.chunks
-    assert chunks_of(open_retriever([tmp_path / "a", tmp_path / "a"])) is not None
+    hybrid = open_retriever([tmp_path / "a", tmp_path / "a"])
+    assert [c.id for c in chunks_of(hybrid)] == [c.id for c in base.chunks]  # its first component's chunks
 
     class Wrapped:  # the shape of RerankedRetriever: one inner retriever
         name = "wrapped"

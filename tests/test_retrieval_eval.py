@@ -5,7 +5,7 @@ import pytest
 from wetqa.corpus.records import Chunk
 from wetqa.dataset import DatasetError, GoldArticle, QAItem
 from wetqa.evaluation import evaluate_retrieval, load_dataset
-from wetqa.retrieval import Hit, build_index, interpolate, open_index, rrf
+from wetqa.retrieval import Hit, interpolate, open_index, rrf
 
 from .conftest import DEV
 
@@ -92,10 +92,9 @@ def test_dataset_errors(tmp_path):
 
 
 @pytest.mark.integration
-def test_bm25s_on_the_dev_questions_near_the_published_figures(real_corpus, tmp_path):
+def test_bm25s_on_the_dev_questions_near_the_published_figures(real_bm25s_index):
     """Raw Pyserini over the published chunks: chunk R@3 .499 R@10 .617 Hit@3 .765; article R@3 .765."""
-    build_index(real_corpus, "bm25s", tmp_path / "i", progress=False)
-    r = open_index(tmp_path / "i")
+    r = open_index(real_bm25s_index)
     items = load_dataset(DEV)
     hits = r.batch_search([i.question for i in items], 10)
     m = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, r.chunks)

@@ -19,10 +19,8 @@ QUESTIONS = ["Wanneer kan de rechtbank het gezag beëindigen?", "Wat regelt de w
 
 
 @pytest.fixture(scope="module")
-def index(fixture_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "idx"
-    build_index(fixture_corpus, "articles", out, progress=False)
-    return out
+def index(articles_index):
+    return articles_index
 
 
 def _dataset(tmp_path):

@@ -9,11 +9,10 @@ import pytest
 
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 
 from .serving import LiveServer, make_app, served_pipeline
 
-pytestmark = pytest.mark.integration
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
 
@@ -30,10 +29,8 @@ class SlowExtractive(ExtractiveBackend):
 
 
 @pytest.fixture(scope="module")
-def index(fixture_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve") / "idx"
-    build_index(fixture_corpus, "bm25s", out, progress=False)
-    return out
+def index(bm25s_index):
+    return bm25s_index
 
 
 def preset(index, name="wetqa-bm25s-extractive", backend=None):
@@ -52,6 +49,7 @@ def client(server, **kw):
     return openai.OpenAI(base_url=server.url + "/v1", api_key=kw.pop("api_key", "unused"), max_retries=0, **kw)
 
 
+@pytest.mark.integration
 def test_non_streaming_answer_with_citations(server):
     resp = client(server).chat.completions.create(
         model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
@@ -67,6 +65,7 @@ def test_non_streaming_answer_with_citations(server):
     assert sentences[0]["citation"] == 1 and sentences[0]["support"] == [0]
 
 
+@pytest.mark.integration
 def test_streaming_answer(server):
     stream = client(server).chat.completions.create(
         model="wetqa-bm25s-extractive",
@@ -87,6 +86,7 @@ def test_streaming_answer(server):
     assert chunks[-1].model_extra["sentences"] == full.model_extra["sentences"]
 
 
+@pytest.mark.integration
 def test_models_search_health_openapi(server):
     models = client(server).models.list()
     assert [m.id for m in models.data] == ["wetqa-bm25s-extractive"]
@@ -102,6 +102,7 @@ def test_models_search_health_openapi(server):
     assert httpx.get(server.url + "/v1/chunks/nope").status_code == 404
 
 
+@pytest.mark.integration
 def test_bad_requests_in_openai_error_shape(server):
     c = client(server)
     with pytest.raises(openai.NotFoundError) as err:
@@ -133,6 +134,7 @@ def test_bad_requests_in_openai_error_shape(server):
     assert r.status_code == 413
 
 
+@pytest.mark.integration
 def test_api_key_required(index):
     with LiveServer(make_app([preset(index)], api_key="s3cret")) as s:
         with pytest.raises(openai.AuthenticationError):
@@ -142,6 +144,7 @@ def test_api_key_required(index):
         assert client(s, api_key="s3cret").models.list().data[0].id == "wetqa-bm25s-extractive"
 
 
+@pytest.mark.integration
 def test_concurrency_limit_and_upstream_timeout(index):
     app = make_app([preset(index, backend=SlowExtractive(1.5))], max_concurrency=1, timeout=5)
     with LiveServer(app) as s:
@@ -170,6 +173,7 @@ def test_concurrency_limit_and_upstream_timeout(index):
         assert err.value.status_code == 504 and "did not answer within" in err.value.message
 
 
+@pytest.mark.integration
 def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(index):
     # The worker thread is still generating after the 504: a new request must not start beside it.
     app = make_app([preset(index, backend=SlowExtractive(2.0))], max_concurrency=1, timeout=0.3)
@@ -191,6 +195,7 @@ def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(index):
         assert err.value.status_code == 504  # timed out again, not refused
 
 
+@pytest.mark.integration
 def test_stream_usage_in_its_own_final_chunk(server):
     chunks = list(
         client(server).chat.completions.create(
@@ -204,6 +209,7 @@ def test_stream_usage_in_its_own_final_chunk(server):
     assert all(c.usage is None for c in chunks[:-1])
 
 
+@pytest.mark.integration
 def test_security_headers_and_cors(index):
     import httpx
 
@@ -232,6 +238,7 @@ def test_security_headers_and_cors(index):
         assert httpx.get(s.url + "/docs").status_code == 404  # `wetqa serve --no-docs`
 
 
+@pytest.mark.integration
 def test_body_limit_holds_for_chunked_uploads(server):
     import httpx
 
@@ -243,6 +250,7 @@ def test_body_limit_holds_for_chunked_uploads(server):
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
 
 
+@pytest.mark.integration
 def test_generation_openai_backend_against_wetqa_itself(index):
     """The openai backend talks to any OpenAI-compatible server: here, wetqa's own endpoint.
 
@@ -278,6 +286,7 @@ def test_fast_json_response_equals_the_standard_one_with_and_without_orjson(monk
     assert serve_app.FastJSONResponse(content).body == JSONResponse(content).body
 
 
+@pytest.mark.integration
 def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
     import http.server
 
@@ -313,6 +322,7 @@ def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
         upstream.shutdown()
 
 
+@pytest.mark.integration
 def test_support_is_marked_only_above_the_calibrated_threshold():
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
@@ -344,3 +354,18 @@ def test_support_is_marked_only_above_the_calibrated_threshold():
     # One shared stem ("gezag") used to be enough (scores normalised by the row's best): no longer.
     weak = Answer("?", "Het gezag over de fiets, de auto en de boot in de haven.", [Citation.from_hit(hit)], [hit])
     assert cite(weak).sentences[0]["citation"] is None
+
+
+@pytest.mark.unit
+def test_openapi_documents_the_chat_responses_and_errors(extractive_served):
+    from .serving import make_app
+
+    spec = make_app([extractive_served()]).openapi()
+    responses = spec["paths"]["/v1/chat/completions"]["post"]["responses"]
+    ok = responses["200"]["content"]
+    assert ok["application/json"]["schema"]["$ref"].endswith("/ChatCompletion") and "text/event-stream" in ok
+    for status in ("400", "401", "404", "408", "413", "429", "502", "504"):
+        assert responses[status]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    schemas = spec["components"]["schemas"]
+    assert {"citations", "sentences"} <= set(schemas["ChatCompletion"]["properties"])
+    assert "ChatRequest" in schemas and "error" in schemas["ErrorResponse"]["properties"]

@@ -2,24 +2,16 @@
 
 import pytest
 
-from wetqa.generation import GeneratorConfig, Pipeline
-from wetqa.generation.backends.extractive import ExtractiveBackend
-from wetqa.retrieval import build_index, open_index
-
-from .serving import LiveServer, make_app, served_pipeline
+from .serving import LiveServer, make_app
 
 pytestmark = pytest.mark.integration
 
 
-def test_no_server_errors_for_any_schema_input(fixture_corpus, tmp_path):
+def test_no_server_errors_for_any_schema_input(extractive_served):
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, given, settings
 
-    idx = tmp_path / "idx"
-    build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
-    p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(make_app([p])) as server:
+    with LiveServer(make_app([extractive_served()])) as server:
         schema = schemathesis.openapi.from_url(server.url + "/openapi.json")
         failures, calls = [], []
         for op in schema.get_all_operations():

@@ -16,7 +16,7 @@ import pytest
 
 from wetqa.generation import Generation, GeneratorConfig, Pipeline, make_backend, resolve_generator
 from wetqa.generation.backends.extractive import ExtractiveBackend
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 from wetqa.serve import ServedPipeline
 
 from .serving import LiveServer, TokenUpstream, make_app, served_pipeline
@@ -27,10 +27,8 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
 
 @pytest.fixture(scope="module")
-def index(fixture_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve-stream") / "idx"
-    build_index(fixture_corpus, "bm25s", out, progress=False)
-    return out
+def index(bm25s_index):
+    return bm25s_index
 
 
 def served(index, cfg: GeneratorConfig, name="wetqa-test", backend=None) -> ServedPipeline:

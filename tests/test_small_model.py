@@ -15,7 +15,7 @@ from wetqa.evaluation.geval import geval_scores
 from wetqa.evaluation.judge import TransformersJudge
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.generation.runs import generate_runs
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 
 from .conftest import DEV
 from .tiny_models import smollm2_gguf, tiny_bert_dir
@@ -23,11 +23,10 @@ from .tiny_models import smollm2_gguf, tiny_bert_dir
 pytestmark = pytest.mark.integration
 
 
-def test_smollm2_answers_and_is_judged_end_to_end(real_corpus, tmp_path):
+def test_smollm2_answers_and_is_judged_end_to_end(real_bm25s_index, tmp_path):
     gguf = smollm2_gguf()
-    build_index(real_corpus, "bm25s", tmp_path / "idx", progress=False)
     cfg = resolve_generator("transformers", model=gguf, temperature=0.0, max_tokens=60, dtype="float32")
-    pipeline = Pipeline(open_index(tmp_path / "idx"), make_backend(cfg), k=2)
+    pipeline = Pipeline(open_index(real_bm25s_index), make_backend(cfg), k=2)
     items = load_dataset(DEV)[:3]
     summary = generate_runs(pipeline, items, tmp_path / "run", progress=False)
     run = summary["runs"][0]

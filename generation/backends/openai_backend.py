@@ -253,7 +253,7 @@ register(
         create=OpenAIBackend,
         supports=OpenAIBackend.supports,
         extra="openai",
-        requires=("openai", "httpx"),
+        requires=("openai",),
         description="the OpenAI API or any OpenAI-compatible server (vllm serve, llama.cpp, wetqa itself)",
     )
 )
