@@ -40,7 +40,7 @@ def test_smollm2_answers_and_is_judged_end_to_end(real_bm25s_index, tmp_path):
     from wetqa.evaluation.nli import NLIModel, nli_citation_scores
 
     nli = NLIModel(str(nli_model))
-    corpus = CorpusMap.from_folder(tmp_path / "idx")
+    corpus = CorpusMap.from_folder(real_bm25s_index)
     res = evaluate_runs(
         [tmp_path / "run"],
         items,

