@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
     items = load_dataset(args.dataset)
-    r = open_index(args.index)
+    r = open_index(args.index, rescore=False)
     n_q = len(items)
     row_key = {}
     for c, row in zip(r.chunks, r.chunk_article):
@@ -70,7 +70,7 @@ def main() -> None:
         meta = read_index_meta(args.dense)
         if meta["corpus_hash"] != read_index_meta(args.index)["corpus_hash"]:
             raise SystemExit("the dense index was built from another corpus")
-        vecs = np.load(Path(args.dense) / "embeddings.npy").astype(np.float32)
+        vecs = np.asarray(open_index(args.dense, rescore=False).embeddings, dtype=np.float32)
         queries = make_encoder(meta["options"]).encode_queries([i.question for i in items])
         dense_article = []
         ok = r.chunk_article >= 0
@@ -119,7 +119,7 @@ def main() -> None:
         key = (q, row, ratio)
         if key not in answer_cache:
             parts = tuple(chunks_of_row[row])
-            hit = Hit(parts[0], 1.0, 1, "articles", parts, tuple(r.paragraphs[row]))
+            hit = Hit(parts[0], 1.0, 1, "articles", parts, r.chunks.paragraphs([int(r.ranked_row[row])])[0])
             raw = ExtractiveBackend(paragraph_ratio=ratio).answer(items[q].question, [hit])
             answer_cache[key] = parse_output(raw, [c.doc_id for c in parts]).answer
         return answer_cache[key]

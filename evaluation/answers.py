@@ -111,10 +111,15 @@ class CorpusMap:
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> CorpusMap:
-        path = Path(folder) / "chunks.jsonl"
-        if not path.is_file():
-            raise RunFileError(f"no chunks.jsonl in {folder}: give a corpus or index folder")
-        return cls(read_chunks(path))
+        """From a corpus folder (``chunks.jsonl``) or an index folder (its store)."""
+        from wetqa.retrieval.store import STORE, ChunkStore
+
+        folder = Path(folder)
+        if (folder / "chunks.jsonl").is_file():
+            return cls(read_chunks(folder / "chunks.jsonl"))
+        if (folder / STORE).is_file():
+            return cls(list(ChunkStore(folder / STORE)))
+        raise RunFileError(f"no chunks.jsonl or {STORE} in {folder}: give a corpus or index folder")
 
 
 def score_record(rec: dict, item: QAItem, corpus: CorpusMap, names: Sequence[str]) -> dict:

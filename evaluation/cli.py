@@ -136,7 +136,7 @@ def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
         cfg = (p if p.is_dir() else p.parent) / "config.json"
         if cfg.is_file():
             indexes = json.loads(cfg.read_text(encoding="utf-8")).get("indexes") or []
-            if indexes and (Path(indexes[0]) / "chunks.jsonl").is_file():
+            if indexes and Path(indexes[0]).is_dir():
                 return CorpusMap.from_folder(indexes[0])
     raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
 

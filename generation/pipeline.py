@@ -81,6 +81,11 @@ class Pipeline:
             )
         return [to_answer(r, g) for r, g in zip(requests, gens)]
 
+    def ask_many(self, questions: Sequence[str], threads: int = 1) -> list[Answer]:
+        """Answers to several questions (retrieved together, generated as one batch); failures are recorded
+        in each answer's ``error``."""
+        return self.answer_requests(self.requests(questions, threads))
+
     def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
         answer = self.answer_requests(self.requests([question], sampling=sampling))[0]
         if answer.error:

@@ -2,8 +2,8 @@
 
 A question is answered by an article, and most of the signal that picks the right one is
 outside any single 150-word chunk: the law's title, the Boek / Titel / Afdeling headings
-and the article's own heading. So each article is scored three ways (bm25s, the Dutch
-analyzer of :mod:`.tokenization`):
+and the article's own heading. So each article is scored three ways (BM25 impacts as bm25s
+computes them, built by :mod:`.impacts`; the Dutch analyzer of :mod:`.tokenization`):
 
 - ``chunk``: the best of its chunks (max over the chunk BM25 scores: sum and top-m
   favour long articles and measured worse on the dev questions);
@@ -18,20 +18,21 @@ citations by DOC id, chunk-level metrics) keeps working; expired articles are no
 
 from __future__ import annotations
 
-import json
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from wetqa.corpus.build import ARTICLES
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .impacts import ImpactBuilder, Vocabulary, load_view
 from .registry import RetrieverInfo, register
 from .selection import ImpactIndex, dense_scores
+from .store import ChunkStore
 from .tokenization import DutchAnalyzer
 
 
@@ -61,118 +62,110 @@ def heading_text(article: dict) -> str:
     return "\n".join(x for x in (article["law"], article.get("path_label") or "", head) if x)
 
 
-def _bm25(texts: Sequence[Sequence[str]], k1: float, b: float):
-    import bm25s
-
-    model = bm25s.BM25(k1=k1, b=b, method="lucene")
-    model.index(list(texts), show_progress=False)
-    return model
-
-
-class _View:
-    """One BM25 index and the impact arrays scored from it."""
-
-    def __init__(self, model):
-        self.vocab = model.vocab_dict
-        self.impacts = ImpactIndex.from_bm25s(model)
-
-    def scores(self, tokens: Sequence[str]) -> np.ndarray:
-        return dense_scores(self.impacts, [self.vocab[t] for t in tokens if t in self.vocab])
-
-
 def _normalised(x: np.ndarray) -> np.ndarray:
     top = float(x.max()) if x.size else 0.0
     return x / top if top > 0 else x
 
 
-class ArticleRetriever:
-    name = "articles"
+# The files an articles index holds besides the store: its three views and the maps between chunk
+# rows, ranked articles (those in force) and the store's article rows.
+MAPS = ("chunk_article", "ranked_row", "ranked_first", "ranked_count")
 
-    def __init__(
-        self,
-        views: dict[str, _View],
-        chunks: list[Chunk],
-        chunk_article: np.ndarray,
-        n_articles: int,
-        options: dict,
-        paragraphs: list[tuple[str, ...]] | None = None,
-    ):
-        self.views = views
-        self.chunks = chunks
-        self.chunk_article = chunk_article  # article row of each chunk, -1 for chunks of expired articles
-        self.n_articles = n_articles
-        self.paragraphs = paragraphs or []  # article row -> its paragraphs (lid / top-level al)
-        self.options = options
-        self.analyzer = DutchAnalyzer(options["stemmer"])
-        self._ranked = chunk_article >= 0
-        # The chunk rows of article a are _by_article[_starts[a]:_starts[a + 1]], in corpus (reading) order.
-        self._by_article = np.argsort(chunk_article, kind="stable")
-        self._starts = np.searchsorted(chunk_article[self._by_article], np.arange(n_articles + 1))
 
-    @staticmethod
-    def build(
-        chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True, corpus_dir: Path | None = None
-    ) -> None:
-        if corpus_dir is None or not (Path(corpus_dir) / ARTICLES).is_file():
-            raise RetrievalError(f"the articles retriever needs the corpus folder's {ARTICLES}")
-        analyzer = DutchAnalyzer(options["stemmer"])
-        articles = []
-        with open(Path(corpus_dir) / ARTICLES, encoding="utf-8") as fh:
-            for line in fh:
-                a = json.loads(line)
-                if not a["expired"]:
-                    row = {k: a.get(k, "") for k in ("bwb_id", "version_date", "law", "article", "title", "path_label")}
-                    row["text"] = a["text"]
-                    row["paragraphs"] = a.get("paragraphs") or [a["text"]]  # older corpora: the text as one
-                    articles.append(row)
-        if not articles:
+class ArticleBuilder:
+    """Streams the corpus into the three views and the maps (see :mod:`.impacts`)."""
+
+    def __init__(self, out: Path, options: dict, vocab: Vocabulary, progress: bool = True):
+        o = options
+        self.out, self.vocab = out, vocab
+        self.analyzer = DutchAnalyzer(o["stemmer"])
+        self.views = {
+            "chunk": ImpactBuilder(out, "chunk", o["k1"], o["b"]),
+            "article": ImpactBuilder(out, "article", o["article_k1"], o["article_b"]),
+            "heading": ImpactBuilder(out, "heading", o["heading_k1"], o["heading_b"]),
+        }
+        self.maps = {name: array("q") for name in MAPS}
+        self.tokens = 0
+
+    def _ids(self, text: str) -> list[int]:
+        ids = self.vocab.ids_of(self.analyzer.tokens(text))
+        self.tokens += len(ids)
+        return ids
+
+    def add(self, article: dict, article_row: int, chunks: Sequence[Chunk], rows: range) -> None:
+        ranked = -1
+        if not article["expired"]:
+            ranked = len(self.maps["ranked_row"])
+            self.maps["ranked_row"].append(article_row)
+            self.maps["ranked_first"].append(rows.start)
+            self.maps["ranked_count"].append(len(rows))
+            head = heading_text(article)
+            self.views["article"].add(self._ids(head + "\n" + article["text"]))
+            self.views["heading"].add(self._ids(head))
+        for c in chunks:
+            self.views["chunk"].add(self._ids(c.indexed_text))
+            self.maps["chunk_article"].append(ranked)
+
+    def finish(self) -> None:
+        if not self.maps["ranked_row"]:
             raise RetrievalError("the corpus has no articles in force: nothing to rank")
-        row_of = {(a["bwb_id"], a["version_date"], a["article"]): i for i, a in enumerate(articles)}
-        chunk_article = np.array(
-            [row_of.get((c.bwb_id, c.version_date, c.article), -1) for c in chunks], dtype=np.int64
-        )
-        chunk_tokens = [analyzer.tokens(c.indexed_text) for c in chunks]
-        if not any(chunk_tokens):
+        if not self.tokens:
             raise RetrievalError(
                 "the corpus has no indexable words (every chunk is empty or stop words): nothing to search"
             )
-        o = options
-        _bm25(chunk_tokens, o["k1"], o["b"]).save(str(out / "bm25s-chunk"))
-        heads = [heading_text(a) for a in articles]
-        _bm25(
-            [analyzer.tokens(h + "\n" + a["text"]) for h, a in zip(heads, articles)], o["article_k1"], o["article_b"]
-        ).save(str(out / "bm25s-article"))
-        _bm25([analyzer.tokens(h) for h in heads], o["heading_k1"], o["heading_b"]).save(str(out / "bm25s-heading"))
-        np.save(out / "chunk_article.npy", chunk_article)
-        (out / "articles.json").write_text(
-            json.dumps(
-                {"n_articles": len(articles), "paragraphs": [a["paragraphs"] for a in articles]}, ensure_ascii=False
-            ),
-            encoding="utf-8",
-        )
+        for view in self.views.values():
+            view.finish(len(self.vocab))
+        for name, values in self.maps.items():
+            np.save(
+                self.out / f"{name}.npy", np.frombuffer(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+            )
+
+
+class ArticleRetriever:
+    name = "articles"
+
+    def __init__(self, views: dict[str, ImpactIndex], store: ChunkStore, maps: dict[str, np.ndarray], options: dict):
+        self.views = views
+        self.chunks = store
+        self.chunk_article = maps["chunk_article"]  # ranked article of each chunk row, -1 for expired articles
+        self.ranked_row = maps["ranked_row"]  # ranked article -> its row in the store
+        self.first = maps["ranked_first"]  # ranked article -> its first chunk row (its chunks are consecutive)
+        self.count = maps["ranked_count"]
+        self.n_articles = len(self.ranked_row)
+        self.options = options
+        self.analyzer = DutchAnalyzer(options["stemmer"])
+
+    @staticmethod
+    def builder(out: Path, options: dict, vocab: Vocabulary, progress: bool = True) -> ArticleBuilder:
+        return ArticleBuilder(out, options, vocab, progress)
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> ArticleRetriever:
-        import bm25s
-
-        views = {v: _View(bm25s.BM25.load(str(path / f"bm25s-{v}"), mmap=False)) for v in VIEWS}
-        chunk_article = np.load(path / "chunk_article.npy")
-        if len(chunk_article) != len(chunks):
+    def load(cls, path: Path, meta: dict, store: ChunkStore) -> ArticleRetriever:
+        views = {v: load_view(path, v) for v in VIEWS}
+        maps = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in MAPS}
+        if len(maps["chunk_article"]) != len(store):
             raise RetrievalError(f"damaged index {path}: chunk map does not match its chunks; rebuild it")
-        stored = json.loads((path / "articles.json").read_text(encoding="utf-8"))
-        paragraphs = [tuple(p) for p in stored.get("paragraphs", [])]
-        return cls(views, chunks, chunk_article, stored["n_articles"], meta["options"], paragraphs)
+        return cls(views, store, maps, meta["options"])
+
+    def term_ids(self, query: str) -> list[int]:
+        tokens = self.analyzer.tokens(query)
+        ids = self.chunks.term_ids(tokens)
+        return [ids[t] for t in tokens if t in ids]  # in query order: a repeated term counts again
 
     def view_scores(self, query: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """Each view's article scores for a query, and the chunk scores (for picking a hit's chunk)."""
-        tokens = self.analyzer.tokens(query)
-        chunk_scores = self.views["chunk"].scores(tokens)
+        terms = self.term_ids(query)
+        chunk_scores = dense_scores(self.views["chunk"], terms)
         best = np.zeros(self.n_articles, dtype=chunk_scores.dtype)
-        np.maximum.at(best, self.chunk_article[self._ranked], chunk_scores[self._ranked])
+        # The best chunk of each article, from the chunks that match at all (scores are never negative).
+        hit = np.flatnonzero(chunk_scores)
+        arts = np.asarray(self.chunk_article[hit])
+        ranked = arts >= 0
+        np.maximum.at(best, arts[ranked], chunk_scores[hit[ranked]])
         return {
             "chunk": best,
-            "article": self.views["article"].scores(tokens),
-            "heading": self.views["heading"].scores(tokens),
+            "article": dense_scores(self.views["article"], terms),
+            "heading": dense_scores(self.views["heading"], terms),
         }, chunk_scores
 
     def fuse(self, views: dict[str, np.ndarray]) -> np.ndarray:
@@ -192,13 +185,16 @@ class ArticleRetriever:
         if candidates.size > k:
             candidates = candidates[np.argpartition(-fused[candidates], k - 1)[:k]]
         order = candidates[np.lexsort((candidates, -fused[candidates]))]  # ties: the earlier article
-        hits = []
-        for rank, art in enumerate(order, 1):
-            rows = self._by_article[self._starts[art] : self._starts[art + 1]]
-            chunk = rows[int(np.argmax(chunk_scores[rows]))]  # the first of equal best: reading order
-            parts = tuple(self.chunks[int(r)] for r in rows)
-            paragraphs = self.paragraphs[art] if art < len(self.paragraphs) else ()
-            hits.append(Hit(self.chunks[int(chunk)], float(fused[art]), rank, self.name, parts, paragraphs))
+        paragraphs = self.chunks.paragraphs([int(self.ranked_row[a]) for a in order])
+        hits: list[Hit] = []
+        for art, paras in zip(order, paragraphs):
+            first, n = int(self.first[art]), int(self.count[art])
+            if n == 0:
+                continue  # an article in force without text: nothing to quote or cite
+            rows = np.arange(first, first + n)
+            chunk = int(rows[int(np.argmax(chunk_scores[rows]))])  # the first of equal best: reading order
+            parts = tuple(self.chunks.rows(rows))
+            hits.append(Hit(parts[chunk - first], float(fused[art]), len(hits) + 1, self.name, parts, paras))
         return hits
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
@@ -215,7 +211,6 @@ register(
         cls=ArticleRetriever,
         options=ArticleOptions,
         description="ranks whole articles: chunk, whole-article and heading BM25 views fused (the default)",
-        needs_corpus=True,
         inline=True,
     )
 )

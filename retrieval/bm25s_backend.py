@@ -1,4 +1,4 @@
-"""BM25 without Java: bm25s with the Lucene-compatible Dutch analyzer."""
+"""BM25 without Java over chunks: impacts as bm25s computes them (:mod:`.impacts`), Lucene's Dutch analyzer."""
 
 from __future__ import annotations
 
@@ -10,9 +10,13 @@ from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
+from .impacts import ImpactBuilder, Vocabulary, load_view
 from .registry import RetrieverInfo, register
 from .selection import ImpactIndex, top_k_dense
+from .store import ChunkStore
 from .tokenization import DutchAnalyzer
+
+VIEW = "bm25s"
 
 
 # Pyserini's defaults, so both BM25 backends score alike.
@@ -26,45 +30,54 @@ class BM25sOptions:
 DEFAULT_OPTIONS = asdict(BM25sOptions())
 
 
-class BM25sRetriever:
-    name = "bm25s"
+class BM25sBuilder:
+    def __init__(self, out: Path, options: dict, vocab: Vocabulary, progress: bool = True):
+        self.vocab = vocab
+        self.analyzer = DutchAnalyzer(options["stemmer"])
+        self.view = ImpactBuilder(out, VIEW, options["k1"], options["b"])
+        self.tokens = 0
 
-    def __init__(self, model, chunks: list[Chunk], analyzer: DutchAnalyzer):
-        self._model = model
-        self._impacts = ImpactIndex.from_bm25s(model)
-        self.chunks = chunks
-        self.analyzer = analyzer
+    def add(self, article: dict, article_row: int, chunks: Sequence[Chunk], rows: range) -> None:
+        for c in chunks:
+            ids = self.vocab.ids_of(self.analyzer.tokens(c.indexed_text))
+            self.tokens += len(ids)
+            self.view.add(ids)
 
-    @staticmethod
-    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
-        import bm25s
-
-        analyzer = DutchAnalyzer(options["stemmer"])
-        tokens = [analyzer.tokens(c.indexed_text) for c in chunks]
-        if not any(tokens):
+    def finish(self) -> None:
+        if not self.tokens:
             raise RetrievalError(
                 "the corpus has no indexable words (every chunk is empty or stop words): nothing to search"
             )
-        model = bm25s.BM25(k1=options["k1"], b=options["b"], method="lucene")
-        model.index(tokens, show_progress=progress)
-        model.save(str(out / "bm25s"))
+        self.view.finish(len(self.vocab))
+
+
+class BM25sRetriever:
+    name = "bm25s"
+
+    def __init__(self, impacts: ImpactIndex, store: ChunkStore, analyzer: DutchAnalyzer):
+        self._impacts = impacts
+        self.chunks = store
+        self.analyzer = analyzer
+
+    @staticmethod
+    def builder(out: Path, options: dict, vocab: Vocabulary, progress: bool = True) -> BM25sBuilder:
+        return BM25sBuilder(out, options, vocab, progress)
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> BM25sRetriever:
-        import bm25s
-
-        model = bm25s.BM25.load(str(path / "bm25s"), mmap=False)
-        return cls(model, chunks, DutchAnalyzer(meta["options"]["stemmer"]))
+    def load(cls, path: Path, meta: dict, store: ChunkStore) -> BM25sRetriever:
+        return cls(load_view(path, VIEW), store, DutchAnalyzer(meta["options"]["stemmer"]))
 
     def _query_ids(self, query: str) -> list[int]:
-        vocab = self._model.vocab_dict
-        return [vocab[t] for t in self.analyzer.tokens(query) if t in vocab]
+        tokens = self.analyzer.tokens(query)
+        ids = self.chunks.term_ids(tokens)
+        return [ids[t] for t in tokens if t in ids]
 
     def _top(self, ids: list[int], k: int) -> list[Hit]:
         # Rank only the documents that contain a query term: numpy's argpartition over
         # the whole, mostly-zero score array (what bm25s.retrieve does) costs far more.
         docs, scores = top_k_dense(self._impacts, ids, k)
-        return [Hit(self.chunks[int(d)], float(s), r, self.name) for r, (d, s) in enumerate(zip(docs, scores), 1)]
+        chunks = self.chunks.rows(docs)
+        return [Hit(c, float(s), r, self.name) for r, (c, s) in enumerate(zip(chunks, scores), 1)]
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)

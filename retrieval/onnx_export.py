@@ -11,9 +11,9 @@ light (``wetqa.retrieval.onnx_encoder``):
 - mean pooling over the attention mask and L2 normalisation are in the graph (sentence-transformers'
   Pooling and Normalize modules), so its output is the sentence vector.
 
-The folder ``<model>/onnx`` holds ``encoder.onnx``, ``word_embeddings.npy`` and ``onnx.json`` (which
-model it was made from: the identity of ``model.safetensors`` and the probe vector, so an export from
-another model is refused).
+The folder ``<model>/onnx`` holds ``encoder.onnx``, ``word_embeddings.npy``, the tokenizer's compact
+form (:mod:`.unigram`) and ``onnx.json`` (which weights it was made from, so an export beside other
+weights is refused).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import numpy as np
 from wetqa.io import atomic_dir
 
 from ._base import RetrievalError
+from .unigram import export_unigram
 
 FORMAT = 1
 ONNX_DIR = "onnx"
@@ -85,6 +86,9 @@ def _pooling(model_dir: Path) -> str:
     if not cfg.is_file():
         return "mean"
     pooling = json.loads(cfg.read_text(encoding="utf-8"))
+    # sentence-transformers writes {"pooling_mode": "mean"} (newer) or pooling_mode_mean_tokens: true.
+    if pooling.get("pooling_mode") in ("mean", "cls"):
+        return pooling["pooling_mode"]
     if pooling.get("pooling_mode_mean_tokens"):
         return "mean"
     if pooling.get("pooling_mode_cls_token"):
@@ -98,7 +102,9 @@ def build_graph(model_dir: Path):
 
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     if config.get("model_type") not in ("bert", "xlm-roberta"):
-        raise RetrievalError(f"{model_dir}: model type {config.get('model_type')!r} cannot be exported (bert, xlm-roberta)")
+        raise RetrievalError(
+            f"{model_dir}: model type {config.get('model_type')!r} cannot be exported (bert, xlm-roberta)"
+        )
     w = _strip(read_safetensors(model_dir / "model.safetensors"))
     H, L, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
     eps = float(config.get("layer_norm_eps", 1e-12))
@@ -129,7 +135,9 @@ def build_graph(model_dir: Path):
     # Embeddings: gathered word vectors + positions [offset, offset + T) + token type 0, then LayerNorm.
     seq = node("Gather", [node("Shape", ["inputs_embeds"], "shape"), const("one", np.array(1, np.int64))], "seq_len")
     start = const("pos_start", np.array([offset], np.int64))
-    stop = node("Add", [start, node("Unsqueeze", [seq, const("axis0", np.array([0], np.int64))], "seq_len_1d")], "pos_stop")
+    stop = node(
+        "Add", [start, node("Unsqueeze", [seq, const("axis0", np.array([0], np.int64))], "seq_len_1d")], "pos_stop"
+    )
     positions = node(
         "Slice", [const("positions", w["embeddings.position_embeddings.weight"].astype(np.float32)), start, stop], "pos"
     )
@@ -139,11 +147,8 @@ def build_graph(model_dir: Path):
 
     # Attention mask -> an additive bias [B, 1, 1, T]: 0 where attended, a large negative where padded.
     maskf = node("Cast", ["attention_mask"], "maskf", to=TensorProto.FLOAT)
-    bias = node(
-        "Mul",
-        [node("Sub", [const("f_one", np.array(1.0, np.float32)), maskf], "unmasked"), const("neg", np.array(-1e9, np.float32))],
-        "mask_bias2",
-    )
+    unmasked = node("Sub", [const("f_one", np.array(1.0, np.float32)), maskf], "unmasked")
+    bias = node("Mul", [unmasked, const("neg", np.array(-1e9, np.float32))], "mask_bias2")
     bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "mask_bias")
     head_dim = H // heads
     split = const("split_shape", np.array([0, 0, heads, head_dim], np.int64))
@@ -152,30 +157,35 @@ def build_graph(model_dir: Path):
     half, root2 = const("half", np.array(0.5, np.float32)), const("root2", np.array(np.sqrt(2.0), np.float32))
     for i in range(L):
         p = f"encoder.layer.{i}"
-
-        def heads_of(name: str, p=p, i=i) -> str:
-            y = linear(x, f"{p}.attention.self.{name}", f"l{i}.{name}")
-            y = node("Reshape", [y, split], f"l{i}.{name}.split")
-            perm = [0, 2, 3, 1] if name == "key" else [0, 2, 1, 3]
-            return node("Transpose", [y], f"l{i}.{name}.t", perm=perm)
-
-        q, k, v = heads_of("query"), heads_of("key"), heads_of("value")
-        scores = node("Mul", [node("MatMul", [q, k], f"l{i}.qk"), scale], f"l{i}.scaled")
+        heads_of = {}
+        for name, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
+            y = node("Reshape", [linear(x, f"{p}.attention.self.{name}", f"l{i}.{name}"), split], f"l{i}.{name}.split")
+            heads_of[name] = node("Transpose", [y], f"l{i}.{name}.t", perm=perm)
+        scores = node("Mul", [node("MatMul", [heads_of["query"], heads_of["key"]], f"l{i}.qk"), scale], f"l{i}.scaled")
         probs = node("Softmax", [node("Add", [scores, bias], f"l{i}.masked")], f"l{i}.probs", axis=-1)
-        ctx = node("Transpose", [node("MatMul", [probs, v], f"l{i}.ctx")], f"l{i}.ctx.t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, merge], f"l{i}.ctx.merged")
+        ctx = node("MatMul", [probs, heads_of["value"]], f"l{i}.ctx")
+        ctx = node("Reshape", [node("Transpose", [ctx], f"l{i}.ctx.t", perm=[0, 2, 1, 3]), merge], f"l{i}.ctx.merged")
         attn = linear(ctx, f"{p}.attention.output.dense", f"l{i}.attn")
         x = layer_norm(node("Add", [attn, x], f"l{i}.res1"), f"{p}.attention.output.LayerNorm", f"l{i}.ln1")
         h = linear(x, f"{p}.intermediate.dense", f"l{i}.ff1")
         # GELU (erf form, as BERT's "gelu"): 0.5 * h * (1 + erf(h / sqrt(2))).
         erf = node("Erf", [node("Div", [h, root2], f"l{i}.div")], f"l{i}.erf")
-        gelu = node("Mul", [node("Mul", [h, half], f"l{i}.halfh"), node("Add", [erf, const(f"l{i}.one", np.array(1.0, np.float32))], f"l{i}.erf1")], f"l{i}.gelu")
+        gelu = node(
+            "Mul",
+            [
+                node("Mul", [h, half], f"l{i}.halfh"),
+                node("Add", [erf, const(f"l{i}.one", np.array(1.0, np.float32))], f"l{i}.erf1"),
+            ],
+            f"l{i}.gelu",
+        )
         h = linear(gelu, f"{p}.output.dense", f"l{i}.ff2")
         x = layer_norm(node("Add", [h, x], f"l{i}.res2"), f"{p}.output.LayerNorm", f"l{i}.ln2")
 
     if _pooling(model_dir) == "mean":
         m = node("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))], "mask3")
-        total = node("ReduceSum", [node("Mul", [x, m], "masked_h"), const("axis1", np.array([1], np.int64))], "sum_h", keepdims=0)
+        total = node(
+            "ReduceSum", [node("Mul", [x, m], "masked_h"), const("axis1", np.array([1], np.int64))], "sum_h", keepdims=0
+        )
         count = node("ReduceSum", [m, const("axis1b", np.array([1], np.int64))], "count", keepdims=0)
         count = node("Max", [count, const("tiny", np.array(1e-9, np.float32))], "count_clamped")
         pooled = node("Div", [total, count], "pooled")
@@ -200,7 +210,7 @@ def build_graph(model_dir: Path):
     return model, w["embeddings.word_embeddings.weight"], config
 
 
-def export_onnx(model_dir: str | os.PathLike, force: bool = False, probe: str | None = None) -> Path:
+def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
     """``<model_dir>/onnx``: the graph, the float16 word table and what they were made from. Kept when up to date."""
     model_dir = Path(model_dir).expanduser().resolve()
     if not (model_dir / "model.safetensors").is_file():
@@ -219,6 +229,7 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False, probe: str | 
     with atomic_dir(out, marker=META, kind="ONNX export") as tmp:
         onnx.save_model(graph, str(tmp / GRAPH))
         np.save(tmp / TABLE, np.asarray(table, dtype=np.float16))
+        export_unigram(model_dir / "tokenizer.json", tmp)
         meta = {
             "format": FORMAT,
             "source": ident,
@@ -229,12 +240,6 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False, probe: str | 
             "max_length": _max_length(model_dir, config),
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    if probe is not None:
-        from .onnx_encoder import OnnxEncoder
-
-        vec = OnnxEncoder(model_dir).encode_queries([probe])[0]
-        meta["probe"] = [round(float(x), 6) for x in vec]
-        (out / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
 
 

@@ -25,6 +25,7 @@ from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
 from .registry import RetrieverInfo, register
+from .store import ChunkStore
 
 
 # rm3: [feedback terms, feedback documents, original query weight] turns on Anserini's RM3
@@ -111,31 +112,48 @@ def _import_searcher():
     return LuceneSearcher
 
 
+class PyseriniBuilder:
+    """Writes Anserini's JsonCollection as the corpus streams in; Lucene indexes it at the end."""
+
+    def __init__(self, out: Path, options: dict, progress: bool):
+        self.out, self.options, self.progress = out, options, progress
+        self.docs = out / "_collection"
+        self.docs.mkdir()
+        self.fh = open(self.docs / "docs.jsonl", "w", encoding="utf-8")
+
+    def add(self, article: dict, article_row: int, chunks: Sequence[Chunk], rows: range) -> None:
+        for row, c in zip(rows, chunks):
+            # The row number is the Lucene id: chunk records live in the store.
+            self.fh.write(json.dumps({"id": str(row), "contents": c.indexed_text}, ensure_ascii=False) + "\n")
+
+    def finish(self) -> None:
+        self.fh.close()
+        PyseriniRetriever.build_lucene(self.docs, self.out, self.options, self.progress)
+        shutil.rmtree(self.docs)
+
+
 class PyseriniRetriever:
     name = "bm25"
 
-    def __init__(self, searcher, chunks: list[Chunk], options: dict):
+    def __init__(self, searcher, store: ChunkStore, options: dict):
         import threading
 
         self._searcher = searcher
         # One Java searcher, called from a server's worker threads: concurrent calls into it failed
         # (IncompatibleClassChangeError, NullPointerException in batch_search), so one call at a time.
         self._lock = threading.Lock()
-        self.chunks = chunks
-        self._by_row = {str(i): c for i, c in enumerate(chunks)}
+        self.chunks = store
         self.options = options
 
     @staticmethod
-    def build(chunks: Sequence[Chunk], out: Path, options: dict, progress: bool = True) -> None:
+    def builder(out: Path, options: dict, vocab, progress: bool = True) -> PyseriniBuilder:
+        return PyseriniBuilder(out, options, progress)
+
+    @staticmethod
+    def build_lucene(docs: Path, out: Path, options: dict, progress: bool = True) -> None:
         start_jvm()
         from jnius import autoclass
 
-        docs = out / "_collection"
-        docs.mkdir()
-        with open(docs / "docs.jsonl", "w", encoding="utf-8") as fh:
-            for i, c in enumerate(chunks):
-                # The row number is the Lucene id: chunk metadata lives in chunks.jsonl.
-                fh.write(json.dumps({"id": str(i), "contents": c.indexed_text}, ensure_ascii=False) + "\n")
         args = [
             "-collection",
             "JsonCollection",
@@ -154,12 +172,11 @@ class PyseriniRetriever:
         if not progress:
             args.append("-quiet")
         autoclass("io.anserini.index.IndexCollection").main(args)
-        shutil.rmtree(docs)
         if not (out / "lucene").is_dir():
             raise RetrievalError("Anserini did not write a Lucene index")
 
     @classmethod
-    def load(cls, path: Path, meta: dict, chunks: list[Chunk]) -> PyseriniRetriever:
+    def load(cls, path: Path, meta: dict, store: ChunkStore) -> PyseriniRetriever:
         LuceneSearcher = _import_searcher()
         searcher = LuceneSearcher(str(path / "lucene"))
         # Query with the analyzer the index was built with; a Dutch index queried with
@@ -170,10 +187,12 @@ class PyseriniRetriever:
         if rm3:
             terms, docs, weight = rm3
             searcher.set_rm3(int(terms), int(docs), float(weight))
-        return cls(searcher, chunks, meta["options"])
+        return cls(searcher, store, meta["options"])
 
     def _hits(self, raw) -> list[Hit]:
-        return [Hit(self._by_row[h.docid], float(h.score), i, self.name) for i, h in enumerate(raw, 1)]
+        # The Lucene id is the chunk's row in the store.
+        chunks = self.chunks.rows([int(h.docid) for h in raw])
+        return [Hit(c, float(h.score), i, self.name) for i, (c, h) in enumerate(zip(chunks, raw), 1)]
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         check_k(k)

@@ -1,9 +1,9 @@
 """Dense re-scoring of a first stage's candidates, with an embedding cache keyed by text.
 
-Encoding the whole corpus with multilingual-E5 costs most of an hour on two CPU cores; re-scoring
-encodes only what the first stage returns (for an article hit: each of its chunks, the article
-taking its best cosine), and every vector is kept on disk by the hash of its text, so a question
-about an article seen before costs one query encoding. The fused score is
+Re-scoring encodes only what the first stage returns (for an article hit: each of its chunks, the
+article taking its best cosine), and every vector is kept on disk by the hash of its text, so a
+question about an article seen before costs one query encoding; ``wetqa index --rescore MODEL
+--precompute`` fills the cache for the whole corpus at build time. The fused score is
 ``(1 - weight) * first + weight * dense``, each min-max normalised over the candidates.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,16 +22,20 @@ from ._base import Hit, RetrievalError, Retriever, check_k
 from .encoders import Encoder
 
 
-def _key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+def _key(text: str) -> bytes:
+    return hashlib.sha1(text.encode("utf-8")).digest()
 
 
 class EmbeddingCache:
-    """Passage vectors of one model by text hash: ``keys.txt`` and ``vectors.f32``, both append-only.
+    """Passage vectors of one model by text hash, in an SQLite file (``vectors.sqlite``).
 
-    An interrupted append leaves one file ahead of the other; loading keeps the records both
-    hold and cuts the rest off, so the cache never pairs a key with another text's vector.
+    Lookups read only the rows asked for, so the cache can hold a whole corpus's vectors without a
+    process loading them; writes are transactions, so a killed process leaves the cache as it was
+    before its last batch, and two processes may fill it at once. A cache of an older wetqa
+    (``keys.txt`` + ``vectors.f32``, loaded whole) is taken over on first use.
     """
+
+    FILE = "vectors.sqlite"
 
     def __init__(self, folder: str | Path, model: str, dim: int):
         self.folder = Path(folder)
@@ -47,35 +52,49 @@ class EmbeddingCache:
         else:
             meta_path.write_text(json.dumps(meta), encoding="utf-8")
         self.dim = dim
-        self._keys_path, self._vec_path = self.folder / "keys.txt", self.folder / "vectors.f32"
-        keys = self._keys_path.read_text(encoding="utf-8").split("\n")[:-1] if self._keys_path.is_file() else []
-        raw = self._vec_path.read_bytes() if self._vec_path.is_file() else b""
-        n = min(len(keys), len(raw) // (4 * dim))
-        if n != len(keys) or n * 4 * dim != len(raw):
-            self._keys_path.write_text("".join(k + "\n" for k in keys[:n]), encoding="utf-8")
-            with open(self._vec_path, "r+b" if self._vec_path.exists() else "wb") as fh:
-                fh.truncate(n * 4 * dim)
-        vectors = np.frombuffer(raw[: n * 4 * dim], dtype=np.float32).reshape(n, dim)
-        self._rows = {k: i for i, k in enumerate(keys[:n])}
-        self._n_rows = n  # rows on disk (a key written twice by an older version keeps its last row)
-        self._vectors = [vectors]
         self.lock = threading.RLock()
+        self.db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        self.db.commit()
+        self._take_over_legacy()
+
+    def _take_over_legacy(self) -> None:
+        keys_path, vec_path = self.folder / "keys.txt", self.folder / "vectors.f32"
+        if not keys_path.is_file():
+            return
+        keys = keys_path.read_text(encoding="utf-8").split("\n")[:-1]
+        raw = vec_path.read_bytes() if vec_path.is_file() else b""
+        n = min(len(keys), len(raw) // (4 * self.dim))  # records both files hold (an interrupted append)
+        size = 4 * self.dim
+        rows = ((bytes.fromhex(keys[i]), raw[i * size : (i + 1) * size]) for i in range(n))
+        with self.lock:
+            self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+            self.db.commit()
+        keys_path.unlink()  # wetqa's own files, now in vectors.sqlite
+        vec_path.unlink(missing_ok=True)
 
     def __len__(self) -> int:
-        return self._n_rows
+        with self.lock:
+            return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
-    def _matrix(self) -> np.ndarray:
-        if len(self._vectors) > 1:
-            self._vectors = [np.concatenate(self._vectors)]
-        return self._vectors[0]
+    def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        found: dict[bytes, np.ndarray] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            sql = f"SELECT key, v FROM vectors WHERE key IN ({','.join('?' * len(part))})"
+            for k, v in self.db.execute(sql, part):
+                found[k] = np.frombuffer(v, dtype=np.float32)
+        return found
 
     def vectors(self, texts: Sequence[str], encoder: Encoder, progress: bool = False) -> np.ndarray:
         keys = [_key(t) for t in texts]
         with self.lock:  # one encoder call at a time fills the cache; concurrent readers wait
+            found = self._lookup(list(dict.fromkeys(keys)))
             # One row per distinct text: two articles may hold the same text ("Vervallen").
-            first_index: dict[str, int] = {}
+            first_index: dict[bytes, int] = {}
             for i, k in enumerate(keys):
-                if k not in self._rows:
+                if k not in found:
                     first_index.setdefault(k, i)
             if first_index:
                 missing = list(first_index)
@@ -83,17 +102,14 @@ class EmbeddingCache:
                     encoder.encode_passages([texts[first_index[k]] for k in missing], progress=progress),
                     dtype=np.float32,
                 )
-                with open(self._vec_path, "ab") as vf, open(self._keys_path, "a", encoding="utf-8") as kf:
-                    vf.write(fresh.tobytes())
-                    vf.flush()
-                    kf.write("".join(k + "\n" for k in missing))
-                start = self._n_rows
-                for j, k in enumerate(missing):
-                    self._rows[k] = start + j
-                self._n_rows += len(missing)
-                self._vectors.append(fresh)
-            matrix = self._matrix()
-            return matrix[[self._rows[k] for k in keys]]
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, fresh)]
+                )
+                self.db.commit()
+                found.update(zip(missing, fresh))
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys])
 
 
 def model_identity(model: str) -> str:

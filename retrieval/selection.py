@@ -26,11 +26,6 @@ class ImpactIndex:
     indptr: np.ndarray  # term t's postings are [indptr[t], indptr[t + 1])
     num_docs: int
 
-    @classmethod
-    def from_bm25s(cls, model) -> ImpactIndex:
-        s = model.scores
-        return cls(s["data"], s["indices"], s["indptr"], int(s["num_docs"]))
-
     def postings(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.indptr[t], self.indptr[t + 1]
         return self.indices[a:b], self.data[a:b]

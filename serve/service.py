@@ -48,31 +48,45 @@ def content_of(cited: Cited) -> str:
 
 
 class ChunkLookup:
-    """Chunk id -> (pipeline, chunk) and each article's parts, built once (the first pipeline holding an id answers)."""
+    """A chunk by id with its whole article, for the page's source view: looked up in the pipelines'
+    stores (the first pipeline that holds the id answers), never held in memory."""
 
     def __init__(self, pipelines: Sequence[ServedPipeline]):
-        self.by_id: dict = {}
-        self.parts: dict[tuple, list] = {}
-        for n, p in enumerate(pipelines):
-            for c in chunks_of(p.loaded.retriever):
-                self.parts.setdefault((n, c.bwb_id, c.version_date, c.article), []).append(c)
-                self.by_id.setdefault(c.id, (n, c))
+        self.stores = [chunks_of(p.loaded.retriever) for p in pipelines]
 
     def describe(self, chunk_id: str) -> dict:
-        if chunk_id not in self.by_id:
-            raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
-        n, target = self.by_id[chunk_id]
-        parts = self.parts[(n, target.bwb_id, target.version_date, target.article)]
+        for store in self.stores:
+            target = _find(store, chunk_id)
+            if target is not None:
+                return self._describe(store, target)
+        raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
+
+    @staticmethod
+    def _describe(store, target) -> dict:
+        row, chunk = target
+        article = store.article_of(row) if hasattr(store, "article_of") else None
+        parts = store.rows(article["chunks"]) if article else [chunk]
         return {
-            "id": target.id,
-            "doc_id": target.doc_id,
-            "bwb_id": target.bwb_id,
-            "law": target.law,
-            "article": target.article,
-            "path": target.path_label,
-            "text": target.text,
+            "id": chunk.id,
+            "doc_id": chunk.doc_id,
+            "bwb_id": chunk.bwb_id,
+            "law": chunk.law,
+            "article": chunk.article,
+            "path": chunk.path_label,
+            "text": chunk.text,
             "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part)),
         }
+
+
+def _find(store, chunk_id: str):
+    """(row, chunk) of an id in a store (or, for a retriever holding a plain list, by a scan)."""
+    if hasattr(store, "row_of"):
+        row = store.row_of(chunk_id)
+        return None if row is None else (row, store[row])
+    for row, c in enumerate(store):
+        if c.id == chunk_id:
+            return row, c
+    return None
 
 
 class ChatService:

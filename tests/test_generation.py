@@ -196,6 +196,12 @@ def test_pipeline_extractive(bm25s_index):
     assert set(j["citations"][0]) == {"id", "doc_id", "bwb_id", "law", "article", "text"}
     with pytest.raises(GenerationError, match="empty question"):
         p.ask("  ")
+    # Several at once (what the benchmarks call): the same answers as one by one.
+    questions = [
+        "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
+        "Wat regelt de wet over griffierechten?",
+    ]
+    assert [x.to_json() for x in p.ask_many(questions)] == [p.ask(q).to_json() for q in questions]
 
 
 @pytest.mark.unit

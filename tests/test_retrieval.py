@@ -89,7 +89,7 @@ def test_failed_rebuild_keeps_the_old_index(fixture_corpus, tmp_path, monkeypatc
     def boom(*a, **k):
         raise RuntimeError("killed mid-build")
 
-    monkeypatch.setattr(bm25s_backend.BM25sRetriever, "build", staticmethod(boom))
+    monkeypatch.setattr(bm25s_backend.BM25sBuilder, "finish", boom)
     with pytest.raises(RuntimeError):
         build_index(fixture_corpus, "bm25s", out, {"k1": 2.0}, progress=False)
     assert open_index(out).search(QUESTION, 1)[0].chunk.article == "Artikel 266"
@@ -101,10 +101,10 @@ def test_dense_with_a_tiny_bert_built_here(fixture_corpus, tmp_path):
     model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
     out = tmp_path / "dense"
     meta = build_index(fixture_corpus, "dense", out, {"model": str(model), "batch_size": 3}, progress=False)
-    emb = np.load(out / "embeddings.npy")
+    r = open_index(out)
+    emb = np.asarray(r.embeddings)
     assert emb.dtype == np.float16 and emb.shape == (8, 32)
     assert np.allclose(np.linalg.norm(emb.astype(np.float32), axis=1), 1.0, atol=1e-2)
-    r = open_index(out)
     hits = r.search(QUESTION, k=4)
     assert len(hits) == 4 and hits[0].score >= hits[-1].score
     # Length-sorted batching must not scramble which vector belongs to which chunk.
@@ -194,7 +194,8 @@ def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
     docs += docs[:60]  # duplicate documents: equal scores, so ties decide the order
     model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     model.index(docs, show_progress=False)
-    index = ImpactIndex.from_bm25s(model)
+    s = model.scores
+    index = ImpactIndex(s["data"], s["indices"], s["indptr"], int(s["num_docs"]))
     vocab = model.vocab_dict
     for _ in range(300):
         terms = [vocab[rng.choice(words)] for _ in range(rng.randint(1, 6))]
@@ -205,6 +206,43 @@ def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
             got_docs, got_scores = top_k_dense(index, terms, k)
             assert got_docs.tolist() == expected[:k]
             assert got_scores.tobytes() == reference[expected[:k]].tobytes()  # bit for bit
+
+
+@pytest.mark.unit
+def test_streamed_impacts_equal_bm25s_bit_for_bit(tmp_path, monkeypatch):
+    """The index builder's impacts (streamed, placed block by block) against bm25s' own arrays."""
+    import random
+
+    import bm25s
+
+    from wetqa.retrieval import impacts
+    from wetqa.retrieval.impacts import ImpactBuilder, Vocabulary, load_view
+
+    # Tiny buffers and blocks, so that flushing and block boundaries are exercised.
+    monkeypatch.setattr(impacts, "_FLUSH_PAIRS", 37)
+    monkeypatch.setattr(impacts, "_BLOCK_PAIRS", 53)
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(80)]
+    docs = [[rng.choice(words) for _ in range(rng.randint(0, 30))] for _ in range(400)]
+    docs[5] = []  # an empty document counts in N and in the mean length
+    model = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    model.index(docs, show_progress=False)
+    vocab = Vocabulary()
+    builder = ImpactBuilder(tmp_path, "view", 0.9, 0.4)
+    for d in docs:
+        builder.add(vocab.ids_of(d))
+    builder.finish(len(vocab))
+    mine = load_view(tmp_path, "view")
+    theirs = model.scores
+    for term, ref_id in model.vocab_dict.items():
+        if term not in vocab.ids:
+            continue
+        a, b = theirs["indptr"][ref_id], theirs["indptr"][ref_id + 1]
+        docs_ref, data_ref = theirs["indices"][a:b], theirs["data"][a:b]
+        got_docs, got_data = mine.postings(vocab.ids[term])
+        assert np.asarray(got_docs).tolist() == docs_ref.tolist(), term
+        assert np.asarray(got_data).tobytes() == data_ref.tobytes(), term  # bit for bit
+    assert mine.num_docs == len(docs) and not list(tmp_path.glob(".*.tmp"))
 
 
 @pytest.mark.integration

