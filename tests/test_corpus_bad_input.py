@@ -25,8 +25,17 @@ BOMB = b"""<?xml version="1.0"?>
 ]>
 <toestand bwb-id="BWBR9990004"><wetgeving><al>&lol3;</al></wetgeving></toestand>"""
 
+# The text check stopped at the first "]>": one inside a comment hid the declaration after it, and
+# the entity was expanded into the law's id (issue 21).
+HIDDEN = b"""<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE toestand [ <!-- ]> --> <!ENTITY id "BWBR9990666"> ]>
+<toestand bwb-id="&id;" inwerkingtreding="2024-01-01"><wetgeving soort="wet"><citeertitel>X</citeertitel>
+<wet-besluit><wettekst><artikel><kop><label>Artikel</label><nr>1</nr></kop><al>Tekst.</al></artikel></wettekst>
+</wet-besluit></wetgeving></toestand>"""
+
 CASES = {
     "xxe.xml": (XXE, "declares XML entities"),
+    "hidden_entity.xml": (HIDDEN, "declares XML entities"),
     "bomb.xml": (BOMB, "declares XML entities"),
     "truncated.xml": (None, "truncated or unbalanced XML"),
     "wrong_root.xml": (b'<?xml version="1.0"?><html><body>niet een wet</body></html>', "root element <html>"),
