@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from wetqa import __version__
-from wetqa.io import atomic_dir, read_jsonl
+from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 
 from .bwb import BWBParseError, parse_law_bytes
 from .chunking import ChunkingOptions, chunk_articles
@@ -305,6 +305,7 @@ def build_corpus(
             ).encode()
         ).hexdigest()
         manifest = {
+            FORMAT_KEY: f"corpus/{CORPUS_FORMAT}",
             "tool": "wetqa",
             "version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

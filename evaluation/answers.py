@@ -21,8 +21,9 @@ from tqdm import tqdm
 from wetqa.corpus.build import read_chunks
 from wetqa.corpus.records import Chunk
 from wetqa.dataset import QAItem, article_key, first_problem
-from wetqa.io import atomic_file, read_journal, write_json
+from wetqa.io import atomic_file, read_journal, write_owned_json
 
+from .abstention import answered_only, at_coverages, plot_risk_coverage, risk_coverage, zeroed
 from .meteor import meteor_variant
 from .metrics import metric, score_keys, table_columns
 from .metrics import metrics as registered_metrics
@@ -245,13 +246,20 @@ def evaluate_runs(
                         stale.setdefault(m, []).append(f"{run}:{qid}")
                         _drop(row, m)
                 row["inputs"] = {**old_inputs, **inputs}
+                # Not scores, read fresh each time: whether the answer abstained, its confidence, and whether
+                # the first retrieved article (what an answer rests on) is a gold one.
+                first = (rec.get("retrieved") or [{}])[0]
+                row["abstained"] = bool(rec.get("abstained"))
+                row["confidence"] = rec.get("confidence")
+                row["first_right"] = article_key(first.get("bwb_id", ""), first.get("article", "")) in item.gold_keys
                 missing = [m for m in metrics if metric(m).cost == "local" and not _has(row, m)]
                 if missing:
                     row.update(score_record(rec, item, corpus, missing))
                     pending_writes.append(row)
                 rows.append(row)
                 for m in metrics:
-                    if metric(m).cost == "model" and not _has(row, m) and not rec.get("error"):
+                    skip = rec.get("error") or rec.get("abstained")  # an abstention is not judged: it scores 0
+                    if metric(m).cost == "model" and not _has(row, m) and not skip:
                         todo_model.append((m, row, rec, item))
                 cache[(run, qid)] = row
         if stale and not force:
@@ -275,15 +283,19 @@ def evaluate_runs(
                 row.update(res)
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 fh.flush()
-    agg = aggregate(scores)
+    keys = score_keys()
+    # Over all questions (an abstention scores 0: the published tables' footing) and over answered ones.
+    agg = aggregate({run: zeroed(rows, keys) for run, rows in scores.items()})
+    agg_answered = aggregate({run: answered_only(rows) for run, rows in scores.items()})
     # Coverage: questions of the dataset with an answer (no generation error) in each run.
     answered = {run: sum(1 for r in rows if not r.get("generation_error")) for run, rows in scores.items()}
     failed = [
         f"{r['run']}:{r['id']}"
         for rows in scores.values()
         for r in rows
-        if r.get("generation_error") or any(not _has(r, m) for m in metrics)
+        if r.get("generation_error") or any(not _has(r, m) for m in metrics if not r.get("abstained"))
     ]
+    abstention = abstention_report(scores, out, (extra_config or {}).get("name", "run"))
     result = {
         "answered": {
             "per_run": answered,
@@ -297,15 +309,36 @@ def evaluate_runs(
         "n_questions": len(items),
         "problems": problems,
         **agg,
+        "summary_answered": agg_answered["summary"],
+        "abstention": abstention,
         "config": extra_config or {},
     }
-    write_json(out / "metrics.json", result)
+    write_owned_json(out / "metrics.json", result, "metrics/1")
     with atomic_file(out / "metrics.csv") as fh:
         fh.write(csv_text(agg["summary"]))
     with atomic_file(out / "table.md") as fh:
         name = (extra_config or {}).get("name", "run")
         fh.write(markdown_table({name: agg["summary"]}, answered={name: result["answered"]["min"]}))
     return result
+
+
+def abstention_report(scores: dict[str, list[dict]], out: Path, name: str) -> dict:
+    """Abstention rate per run, and the risk-coverage curve (table and PNG) of the runs' confidence."""
+    rows = [r for run_rows in scores.values() for r in run_rows if not r.get("generation_error")]
+    rates = {run: sum(bool(r.get("abstained")) for r in rr) / len(rr) for run, rr in scores.items() if rr}
+    report: dict = {
+        "rate": round(statistics.mean(rates.values()), 4) if rates else 0.0,
+        "per_run": {run: round(v, 4) for run, v in rates.items()},
+        "abstained": sum(bool(r.get("abstained")) for r in rows),
+    }
+    scored = [r for r in rows if isinstance(r.get("confidence"), (int, float))]
+    if scored:
+        correct = [bool(r.get("first_right")) if r.get("abstained") else bool(r.get("article_hit")) for r in scored]
+        points = risk_coverage([r["confidence"] for r in scored], correct)
+        report["risk_coverage"] = at_coverages(points)
+        png = plot_risk_coverage(points, out / "risk_coverage.png", f"{name}: risk against coverage")
+        report["risk_coverage_png"] = str(png) if png else None
+    return report
 
 
 def metric_inputs(rec: dict, item: QAItem, corpus: CorpusMap, name: str, model: str | None = None) -> str:

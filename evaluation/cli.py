@@ -206,6 +206,21 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         ]
         if result.get("meteor_variant"):
             lines.append(f"METEOR variant: {result['meteor_variant']}")
+        ab = result.get("abstention") or {}
+        if ab.get("abstained"):
+            answered = result.get("summary_answered") or {}
+            shown = ", ".join(
+                f"{k} {v['mean']:.1f}" for k, v in answered.items() if k in ("rougeL", "meteor", "article_hit")
+            )
+            lines.append(
+                f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
+            )
+        if ab.get("risk_coverage"):
+            lines.append(
+                "risk-coverage: "
+                + ", ".join(f"{p['coverage']:.0%}: {p['risk']:.3f}" for p in ab["risk_coverage"])
+                + (f" ({ab['risk_coverage_png']})" if ab.get("risk_coverage_png") else "")
+            )
         if result["problems"]:
             lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
         lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")

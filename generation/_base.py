@@ -78,6 +78,11 @@ class Request:
     hits: list[Hit]
     messages: list[dict]  # OpenAI chat format: [{"role": ..., "content": ...}]
     sampling: Sampling = field(default_factory=Sampling)
+    # How sure retrieval is that the first hit answers the question (None: not estimated), the signals
+    # it rests on, and whether the pipeline abstains (answers that no article in the corpus answers it).
+    confidence: float | None = None
+    signals: dict = field(default_factory=dict)
+    abstain: bool = False
 
 
 @dataclass(slots=True)
@@ -173,12 +178,18 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     finish_reason: str = "stop"
+    confidence: float | None = None  # that the first retrieved article answers the question, in [0, 1]
+    abstained: bool = False  # no article found: the answer says so and cites nothing
+    related: list[Citation] = field(default_factory=list)  # when abstained: the closest articles, not cited
 
     def to_json(self) -> dict:
         return {
             "question": self.question,
             "answer": self.answer,
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "abstained": self.abstained,
             "citations": [c.to_json() for c in self.citations],
+            "related": [c.to_json() for c in self.related],
             "retrieved": [h.to_json() for h in self.retrieved],
             "format_ok": self.format_ok,
             "dropped_ids": self.dropped_ids,

@@ -70,6 +70,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def sources(answer: Answer) -> str:
     lines = []
+    if answer.abstained:
+        return "(niet beantwoord uit het corpus: niets aangehaald)"
     if answer.citations:
         lines.append("Bronnen:")
         for i, c in enumerate(answer.citations, 1):

@@ -32,7 +32,15 @@ def check_question(question: str) -> str:
 def to_answer(request: Request, gen: Generation) -> Answer:
     if gen.error:
         return Answer(
-            request.question, "", [], request.hits, raw=gen.text, format_ok=False, usage=gen.usage, error=gen.error
+            request.question,
+            "",
+            [],
+            request.hits,
+            raw=gen.text,
+            format_ok=False,
+            usage=gen.usage,
+            error=gen.error,
+            confidence=request.confidence,
         )
     # A hit stands for its chunk, and for an article retriever also for the article's other chunks:
     # an answer may cite the part of the article it quotes.
@@ -40,7 +48,9 @@ def to_answer(request: Request, gen: Generation) -> Answer:
     for h in request.hits:
         by_doc.setdefault(h.chunk.doc_id, h)
         for c in h.article_chunks:
-            by_doc.setdefault(c.doc_id, Hit(c, h.score, h.rank, h.retriever, h.article_chunks, h.article_paragraphs))
+            by_doc.setdefault(
+                c.doc_id, Hit(c, h.score, h.rank, h.retriever, h.article_chunks, h.article_paragraphs, h.features)
+            )
     parsed = parse_output(gen.text, list(by_doc))
     return Answer(
         question=request.question,
@@ -52,15 +62,77 @@ def to_answer(request: Request, gen: Generation) -> Answer:
         dropped_ids=parsed.dropped,
         usage=gen.usage,
         finish_reason=gen.finish_reason,
+        confidence=request.confidence,
     )
 
 
+def abstained_answer(request: Request) -> Answer:
+    """No article of the corpus answers the question: say so, and offer the closest articles (not cited)."""
+    related: list[Citation] = []
+    seen: set[tuple[str, str]] = set()
+    for h in request.hits:
+        key = (h.chunk.bwb_id, h.chunk.article)
+        if key not in seen:
+            seen.add(key)
+            related.append(Citation.from_hit(h))
+    return Answer(
+        request.question,
+        abstention_text(request, related[:3]),
+        [],
+        request.hits,
+        confidence=request.confidence,
+        abstained=True,
+        related=related[:3],
+    )
+
+
+def abstention_text(request: Request, related: Sequence[Citation]) -> str:
+    signals = request.signals
+    if not request.hits or signals.get("content_words", 2) < 2:
+        lead = "De vraag is te kort of te algemeen om er een wetsartikel bij te zoeken. Stel een volledige vraag."
+    else:
+        lead = (
+            "Ik heb in de wetten van dit corpus geen artikel gevonden dat deze vraag beantwoordt. Het corpus bevat "
+            "niet alle Nederlandse wetgeving: de vraag gaat mogelijk over een wet die er niet in staat."
+        )
+        if signals.get("english"):
+            lead += " Stel de vraag in het Nederlands: wetqa zoekt in Nederlandse wetteksten."
+    if request.confidence is not None:
+        lead += f" (Zekerheid: {request.confidence:.0%}.)"
+    if related:
+        lead += "\n\nMogelijk verwant (niet als antwoord aangehaald):\n" + "\n".join(
+            f"- {c.law}, {c.article}" for c in related
+        )
+    return lead
+
+
+def _assess(retriever: Retriever, request: Request, min_confidence: float | None) -> Request:
+    """The request with retrieval's confidence, and whether the pipeline abstains from answering it."""
+    from wetqa.retrieval.confidence import estimate, model_for
+
+    confidence, signals = estimate(retriever, request.question, request.hits)
+    if min_confidence is None:
+        model = model_for(signals)
+        min_confidence = model.threshold if model is not None else 0.0
+    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence)
+    return replace(request, confidence=confidence, signals=signals, abstain=abstain)
+
+
 class Pipeline:
-    def __init__(self, retriever: Retriever, backend: Backend, k: int = 3, language: str = "nl"):
+    def __init__(
+        self,
+        retriever: Retriever,
+        backend: Backend,
+        k: int = 3,
+        language: str = "nl",
+        min_confidence: float | None = None,
+    ):
+        """``min_confidence``: abstain below it (0: always answer; None: the calibrated threshold)."""
         self.retriever = retriever
         self.backend = backend
         self.k = check_k(k)
         self.language = language
+        self.min_confidence = min_confidence
 
     def requests(self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None) -> list[Request]:
         qs = [check_question(q) for q in questions]
@@ -70,16 +142,34 @@ class Pipeline:
             hits = self.retriever.batch_search(qs, self.k, threads)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
-        built = [build_request(q, h, self.language) for q, h in zip(qs, hits)]
+        built = [
+            _assess(self.retriever, build_request(q, h, self.language), self.min_confidence) for q, h in zip(qs, hits)
+        ]
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
     def answer_requests(self, requests: Sequence[Request]) -> list[Answer]:
-        gens = self.backend.generate(requests)
-        if len(gens) != len(requests):
-            raise GenerationError(
-                f"backend {self.backend.name} returned {len(gens)} outputs for {len(requests)} prompts"
-            )
-        return [to_answer(r, g) for r, g in zip(requests, gens)]
+        """Answers in order; a request the pipeline abstains from never reaches the model."""
+        todo = [r for r in requests if not r.abstain]
+        gens = self.backend.generate(todo) if todo else []
+        if len(gens) != len(todo):
+            raise GenerationError(f"backend {self.backend.name} returned {len(gens)} outputs for {len(todo)} prompts")
+        made = iter(gens)
+        return [abstained_answer(r) if r.abstain else to_answer(r, next(made)) for r in requests]
+
+    def generate_stream(self, requests: Sequence[Request]) -> Iterator[tuple[int, Answer]]:
+        """``(index, Answer)`` as each is ready: abstentions at once, the rest as the engine finishes them
+        (a backend with ``generate_stream``, vLLM's continuous batching, schedules them all together)."""
+        todo = [i for i, r in enumerate(requests) if not r.abstain]
+        for i, r in enumerate(requests):
+            if r.abstain:
+                yield i, abstained_answer(r)
+        stream = getattr(self.backend, "generate_stream", None)
+        if stream is None:
+            for i, answer in zip(todo, self.answer_requests([requests[i] for i in todo])):
+                yield i, answer
+            return
+        for j, gen in stream([requests[i] for i in todo]):
+            yield todo[j], to_answer(requests[todo[j]], gen)
 
     def ask_many(self, questions: Sequence[str], threads: int = 1) -> list[Answer]:
         """Answers to several questions (retrieved together, generated as one batch); failures are recorded
@@ -106,6 +196,11 @@ class Pipeline:
         return self.stream_request(self.prepare(question, sampling))
 
     def stream_request(self, request: Request) -> Generator[str | Answer, None, None]:
+        if request.abstain:
+            answer = abstained_answer(request)
+            yield answer.answer
+            yield answer
+            return
         parser = AnswerStream()
         gen: Generation | None = None
         if isinstance(self.backend, StreamingBackend):
@@ -128,6 +223,11 @@ class Pipeline:
 
     async def astream_request(self, request: Request) -> AsyncGenerator[str | Answer, None]:
         """:meth:`stream_request` on an event loop, for a backend that is :class:`AsyncStreamingBackend`."""
+        if request.abstain:
+            answer = abstained_answer(request)
+            yield answer.answer
+            yield answer
+            return
         if not isinstance(self.backend, AsyncStreamingBackend):
             raise TypeError(f"backend {self.backend.name} has no asynchronous stream")
         parser = AnswerStream()

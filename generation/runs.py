@@ -20,10 +20,10 @@ from tqdm import tqdm
 
 from wetqa import __version__
 from wetqa.dataset import QAItem
-from wetqa.io import read_journal, write_json
+from wetqa.io import read_journal, wetqa_made, write_owned_json
 
 from ._base import Answer, GenerationError, Request
-from .pipeline import Pipeline, to_answer
+from .pipeline import Pipeline
 from .prompt import render_plain
 from .registry import output_setting_names
 
@@ -73,6 +73,9 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
         ],
         "usage": answer.usage.to_json(),
         "error": answer.error,
+        "confidence": None if answer.confidence is None else round(answer.confidence, 4),
+        "abstained": answer.abstained,
+        "related_ids": [c.id for c in answer.related],
         "seconds": round(seconds, 4),
     }
 
@@ -115,6 +118,8 @@ def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) 
 
 def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
     config = out / "config.json"
+    if config.exists() and not wetqa_made(config):
+        raise GenerationError(f"{config} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
     runs = sorted(out.glob("run-*.jsonl"))
     if not runs:
         return
@@ -156,7 +161,7 @@ def generate_runs(
     out.mkdir(parents=True, exist_ok=True)
     if inputs is not None:
         _check_inputs(out, inputs, force)  # a no-op when check_run_folder already ran
-    write_json(
+    write_owned_json(
         out / "config.json",
         {
             **(config or {}),
@@ -168,6 +173,7 @@ def generate_runs(
             "n_questions": len(items),
             "versions": versions("openai", "transformers", "vllm", "torch", "bm25s", "pyserini"),
         },
+        "runs/1",
     )
     run_summaries: list[dict] = []
     summary = {"runs": run_summaries, "out": str(out)}
@@ -177,31 +183,24 @@ def generate_runs(
         todo = [it for it in items if it.id not in done or done[it.id].get("error")]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
         with open(path, "a", encoding="utf-8") as fh:
-            stream = getattr(pipeline.backend, "generate_stream", None)
-            if stream is not None and todo:
-                # The engine schedules every pending question itself (continuous batching); each
-                # answer is written the moment it finishes, so a killed run loses at most those in flight.
-                requests = pipeline.requests([it.question for it in todo])
-                for i, gen in stream(requests):
-                    ans = to_answer(requests[i], gen)
-                    rec = record(todo[i].id, run, pipeline.k, requests[i], ans, gen.seconds)
-                    fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                    fh.flush()
-                    done[todo[i].id] = rec
-                    bar.update(1)
-                todo = []
-            for start in range(0, len(todo), batch_size):
-                batch = todo[start : start + batch_size]
+            streaming = getattr(pipeline.backend, "generate_stream", None) is not None
+            # An engine that schedules requests itself (continuous batching) gets every pending question at
+            # once; others go by batches. Each answer is written the moment it is ready, so a killed run
+            # loses at most those in flight.
+            size = len(todo) if streaming else batch_size
+            for start in range(0, len(todo), size):
+                batch = todo[start : start + size]
                 t0 = time.perf_counter()
                 requests = pipeline.requests([it.question for it in batch])
-                answers = pipeline.answer_requests(requests)
-                per = (time.perf_counter() - t0) / len(batch)
-                for it, req, ans in zip(batch, requests, answers):
-                    rec = record(it.id, run, pipeline.k, req, ans, per)
+                for i, ans in pipeline.generate_stream(requests):
+                    seconds = time.perf_counter() - t0
+                    rec = record(
+                        batch[i].id, run, pipeline.k, requests[i], ans, seconds if streaming else seconds / len(batch)
+                    )
                     fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                     fh.flush()
-                    done[it.id] = rec
-                bar.update(len(batch))
+                    done[batch[i].id] = rec
+                    bar.update(1)
         bar.close()
         recs = list(done.values())
         run_summaries.append(

@@ -32,6 +32,14 @@ class PipelineOptions:
 
     k: int = setting(3, "retrieved hits given to the generator", minimum=1, flag="-k", output=True)
     language: str = setting("nl", "prompt language", choices=("nl", "en"), output=True)
+    min_confidence: float | None = setting(
+        None,
+        "abstain (answer that no article of the corpus answers the question) below this confidence; "
+        "0: always answer (default: the cross-validated threshold)",
+        minimum=0,
+        maximum=1,
+        output=True,
+    )
 
 
 PIPELINE_SETTINGS = settings_of(PipelineOptions)
@@ -145,15 +153,23 @@ class PipelineSpec:
             backend if backend is not None else make_backend(self.generator),
             k=self.k,
             language=self.language,
+            min_confidence=self.options.min_confidence,
         )
 
     def inputs(self) -> dict:
         """What a run's answers depend on (:func:`~.runs.run_inputs`): a run folder resumes only with the same."""
+        from wetqa.retrieval.confidence import model_digest
+
         from .runs import run_inputs
 
         ident = self.retrieval.identity()
         kinds = "+".join(str(i.get("retriever")) for i in ident["indexes"])
-        return run_inputs(kinds, self.k, self.language, self.generator.output_json(), ident["indexes"], ident["query"])
+        inputs = run_inputs(
+            kinds, self.k, self.language, self.generator.output_json(), ident["indexes"], ident["query"]
+        )
+        # Abstaining decides which questions reach the model: its threshold and the fitted model count too.
+        inputs["abstention"] = {"min_confidence": self.options.min_confidence, "model": model_digest()}
+        return inputs
 
     def to_json(self) -> dict:
         return {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from wetqa.corpus.records import Chunk
@@ -24,6 +24,9 @@ class Hit:
     article_chunks: tuple[Chunk, ...] = ()
     # ... and the article's paragraphs (lid / top-level al, list items inside), when the index keeps them.
     article_paragraphs: tuple[str, ...] = ()
+    # What the retrievers saw of this hit (raw view scores, dense cosine, first-stage rank ...): the
+    # signals a confidence estimate and a re-ranker read. Retrievers add to it, never remove.
+    features: dict = field(default_factory=dict)
 
     @property
     def id(self) -> str:

@@ -194,7 +194,9 @@ class ArticleRetriever:
             rows = np.arange(first, first + n)
             chunk = int(rows[int(np.argmax(chunk_scores[rows]))])  # the first of equal best: reading order
             parts = tuple(self.chunks.rows(rows))
-            hits.append(Hit(parts[chunk - first], float(fused[art]), len(hits) + 1, self.name, parts, paras))
+            raw = {f"bm25_{v}": float(views[v][art]) for v in VIEWS} | {"doc": int(art)}
+            hit = Hit(parts[chunk - first], float(fused[art]), len(hits) + 1, self.name, parts, paras, raw)
+            hits.append(hit)
         return hits
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:

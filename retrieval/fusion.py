@@ -126,7 +126,15 @@ class CrossEncoderReranker:
             at += len(g)
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:k]
         return [
-            Hit(hits[i].chunk, scores[i], r, "rerank", hits[i].article_chunks, hits[i].article_paragraphs)
+            Hit(
+                hits[i].chunk,
+                scores[i],
+                r,
+                "rerank",
+                hits[i].article_chunks,
+                hits[i].article_paragraphs,
+                {**hits[i].features, "before_rerank": hits[i].score, "rerank": scores[i]},
+            )
             for r, i in enumerate(order, 1)
         ]
 

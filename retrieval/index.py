@@ -17,7 +17,7 @@ from pathlib import Path
 
 from wetqa import __version__
 from wetqa.corpus.build import read_manifest
-from wetqa.io import atomic_dir
+from wetqa.io import FORMAT_KEY, atomic_dir
 
 from ._base import RetrievalError, Retriever
 from .impacts import Vocabulary
@@ -87,6 +87,7 @@ def build_index(
         if rescore:
             _save_rescore_probe(tmp, rescore["model"])
         meta = {
+            FORMAT_KEY: f"index/{INDEX_FORMAT}",
             "format": INDEX_FORMAT,
             "retriever": retriever,
             "options": opts,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.io import atomic_dir
+from wetqa.io import FORMAT_KEY, atomic_dir
 
 from ._base import RetrievalError
 from .unigram import export_unigram
@@ -231,6 +231,7 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
         np.save(tmp / TABLE, np.asarray(table, dtype=np.float16))
         export_unigram(model_dir / "tokenizer.json", tmp)
         meta = {
+            FORMAT_KEY: f"onnx-export/{FORMAT}",
             "format": FORMAT,
             "source": ident,
             "model_type": config["model_type"],

@@ -169,7 +169,15 @@ class DenseRescorer:
         fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
         order = sorted(range(len(hits)), key=lambda i: (-fused[i], i))[:k]
         return [
-            Hit(hits[i].chunk, float(fused[i]), r, self.name, hits[i].article_chunks, hits[i].article_paragraphs)
+            Hit(
+                hits[i].chunk,
+                float(fused[i]),
+                r,
+                self.name,
+                hits[i].article_chunks,
+                hits[i].article_paragraphs,
+                {**hits[i].features, "first": hits[i].score, "first_rank": hits[i].rank, "dense": float(dense[i])},
+            )
             for r, i in enumerate(order, 1)
         ]
 

@@ -54,7 +54,9 @@ def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
 
     for name in (ARTICLES, CHUNKS):
         if not (corpus_dir / name).is_file():
-            raise RetrievalError(f"{corpus_dir} is not a complete corpus (no {name}); build it with `wetqa corpus build`")
+            raise RetrievalError(
+                f"{corpus_dir} is not a complete corpus (no {name}); build it with `wetqa corpus build`"
+            )
 
     chunks = (Chunk.from_json(row) for row in read_jsonl(corpus_dir / CHUNKS))
     pending = next(chunks, None)
@@ -245,6 +247,10 @@ class ChunkStore(Sequence[Chunk]):
         sql = f"SELECT row, paragraphs FROM articles WHERE row IN ({','.join('?' * len(rows))})"
         found = {r: tuple(json.loads(p)) for r, p in self._query(sql, rows)}
         return [found.get(r, ()) for r in rows]
+
+    def law_titles(self) -> list[str]:
+        """The titles of the laws in the store."""
+        return [r[0] for r in self._query("SELECT DISTINCT law FROM articles")]
 
     def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
         """The vocabulary ids of the terms that are in it."""

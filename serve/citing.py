@@ -50,10 +50,16 @@ class Cited:
     references: str  # "Bronnen:\n[1] ..."
     citations: list[dict]
     sentences: list[dict]  # {"text", "citation": n | None, "support": [source sentence indices]}
+    related: list[dict]  # abstained: the closest articles, offered but not cited
 
 
 def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
     versions = {h.chunk.id: h.chunk.version_date for h in answer.retrieved}
+    if answer.abstained:
+        related = [
+            {**c.to_json(), "url": article_url(c.bwb_id, c.article, versions.get(c.id, ""))} for c in answer.related
+        ]
+        return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=related)
     citations = []
     sources: list[list[str]] = []
     for n, c in enumerate(answer.citations, 1):
@@ -91,4 +97,5 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
         references=("Bronnen:\n" + refs) if refs else "",
         citations=citations,
         sentences=out_sentences,
+        related=[],
     )

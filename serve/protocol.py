@@ -94,6 +94,16 @@ class CitationOut(BaseModel):
     sentences: list[str]
 
 
+class RelatedArticle(BaseModel):
+    id: str = Field(description="stable chunk id (GET /v1/chunks/{id} gives the whole article)")
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    text: str
+    url: str
+
+
 class SentenceSupport(BaseModel):
     text: str
     citation: int | None = Field(description="the citation this sentence rests on, if any")
@@ -124,6 +134,9 @@ class ChatCompletion(BaseModel):
     usage: Usage
     citations: list[CitationOut]
     sentences: list[SentenceSupport]
+    confidence: float | None = Field(description="that the first retrieved article answers the question, 0-1")
+    abstained: bool = Field(description="no article of the corpus answers it: the answer says so and cites nothing")
+    related: list[RelatedArticle] = Field(description="when abstained: the closest articles, offered but not cited")
 
 
 class Delta(BaseModel):
@@ -149,6 +162,9 @@ class ChatCompletionChunk(BaseModel):
     usage: Usage | None = None
     citations: list[CitationOut] | None = None
     sentences: list[SentenceSupport] | None = None
+    confidence: float | None = None
+    abstained: bool | None = None
+    related: list[RelatedArticle] | None = None
 
 
 class ModelCard(BaseModel):

@@ -43,6 +43,12 @@ def word_usage(answer: Answer, question: str, content: str) -> dict:
     return usage
 
 
+def verdict(answer: Answer, cited: Cited) -> dict:
+    """How sure the answer is, whether it abstained, and (then) the related articles it offers."""
+    confidence = None if answer.confidence is None else round(answer.confidence, 4)
+    return {"confidence": confidence, "abstained": answer.abstained, "related": cited.related}
+
+
 def content_of(cited: Cited) -> str:
     return cited.answer + (f"\n\n{cited.references}" if cited.references else "")
 
@@ -228,6 +234,7 @@ class ChatService:
                 "usage": word_usage(answer, question, content),
                 "citations": cited.citations,
                 "sentences": cited.sentences,
+                **verdict(answer, cited),
             }
         )
 
@@ -293,7 +300,7 @@ class ChatService:
         tail = f"\n\n{cited.references}" if cited.references else ""
         out = [writer.event({"content": tail})] if tail else []
         usage = word_usage(answer, question, streamed + tail)
-        extra = {"citations": cited.citations, "sentences": cited.sentences}
+        extra = {"citations": cited.citations, "sentences": cited.sentences, **verdict(answer, cited)}
         if not include_usage:
             return [*out, writer.event({}, answer.finish_reason, usage=usage, **extra)]
         return [*out, writer.event({}, answer.finish_reason, **extra), writer.usage(usage)]

@@ -162,7 +162,8 @@ def test_closed_pipe_is_quiet(fixture_index):
 @pytest.mark.unit
 def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, capsys):
     data = tmp_path / "d.jsonl"
-    data.write_text('{"id": "1", "question": "Wat is een wet?"}\n')
+    # A question the index finds articles for: one it finds none for is answered without the model.
+    data.write_text('{"id": "1", "question": "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"}\n')
     argv = [
         "generate",
         "--dataset",

@@ -17,6 +17,19 @@ from wetqa.io import atomic_dir, atomic_file, read_journal
 from .conftest import BWB_DIR, FIXTURES, ROOT, require_shared
 
 
+def _mark(path: Path, value: str) -> None:
+    """A marker file as wetqa writes them (its format inside)."""
+    import json
+
+    path.write_text(json.dumps({"wetqa_format": "test/1", "value": value}))
+
+
+def _marked(path: Path) -> str:
+    import json
+
+    return json.loads(path.read_text())["value"]
+
+
 def _build(out, *extra) -> int:
     return main(
         [
@@ -46,6 +59,42 @@ def test_out_never_replaces_a_folder_wetqa_did_not_make(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert _build(tmp_path / "empty") == 0
     assert _build(tmp_path / "empty") == 0
+
+
+@pytest.mark.unit
+def test_a_folder_holding_a_file_of_the_markers_name_is_not_taken_for_wetqas(fixture_corpus, tmp_path, capsys):
+    """A web project with its own manifest.json, a data folder with its own index.json, a run folder's
+    config.json of the user's: only a marker wetqa wrote (its format inside) lets wetqa replace a folder."""
+    import json
+
+    web = tmp_path / "web"
+    (web / "src").mkdir(parents=True)
+    (web / "manifest.json").write_text(json.dumps({"name": "my-app", "start_url": "/"}))
+    (web / "index.html").write_text("<html></html>")
+    assert _build(web) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json" in err and "not one wetqa wrote" in err
+    assert (web / "index.html").exists() and (web / "src").is_dir()
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "index.json").write_text(json.dumps({"pages": [1, 2]}))
+    (data / "keep.csv").write_text("1,2")
+    argv = ["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(data), "--no-progress"]
+    assert main(argv) == 2
+    assert "index.json" in capsys.readouterr().err and (data / "keep.csv").exists()
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "config.json").write_text(json.dumps({"my": "settings"}))
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "1", "question": "Wanneer kan de rechtbank het gezag beëindigen?"}) + "\n")
+    index = tmp_path / "idx"
+    assert main(["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(index), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["generate", "--dataset", str(questions), "--index", str(index), "--out", str(runs)]) == 2
+    assert "config.json" in capsys.readouterr().err
+    assert json.loads((runs / "config.json").read_text()) == {"my": "settings"}
 
 
 @pytest.mark.unit
@@ -111,7 +160,7 @@ def test_a_failed_swap_keeps_the_old_folder(tmp_path, monkeypatch):
 
     target = tmp_path / "out"
     with atomic_dir(target, marker="m") as tmp:
-        (tmp / "m").write_text("old")
+        _mark(tmp / "m", "old")
     monkeypatch.setattr(io, "_exchange", lambda a, b: False)  # no renameat2: the two-rename path
     calls = []
     real = os.replace
@@ -125,8 +174,8 @@ def test_a_failed_swap_keeps_the_old_folder(tmp_path, monkeypatch):
     monkeypatch.setattr(io.os, "replace", failing)
     with pytest.raises(OSError, match="disk went away"):
         with atomic_dir(target, marker="m") as tmp:
-            (tmp / "m").write_text("new")
-    assert (target / "m").read_text() == "old"  # rolled back
+            _mark(tmp / "m", "new")
+    assert _marked(target / "m") == "old"  # rolled back
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
@@ -136,10 +185,10 @@ def test_the_swap_is_one_exchange_when_the_kernel_offers_it(tmp_path):
 
     target = tmp_path / "out"
     with atomic_dir(target, marker="m") as tmp:
-        (tmp / "m").write_text("one")
+        _mark(tmp / "m", "one")
     with atomic_dir(target, marker="m") as tmp:
-        (tmp / "m").write_text("two")
-    assert (target / "m").read_text() == "two"
+        _mark(tmp / "m", "two")
+    assert _marked(target / "m") == "two"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     # On Linux the two folders trade places in one renameat2 call: the path never goes missing.
     a, b = tmp_path / "a", tmp_path / "b"

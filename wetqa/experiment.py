@@ -26,7 +26,7 @@ from .console import UsageError, emit
 from .dataset import load_dataset
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table
 from .evaluation.ranking import evaluate_retrieval
-from .io import atomic_file, write_json
+from .io import atomic_file, write_owned_json
 
 
 def _source_digests(src: Path) -> dict[str, str]:
@@ -68,7 +68,7 @@ def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
 def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "config.json", cfg.to_json())
+    write_owned_json(out / "config.json", cfg.to_json(), "experiment/1")
     items = load_dataset(cfg.dataset)
     corpus = _corpus_dir(cfg, out, force)
 
@@ -147,7 +147,9 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
         for label, summary in rows.items():
             for line in csv_text(summary).splitlines()[1:]:
                 fh.write(f"{label},{line}\n")
-    write_json(out / "results.json", {"generation": rows, "retrieval": retrieval_rows, "n_questions": len(items)})
+    write_owned_json(
+        out / "results.json", {"generation": rows, "retrieval": retrieval_rows, "n_questions": len(items)}, "results/1"
+    )
     return {"table": table, "generation": rows, "retrieval": retrieval_rows, "out": str(out)}
 
 

@@ -114,16 +114,55 @@ def _a(noun: str) -> str:
     return ("an " if noun[:1] in "aeiou" else "a ") + noun
 
 
+# The key every marker file wetqa writes carries: the format of what it marks, e.g. "corpus/2".
+FORMAT_KEY = "wetqa_format"
+
+
+def wetqa_made(marker: Path) -> bool:
+    """Whether a marker file is one wetqa wrote: JSON naming wetqa's format (or an older wetqa's fields).
+
+    A file that merely has the name (a web project's manifest.json, a user's config.json) is not.
+    """
+    try:
+        d = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(d, dict):
+        return False
+    return (
+        isinstance(d.get(FORMAT_KEY), str)
+        or d.get("tool") == "wetqa"  # corpus manifests of an older wetqa
+        or "wetqa_version" in d  # index.json of an older wetqa
+        or str(d.get("kind", "")).startswith("wetqa-")  # converted models
+        or (isinstance(d.get("versions"), dict) and "wetqa" in d["versions"])  # run configs of an older wetqa
+    )
+
+
 def _check_replaceable(path: Path, marker: str | None, kind: str) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputError(f"{path} is a file (or a link), not {_a(kind)} folder; wetqa replaces only folders it made")
     if not path.is_dir() or marker is None:
         return
-    if (path / marker).is_file() or not any(path.iterdir()):
+    if not any(path.iterdir()):
         return
+    if (path / marker).is_file():
+        if wetqa_made(path / marker):
+            return
+        raise OutputError(
+            f"{path / marker} is not one wetqa wrote (no {FORMAT_KEY} in it), so {path} is not {_a(kind)} wetqa "
+            "made and wetqa will not replace it; choose another --out"
+        )
     raise OutputError(
         f"{path} is not {_a(kind)} wetqa made (no {marker} in it) and wetqa will not replace it; choose another --out"
     )
+
+
+def write_owned_json(path: str | os.PathLike, obj: dict, fmt: str) -> None:
+    """Write wetqa's own JSON file (marked with its format), refusing to overwrite a file wetqa did not write."""
+    path = Path(path)
+    if path.exists() and not wetqa_made(path):
+        raise OutputError(f"{path} is not a file wetqa wrote (no {FORMAT_KEY} in it); wetqa will not overwrite it")
+    write_json(path, {FORMAT_KEY: fmt, **obj})
 
 
 @contextlib.contextmanager

@@ -21,8 +21,36 @@ function showSource(citation, support, marker) {
   body.append(link);
 }
 
+function showRelated(r) {
+  document.querySelectorAll(".marker.active").forEach((m) => m.classList.remove("active"));
+  const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.append(el("h3", `${r.law}, ${r.article}`));
+  body.append(el("div", "Mogelijk verwant; niet als antwoord aangehaald.", "path"));
+  r.text.split("\n").forEach((line) => body.append(el("span", line, "sentence")));
+  const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = r.url; link.target = "_blank"; link.rel = "noopener";
+  body.append(link);
+}
+
+function renderAbstained(resp) {
+  // No article of the corpus answers the question: say so plainly, offer the closest articles apart.
+  const answer = $("answer"); answer.replaceChildren(); answer.className = "abstained";
+  const lead = resp.choices[0].message.content.split("\n\n")[0];
+  answer.append(el("p", "Geen antwoord gevonden in de wetten van dit corpus.", "notice"));
+  answer.append(el("p", lead));
+  const list = $("source-list"); list.replaceChildren();
+  $("sources").querySelector("h2").textContent = "Mogelijk verwant";
+  resp.related.forEach((r) => {
+    const li = el("li"); const a = el("a", `${r.law}, ${r.article}`); a.href = "#";
+    a.addEventListener("click", (ev) => { ev.preventDefault(); showRelated(r); });
+    li.append(a); list.append(li);
+  });
+  if (!resp.related.length) list.append(el("li", "Geen verwante artikelen.", "muted"));
+}
+
 function render(resp) {
   current = resp;
+  $("sources").querySelector("h2").textContent = "Bronnen";
+  if (resp.abstained) { renderAbstained(resp); return; }
   const answer = $("answer"); answer.replaceChildren(); answer.className = "";
   const byIndex = new Map(resp.citations.map((c) => [c.index, c]));
   resp.sentences.forEach((s) => {

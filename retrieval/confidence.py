@@ -1,0 +1,255 @@
+"""How sure retrieval is that its first article answers the question: signals and a calibrated estimate.
+
+The corpus holds 272 of the roughly 22,000 regulations in force; a question about any other law still
+gets a first article. These signals tell the two apart:
+
+- ``oov``: the share of the question's content words that occur nowhere in the corpus (a question
+  about "tbs" or "omzetbelasting" in a corpus without the Penal Code or the VAT act);
+- ``coverage``: the share of the question's content words, weighted by idf (words absent from the
+  corpus weigh most), that the first article contains (its text and headings);
+- ``bm25``: the first article's whole-article BM25 score over the most it could be (the sum of the
+  question's idf);
+- ``dense``: the dense model's cosine of question and article (raw, not normalised over the hits),
+  and ``dense_margin``, how far it stands above the next article's;
+- ``agree``: whether BM25 alone ranked the article first too; ``margin``: its lead in the fused score;
+- ``law_named``: the question names a law by title or abbreviation: +1 when the first article is of
+  that law, -1 when the named law is not in the corpus.
+
+A logistic model over these (few features, strong regularisation) gives the probability that the first
+article is right. ``bench/calibrate.py`` fits it on the dev questions (first article right or wrong) and
+on questions about laws outside the corpus (all wrong), cross-validated, and writes it with the
+cross-validated abstention threshold to ``confidence.json`` beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from ._base import Hit
+
+# Words that frame a question but carry no content, as the Dutch analyzer stems them ("wanneer" is
+# "wanner", "omstandigheden" "omstand"; "onder", "hoe", "wat", "kan" are stop words already).
+FRAME_WORDS = frozenset("wanner welk voorwaard waarom war mag mog gevall geval situatie omstand bepaald slecht".split())
+
+# Abbreviations of laws, as people write them (the law's title must be in the corpus to match it).
+ABBREVIATIONS = {
+    "awb": "Algemene wet bestuursrecht",
+    "bw": "Burgerlijk Wetboek",
+    "wob": "Wet openbaarheid van bestuur",
+    "vw": "Vreemdelingenwet 2000",
+    "ww": "Werkloosheidswet",
+    "aow": "Algemene Ouderdomswet",
+    "anw": "Algemene nabestaandenwet",
+    "akw": "Algemene Kinderbijslagwet",
+    "zvw": "Zorgverzekeringswet",
+    "wia": "Wet werk en inkomen naar arbeidsvermogen",
+    "wajong": "Wet arbeidsongeschiktheidsvoorziening jonggehandicapten",
+    "awr": "Algemene wet inzake rijksbelastingen",
+    "wsf": "Wet studiefinanciering 2000",
+    "wpo": "Wet op het primair onderwijs",
+    "wvo": "Wet voortgezet onderwijs 2020",
+    "wvw": "Wegenverkeerswet 1994",
+    "arbowet": "Arbeidsomstandighedenwet",
+    "atw": "Arbeidstijdenwet",
+    "wav": "Wet arbeid vreemdelingen",
+    "wazo": "Wet arbeid en zorg",
+    "wpg": "Wet politiegegevens",
+    "wwm": "Wet wapens en munitie",
+    "fw": "Faillissementswet",
+    "mw": "Mededingingswet",
+}
+# Laws people name that are not in the reference corpus: naming one says the corpus cannot answer.
+# (Titles and the abbreviations lawyers use; matched only when the corpus does not hold the law.)
+KNOWN_LAWS = (
+    "wetboek van strafrecht",
+    "wetboek van strafvordering",
+    "wetboek van burgerlijke rechtsvordering",
+    "burgerlijk wetboek boek 7",
+    "omgevingswet",
+    "wet milieubeheer",
+    "wet op de omzetbelasting",
+    "wet inkomstenbelasting",
+    "wet op de loonbelasting",
+    "wet op de vennootschapsbelasting",
+    "successiewet",
+    "wet langdurige zorg",
+    "wet maatschappelijke ondersteuning",
+    "pensioenwet",
+    "ziektewet",
+    "wet op de ondernemingsraden",
+    "wet minimumloon",
+    "woningwet",
+    "politiewet",
+    "paspoortwet",
+    "rijkswet op het nederlanderschap",
+    "telecommunicatiewet",
+    "mediawet",
+    "wet op het financieel toezicht",
+    "wet op de rechterlijke organisatie",
+)
+KNOWN_ABBREVIATIONS = ("sr", "sv", "rv", "wlz", "wmo", "wft", "wor", "wib", "wvggz", "wzd", "avg", "whw", "web", "wwft")
+
+FEATURES = ("oov", "coverage", "bm25", "dense", "dense_margin", "agree", "margin", "law_named")
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Function words of English that Dutch does not share: a question mostly made of them is English.
+_ENGLISH = frozenset(
+    "the what when which does is are can should must my how who be of and for with under conditions "
+    "may will would there their this that a an to".split()
+)
+
+
+def looks_english(question: str) -> bool:
+    words = _WORD.findall(question.lower())
+    return len(words) >= 3 and sum(w in _ENGLISH for w in words) / len(words) >= 0.3
+
+
+def _unwrap(retriever):
+    """The BM25 index under a retriever (through re-scoring and re-ranking; a hybrid's first component)."""
+    seen = 0
+    while retriever is not None and not hasattr(retriever, "views") and seen < 8:
+        inner = getattr(retriever, "retriever", None)
+        if inner is None:
+            parts = getattr(retriever, "retrievers", None)
+            inner = parts[0] if parts else None
+        retriever, seen = inner, seen + 1
+    return retriever if hasattr(retriever, "views") else None
+
+
+def _idf(df: int, n: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _contains(view, term: int, doc: int) -> bool:
+    start, end = int(view.indptr[term]), int(view.indptr[term + 1])
+    docs = view.indices[start:end]
+    at = int(np.searchsorted(docs, doc))
+    return at < len(docs) and int(docs[at]) == doc
+
+
+def law_titles(index) -> frozenset[str]:
+    """The lower-cased law titles of an index's corpus (read once per index)."""
+    titles = getattr(index, "_law_titles", None)
+    if titles is None:
+        titles = frozenset(t.lower() for t in index.chunks.law_titles())
+        index._law_titles = titles
+    return titles
+
+
+def law_named(question: str, top_law: str, titles: frozenset[str]) -> float:
+    """+1: the question names the first hit's law; -1: it names a law the corpus does not hold; 0: neither."""
+    q = question.lower()
+    words = set(_WORD.findall(q))
+    named = [t for t in titles if len(t) > 6 and t in q]
+    named += [ABBREVIATIONS[w].lower() for w in words if w in ABBREVIATIONS]
+    top = top_law.lower()
+    if any(top.startswith(n) or n.startswith(top) for n in named):
+        return 1.0
+    outside = [n for n in KNOWN_LAWS if n in q and not any(t.startswith(n) for t in titles)]
+    outside += [w for w in words if w in KNOWN_ABBREVIATIONS]
+    return -1.0 if outside and not named else 0.0
+
+
+def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
+    """The signals of the first hit (see the module docstring); those a pipeline cannot give are left out."""
+    out: dict[str, float] = {}
+    if not hits:
+        return out
+    top = hits[0]
+    f = top.features
+    # Margins to the second hit only: a pipeline retrieves k hits (3 by default), and the signals
+    # must mean the same whatever k is.
+    if "dense" in f:
+        out["dense"] = float(f["dense"])
+        second = hits[1].features.get("dense") if len(hits) > 1 else None
+        out["dense_margin"] = float(f["dense"] - second) if second is not None else 0.0
+    if "first_rank" in f:
+        out["agree"] = 1.0 if f["first_rank"] == 1 else 0.0
+    out["margin"] = float(top.score - hits[1].score) if len(hits) > 1 else 1.0
+    out["english"] = 1.0 if looks_english(question) else 0.0  # for the message, not the model
+    index = _unwrap(retriever)
+    if index is None:
+        return out
+    tokens = index.analyzer.tokens(question)
+    content = list(dict.fromkeys(t for t in tokens if t not in FRAME_WORDS and len(t) > 1))
+    ids = index.chunks.term_ids(tokens)
+    view = index.views["article"] if "article" in index.views else next(iter(index.views.values()))
+    n = view.num_docs
+    idf_max = _idf(0, n)
+    weights = {
+        t: (_idf(int(view.indptr[ids[t] + 1] - view.indptr[ids[t]]), n) if t in ids else idf_max) for t in content
+    }
+    out["content_words"] = float(len(content))  # for the message, not the model
+    if content:
+        out["oov"] = sum(t not in ids for t in content) / len(content)
+        doc = f.get("doc")
+        if doc is not None:
+            have = sum(w for t, w in weights.items() if t in ids and _contains(view, ids[t], int(doc)))
+            out["coverage"] = have / sum(weights.values())
+    else:
+        out["oov"], out["coverage"] = 1.0, 0.0
+    in_vocab = [t for t in tokens if t in ids]
+    bound = sum(_idf(int(view.indptr[ids[t] + 1] - view.indptr[ids[t]]), n) for t in in_vocab)
+    if bound > 0 and "bm25_article" in f:
+        out["bm25"] = float(f["bm25_article"]) / bound
+    out["law_named"] = law_named(question, top.chunk.law, law_titles(index))
+    return out
+
+
+class ConfidenceModel:
+    """Logistic regression over standardised signals; a signal the pipeline lacks counts as its mean."""
+
+    def __init__(self, spec: dict):
+        self.features: list[str] = list(spec["features"])
+        self.mean = np.asarray(spec["mean"], dtype=np.float64)
+        self.std = np.asarray(spec["std"], dtype=np.float64)
+        self.coef = np.asarray(spec["coef"], dtype=np.float64)
+        self.intercept = float(spec["intercept"])
+        self.threshold = float(spec.get("threshold", 0.0))
+        self.spec = spec
+
+    def probability(self, values: dict[str, float]) -> float:
+        x = np.asarray([values.get(name, m) for name, m in zip(self.features, self.mean)], dtype=np.float64)
+        z = float(((x - self.mean) / self.std) @ self.coef + self.intercept)
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+@cache
+def shipped_models() -> dict[str, ConfidenceModel]:
+    """The models ``bench/calibrate.py`` fitted, by pipeline kind (``articles+dense``, ``articles``)."""
+    path = resources.files("wetqa.retrieval").joinpath("confidence.json")
+    if not path.is_file():
+        return {}
+    return {kind: ConfidenceModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def model_digest() -> str | None:
+    """A hash of the shipped models (a run records it: another calibration abstains on other questions)."""
+    import hashlib
+
+    path = resources.files("wetqa.retrieval").joinpath("confidence.json")
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
+def model_for(values: dict[str, float]) -> ConfidenceModel | None:
+    """The shipped model for what a pipeline measures: with the dense signals when it has them."""
+    models = shipped_models()
+    kind = "articles+dense" if "dense" in values else "articles"
+    return models.get(kind)
+
+
+def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict[str, float]]:
+    """(confidence in [0, 1], the signals); 0 without hits."""
+    if not hits:
+        return 0.0, {}
+    values = signals(retriever, question, hits)
+    model = model_for(values)
+    if model is None:
+        return 1.0, values  # no model fitted for this kind of pipeline: nothing to say
+    return model.probability(values), values
