@@ -4,6 +4,7 @@ import re
 import threading
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -369,3 +370,53 @@ def test_openapi_documents_the_chat_responses_and_errors(extractive_served):
     schemas = spec["components"]["schemas"]
     assert {"citations", "sentences"} <= set(schemas["ChatCompletion"]["properties"])
     assert "ChatRequest" in schemas and "error" in schemas["ErrorResponse"]["properties"]
+
+
+def _garbage_upstream(content_type: str, body: bytes):
+    """A loopback server that answers every POST with 200 and this body."""
+    import http.server
+
+    class Garbage(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Garbage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("content_type", "body", "stream"),
+    [
+        ("application/json", b"not json {", False),
+        ("application/json", b'{"unexpected": true}', False),
+        ("text/event-stream", b"data: {broken\n\n", True),
+        ("text/event-stream", b'data: {"choices": "not a list"}\n\n', True),
+    ],
+)
+def test_upstream_garbage_is_a_502(index, content_type, body, stream):
+    from wetqa.generation import make_backend, resolve_generator
+
+    upstream = _garbage_upstream(content_type, body)
+    url = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
+    backend = make_backend(resolve_generator("openai", model="m", base_url=url, timeout=5, max_retries=0))
+    try:
+        with LiveServer(make_app([preset(index, backend=backend)])) as s:
+            r = httpx.post(
+                s.url + "/v1/chat/completions",
+                json={"model": "wetqa-bm25s-extractive", "stream": stream, "messages": [{"role": "user", "content": QUESTION}]},
+                timeout=30,
+            )
+            assert r.status_code == 502, r.text
+            assert r.json()["error"]["code"] == "upstream_error" and "127.0.0.1" not in r.text
+    finally:
+        upstream.shutdown()

@@ -112,16 +112,16 @@ class OpenAIBackend:
         t0 = time.perf_counter()
         try:
             resp = self._client.chat.completions.create(**self._kwargs(request))
-        except self._openai.APIResponseValidationError:
+        except (self._openai.APIResponseValidationError, ValueError):  # ValueError: a body that is not JSON
             resp = None
         except self._openai.OpenAIError as exc:
             msg = self._failure(exc)
             if msg is None:
                 raise
             return Generation(error=msg, seconds=time.perf_counter() - t0)
-        if not hasattr(resp, "choices"):
+        if not _is_completion(resp):
             return Generation(error=self._not_a_completion(), seconds=time.perf_counter() - t0)
-        choice = resp.choices[0] if resp.choices else None
+        choice = resp.choices[0]
         text = (choice.message.content or "") if choice else ""
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)
@@ -146,6 +146,9 @@ class OpenAIBackend:
                     return
         except self._openai.OpenAIError as exc:
             yield state.failed(exc, "the model server's stream broke off")
+            return
+        except ValueError:  # an event that is not JSON
+            yield state.failed(ValueError(), self._not_a_completion())
             return
         finally:
             # Closing the response tells the upstream to stop generating (a client that left, an error).
@@ -172,6 +175,9 @@ class OpenAIBackend:
                     return
         except self._openai.OpenAIError as exc:
             yield state.failed(exc, "the model server's stream broke off")
+            return
+        except ValueError:  # an event that is not JSON
+            yield state.failed(ValueError(), self._not_a_completion())
             return
         finally:
             await chunks.close()
@@ -205,6 +211,12 @@ class OpenAIBackend:
         return out
 
 
+def _is_completion(resp) -> bool:
+    """A chat completion with at least one choice that has a message (not an error page, not other JSON)."""
+    choices = getattr(resp, "choices", None)
+    return isinstance(choices, list) and bool(choices) and getattr(choices[0], "message", None) is not None
+
+
 class _StreamState:
     """What a chat-completion stream has delivered so far; shared by the sync and async readers."""
 
@@ -217,7 +229,9 @@ class _StreamState:
     def take(self, chunk) -> list[str | Generation]:
         """The text pieces of one chunk (or a failed Generation, last, when it is not a chunk at all)."""
         self.received += 1
-        if not hasattr(chunk, "choices"):
+        if not isinstance(getattr(chunk, "choices", None), list) or not all(
+            hasattr(c, "delta") and hasattr(c, "finish_reason") for c in chunk.choices
+        ):
             return [Generation(error=self.backend._not_a_completion(), seconds=time.perf_counter() - self.t0)]
         if chunk.usage:
             self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
