@@ -28,6 +28,8 @@ __all__ = ["ServerConfig", "create_app"]
 
 def create_app(pipelines: Sequence[ServedPipeline], config: ServerConfig | None = None) -> FastAPI:
     config = config or ServerConfig()
+    if config.api_key is not None and not config.api_key.strip():
+        raise ValueError("an empty API key would turn authentication off; give a key, or no --api-key at all")
     # FastAPI's own /docs loads Swagger UI from a CDN: off; .docs serves it from local files instead.
     app = FastAPI(title="wetqa", version="0.1.0", description=__doc__, docs_url=None, redoc_url=None)
     app.state.service = ChatService(pipelines, config)

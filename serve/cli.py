@@ -30,8 +30,12 @@ def server_config(args: argparse.Namespace):
     from .config import SERVER_SETTINGS, ServerConfig
 
     values = given(args, SERVER_SETTINGS)
+    source = "--api-key"
     if "api_key" not in values and os.environ.get("WETQA_API_KEY") is not None:
-        values["api_key"] = os.environ["WETQA_API_KEY"]
+        values["api_key"], source = os.environ["WETQA_API_KEY"], "WETQA_API_KEY"
+    if values.get("api_key") is not None and not values["api_key"].strip():
+        # An empty key matched no bearer token and let requests without one through: refuse to start.
+        raise UsageError(f"{source} is an empty API key, which would turn authentication off; give a key or unset it")
     try:
         return build(ServerConfig, values)
     except SettingError as exc:

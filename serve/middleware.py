@@ -70,9 +70,10 @@ class GuardMiddleware:
     def _check_key(self, headers: dict) -> None:
         if self.api_key is None:
             return
-        auth = headers.get(b"authorization", b"").decode("latin-1")
-        token = auth[7:] if auth.lower().startswith("bearer ") else ""
-        if not secrets.compare_digest(token.encode(), self.api_key.encode()):
+        auth = headers.get(b"authorization", b"")
+        token = auth[7:] if auth[:7].lower() == b"bearer " else b""
+        # Bytes against the key's UTF-8 bytes: a non-ASCII key matches what clients send (UTF-8).
+        if not secrets.compare_digest(token, self.api_key.encode("utf-8")):
             raise _Refused(
                 401, "missing or wrong API key (Authorization: Bearer ...)", "authentication_error", "invalid_api_key"
             )

@@ -420,3 +420,26 @@ def test_upstream_garbage_is_a_502(index, content_type, body, stream):
             assert r.json()["error"]["code"] == "upstream_error" and "127.0.0.1" not in r.text
     finally:
         upstream.shutdown()
+
+
+@pytest.mark.integration
+def test_a_non_ascii_key_matches_what_a_client_sends_in_utf8(extractive_served):
+    key = "sleutel-é"
+    with LiveServer(make_app([extractive_served()], api_key=key)) as s:
+        ok = httpx.get(s.url + "/v1/models", headers={"Authorization": ("Bearer " + key).encode("utf-8")})
+        assert ok.status_code == 200, ok.text
+        wrong = httpx.get(s.url + "/v1/models", headers={"Authorization": "Bearer sleutel-e".encode()})
+        assert wrong.status_code == 401
+
+
+@pytest.mark.unit
+def test_an_empty_api_key_is_refused_not_taken_for_no_key(extractive_served, bm25s_index, monkeypatch, capsys):
+    from wetqa.cli import main
+
+    with pytest.raises(ValueError, match="empty API key"):
+        make_app([extractive_served()], api_key="")
+    assert main(["serve", "--index", str(bm25s_index), "--api-key", ""]) == 2
+    assert "empty API key" in capsys.readouterr().err
+    monkeypatch.setenv("WETQA_API_KEY", "")
+    assert main(["serve", "--index", str(bm25s_index)]) == 2
+    assert "WETQA_API_KEY" in capsys.readouterr().err
