@@ -32,7 +32,8 @@ class Batcher(Generic[T, R]):
 
     ``fn`` takes a list and returns one result per item, in order. Calls never overlap. A call
     takes whole jobs in arrival order, up to ``max_items`` items (a single larger job goes alone).
-    An error in a call is raised in every caller whose items were in it.
+    When a call of several callers' items fails, each caller's items are tried again alone, so an
+    error reaches only the callers whose own items fail.
     """
 
     def __init__(self, fn: Callable[[list[T]], Sequence[R]], max_items: int = 256):
@@ -63,6 +64,12 @@ class Batcher(Generic[T, R]):
             raise job.error
         return job.results
 
+    def _call(self, items: list[T]) -> list[R]:
+        results = list(self._fn(items)) if items else []
+        if len(results) != len(items):
+            raise RuntimeError(f"a batched call returned {len(results)} results for {len(items)} items")
+        return results
+
     def _run_next(self) -> None:
         """Take the next jobs and call the model for them, the lock released meanwhile. Lock held on entry."""
         batch: list[_Job[T, R]] = []
@@ -76,12 +83,17 @@ class Batcher(Generic[T, R]):
         try:
             flat = [x for job in batch for x in job.items]
             try:
-                results = list(self._fn(flat)) if flat else []
-                if len(results) != len(flat):
-                    raise RuntimeError(f"a batched call returned {len(results)} results for {len(flat)} items")
-            except Exception as exc:  # noqa: BLE001 - raised again in every caller whose items were in the call
-                for job in batch:
-                    job.error = exc
+                results = self._call(flat)
+            except Exception as exc:  # noqa: BLE001 - raised again in the callers whose items fail
+                if len(batch) == 1:
+                    batch[0].error = exc
+                else:
+                    # One caller's bad item must not fail the others: each job again, alone.
+                    for job in batch:
+                        try:
+                            job.results = self._call(job.items)
+                        except Exception as alone:  # noqa: BLE001 - raised again in this caller only
+                            job.error = alone
             else:
                 at = 0
                 for job in batch:

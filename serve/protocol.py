@@ -8,21 +8,34 @@ OpenAI client, and any generator of clients, knows what comes back.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
 # ------------------------------------------------------------------------------------------ requests
 
 
+def _unicode(text: str) -> str:
+    """Text must be text: a lone surrogate ("\\ud800" in JSON) is a Python str, but no Unicode, and it broke
+    the tokenizers and encoders further on (and, in a shared batch, other users' requests)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("not valid Unicode (it holds a lone surrogate)") from None
+    return text
+
+
+Text = Annotated[StrictStr, AfterValidator(_unicode)]
+
+
 class TextPart(BaseModel):
     type: Literal["text"]
-    text: StrictStr
+    text: Text
 
 
 class Message(BaseModel):
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: StrictStr | list[TextPart] | None = None
+    content: Text | list[TextPart] | None = None
 
 
 class StreamOptions(BaseModel):
@@ -46,7 +59,7 @@ class ChatRequest(BaseModel):
 
 
 class SearchRequest(BaseModel):
-    query: str
+    query: Text
     model: str | None = None
     k: int = Field(default=10, ge=1, le=100)
 

@@ -252,3 +252,15 @@ def test_ask_stream_prints_what_ask_prints_as_the_model_writes_it(fixture_index,
     assert fake.requests[0]["stream"] is True and not fake.requests[1].get("stream")
     assert main([*argv, "--stream", "--output", "json"]) == EXIT_USAGE
     assert "--stream prints text as it comes" in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+@pytest.mark.unit
+def test_arguments_that_are_not_utf8_are_bad_input(tmp_path):
+    r = subprocess.run(
+        [sys.executable, "-m", "wetqa", "ask", b"Wanneer \xff\xfe vervalt het gezag?", "--index", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == EXIT_USAGE, r.stderr
+    assert "not valid UTF-8" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1

@@ -151,3 +151,39 @@ def test_concurrent_reranking_is_one_cross_encoder_call_with_the_same_scores(bm2
         )
     assert together == [alone[q] for q in QUESTIONS]
     assert predict.most == 1 and reranker.batcher.calls - calls_before == 2
+
+
+@pytest.mark.unit
+def test_a_failing_item_fails_only_its_own_caller():
+    """One poisoned and 8 innocent concurrent callers: the 8 get their results, the one its error."""
+    import threading
+
+    gate = threading.Event()
+
+    def model(items):
+        gate.wait(5)  # hold the first call so that the others queue into one batch behind it
+        if "poison" in items:
+            raise ValueError("cannot encode 'poison'")
+        return [len(x) for x in items]
+
+    batcher = Batcher(model)
+    results, errors = {}, {}
+
+    def call(text):
+        try:
+            results[text] = batcher([text])
+        except ValueError as exc:
+            errors[text] = str(exc)
+
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
+    wait_until(lambda: batcher.calls == 0 and batcher.waiting == 0 and batcher._busy)
+    callers = [threading.Thread(target=call, args=(t,)) for t in ["poison", *(f"q{i}" for i in range(8))]]
+    for t in callers:
+        t.start()
+    wait_until(lambda: batcher.waiting == 9)
+    gate.set()
+    for t in [first, *callers]:
+        t.join(10)
+    assert set(errors) == {"poison"} and "cannot encode" in errors["poison"]
+    assert results == {"first": [5], **{f"q{i}": [2] for i in range(8)}}

@@ -413,7 +413,11 @@ def test_upstream_garbage_is_a_502(index, content_type, body, stream):
         with LiveServer(make_app([preset(index, backend=backend)])) as s:
             r = httpx.post(
                 s.url + "/v1/chat/completions",
-                json={"model": "wetqa-bm25s-extractive", "stream": stream, "messages": [{"role": "user", "content": QUESTION}]},
+                json={
+                    "model": "wetqa-bm25s-extractive",
+                    "stream": stream,
+                    "messages": [{"role": "user", "content": QUESTION}],
+                },
                 timeout=30,
             )
             assert r.status_code == 502, r.text
@@ -428,7 +432,7 @@ def test_a_non_ascii_key_matches_what_a_client_sends_in_utf8(extractive_served):
     with LiveServer(make_app([extractive_served()], api_key=key)) as s:
         ok = httpx.get(s.url + "/v1/models", headers={"Authorization": ("Bearer " + key).encode("utf-8")})
         assert ok.status_code == 200, ok.text
-        wrong = httpx.get(s.url + "/v1/models", headers={"Authorization": "Bearer sleutel-e".encode()})
+        wrong = httpx.get(s.url + "/v1/models", headers={"Authorization": b"Bearer sleutel-e"})
         assert wrong.status_code == 401
 
 
@@ -443,3 +447,18 @@ def test_an_empty_api_key_is_refused_not_taken_for_no_key(extractive_served, bm2
     monkeypatch.setenv("WETQA_API_KEY", "")
     assert main(["serve", "--index", str(bm25s_index)]) == 2
     assert "WETQA_API_KEY" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_text_that_is_not_valid_unicode_is_a_400_at_the_edge(server):
+    # A lone surrogate ("\ud800" in JSON) is a str to Python but no text: refused before any work.
+    chat = '{"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": "gezag \\ud800 ouder"}]}'
+    r = httpx.post(server.url + "/v1/chat/completions", content=chat, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "not valid Unicode" in r.json()["error"]["message"], r.text
+    parts = '{"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": [{"type": "text", "text": "\\udfff"}]}]}'
+    r = httpx.post(server.url + "/v1/chat/completions", content=parts, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    r = httpx.post(
+        server.url + "/v1/search", content='{"query": "\\ud800"}', headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 400 and r.json()["error"]["param"] == "query"

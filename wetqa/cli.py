@@ -123,6 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _ARGV
     _ARGV = list(argv) if argv is not None else None
     words = list(argv) if argv is not None else sys.argv[1:]
+    for n, word in enumerate(words, 1):
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
+            shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            report_error(None, "usage", f"argument {n} ({shown!r}) is not valid UTF-8 text")
+            return EXIT_USAGE
     parser = build_parser(words)
     args = parser.parse_args(words)
     try:
