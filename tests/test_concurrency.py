@@ -187,3 +187,36 @@ def test_a_failing_item_fails_only_its_own_caller():
         t.join(10)
     assert set(errors) == {"poison"} and "cannot encode" in errors["poison"]
     assert results == {"first": [5], **{f"q{i}": [2] for i in range(8)}}
+
+
+@pytest.mark.integration
+def test_one_poisoned_request_among_eight_on_a_dense_server(tiny_models):
+    import httpx
+
+    from wetqa.generation.backends.extractive import ExtractiveBackend
+
+    dense, _ = tiny_models
+    pipeline = Pipeline(open_index(dense), ExtractiveBackend(), k=2, min_confidence=0)
+    served = served_pipeline("wetqa-dense-tiny", dense, k=2, pipeline=pipeline)
+    with LiveServer(make_app([served], max_concurrency=16)) as server:
+
+        def ask(content: str) -> int:
+            # Written by hand: json.dumps cannot write the lone surrogate's escape sequence as the client sends it.
+            body = '{"model": "wetqa-dense-tiny", "messages": [{"role": "user", "content": "' + content + '"}]}'
+            r = httpx.post(
+                server.url + "/v1/chat/completions",
+                content=body,
+                headers={"Content-Type": "application/json"},
+                timeout=60,
+            )
+            return r.status_code
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        contents = [
+            "gezag \\ud800 ouder",
+            *(f"Wanneer kan de rechtbank het gezag beëindigen, vraag {i}?" for i in range(8)),
+        ]
+        with ThreadPoolExecutor(9) as pool:
+            codes = list(pool.map(ask, contents))
+    assert codes == [400] + [200] * 8
