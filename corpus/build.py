@@ -47,6 +47,7 @@ class BuildOptions:
     exclude_technical: bool = False
     strict: bool = False
     workers: int = 0  # 0: one per core, at most 4; 1: in this process
+    max_file_mb: int = 200  # a larger file is skipped: parsing it would take many times its size in memory
 
     def to_json(self) -> dict:
         return {
@@ -136,11 +137,13 @@ def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
     return scan_sources(sources)[0]
 
 
-def _parse_one(path: str) -> tuple[str, str, ParsedLaw | ParseFailure]:
+def _parse_one(path: str, max_bytes: int = 200 << 20) -> tuple[str, str, ParsedLaw | ParseFailure]:
     name = display_name(path)
     if name != Path(path).name:  # bytes that are not UTF-8 in the name: ids and manifests cannot hold it
         return path, "", ParseFailure(name, "the file name is not valid UTF-8; rename the file")
     try:
+        if Path(path).stat().st_size > max_bytes:
+            return path, "", ParseFailure(path, f"larger than the {max_bytes >> 20} MB cap (--max-file-mb); skipped")
         data = Path(path).read_bytes()
     except OSError as exc:
         return path, "", ParseFailure(path, f"cannot read: {exc.strerror or exc}")
@@ -182,8 +185,8 @@ def download_records(files: Sequence[Path]) -> dict[str, dict]:
     return out
 
 
-def _parse_group(paths: list[str]) -> list[tuple[str, str, ParsedLaw | ParseFailure]]:
-    return [_parse_one(p) for p in paths]
+def _parse_group(paths: list[str], max_bytes: int) -> list[tuple[str, str, ParsedLaw | ParseFailure]]:
+    return [_parse_one(p, max_bytes) for p in paths]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -200,7 +203,7 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
+def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, max_bytes: int = 200 << 20):
     """Yield (path, sha256, ParsedLaw | ParseFailure) in the order of ``files``."""
     if workers == 0:
         workers = min(4, os.cpu_count() or 1)
@@ -209,7 +212,7 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
     try:
         if workers <= 1 or len(names) < 8:
             for name in names:
-                yield _parse_one(name)
+                yield _parse_one(name, max_bytes)
                 bar.update()
         else:
             with ProcessPoolExecutor(
@@ -220,12 +223,14 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True):
                 # Files go in groups of 4 (fewer round trips to the workers, as map's chunksize did).
                 window = 4 * workers
                 groups = (names[i : i + 4] for i in range(0, len(names), 4))
-                pending: deque = deque(pool.submit(_parse_group, g) for g in itertools.islice(groups, window))
+                pending: deque = deque(
+                    pool.submit(_parse_group, g, max_bytes) for g in itertools.islice(groups, window)
+                )
                 while pending:
                     items = pending.popleft().result()
                     nxt = next(groups, None)
                     if nxt is not None:
-                        pending.append(pool.submit(_parse_group, nxt))
+                        pending.append(pool.submit(_parse_group, nxt, max_bytes))
                     for item in items:
                         yield item
                         bar.update()
@@ -252,7 +257,7 @@ def build_corpus(
     with atomic_dir(out, marker=MANIFEST, kind="corpus") as tmp:
         with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
             built: dict[tuple[str, str], str] = {}
-            for path, digest, result in parse_many(files, options.workers, progress):
+            for path, digest, result in parse_many(files, options.workers, progress, options.max_file_mb << 20):
                 if digest:
                     digests[Path(path).name] = digest
                 if isinstance(result, ParseFailure):

@@ -5,8 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, emit, non_negative_float, non_negative_int, positive_int
+from wetqa.console import (
+    EXIT_PARTIAL,
+    UnavailableError,
+    UsageError,
+    emit,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from wetqa.home import default_corpus
+
+# The downloader's limits (corpus.download imports httpx; its limits are repeated here so that
+# `wetqa corpus --help` stays light, and checked equal by the tests).
+MAX_FILE_MB = 200
+DEADLINE = 600.0
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -40,6 +53,12 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     )
     b.add_argument("--strict", action="store_true", help="stop at the first file that fails to parse")
     b.add_argument("--workers", type=_workers, default=0, help="parser processes (0: one per core)")
+    b.add_argument(
+        "--max-file-mb",
+        type=positive_int,
+        default=MAX_FILE_MB,
+        help="skip (and list) a law file larger than this: parsing takes several times a file's size in memory",
+    )
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(func=cmd_build)
 
@@ -52,8 +71,20 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     d.add_argument("--no-progress", action="store_true")
     d.add_argument("--reference", action="store_true", help="download the 273 laws of the reference corpus")
     d.add_argument("--out", help="folder for the XML files (default: the cache, ~/.cache/wetqa/bwb)")
-    d.add_argument("--timeout", type=non_negative_float, default=30.0)
+    d.add_argument("--timeout", type=positive_float, default=30.0, help="seconds a request may wait for the service")
     d.add_argument("--retries", type=non_negative_int, default=4)
+    d.add_argument(
+        "--max-file-mb",
+        type=positive_int,
+        default=MAX_FILE_MB,
+        help="refuse a file (or search answer) larger than this",
+    )
+    d.add_argument(
+        "--deadline",
+        type=positive_float,
+        default=DEADLINE,
+        help="seconds one file may take in all, however it trickles",
+    )
     d.set_defaults(func=cmd_download)
 
 
@@ -84,6 +115,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         exclude_technical=args.exclude_technical,
         strict=args.strict,
         workers=args.workers,
+        max_file_mb=args.max_file_mb,
     )
     try:
         report = build_corpus(args.source, args.out or default_corpus(), opts, progress=not args.no_progress)
@@ -118,6 +150,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     from .download import (
         Client,
         DownloadError,
+        DownloadUnavailable,
         default_cache_dir,
         download_law,
         download_query,
@@ -134,7 +167,13 @@ def cmd_download(args: argparse.Namespace) -> int:
     if not targets and not query:
         raise UsageError("name at least one BWB id (e.g. BWBR0002656), or pass --reference, --query or --all")
     out = args.out or default_cache_dir()
-    client = Client(timeout=args.timeout, retries=args.retries, concurrency=args.concurrency)
+    client = Client(
+        timeout=args.timeout,
+        retries=args.retries,
+        concurrency=args.concurrency,
+        max_bytes=args.max_file_mb << 20,
+        deadline=args.deadline,
+    )
     done: list[dict] = []
     failed: list[dict] = []
     try:
@@ -150,6 +189,8 @@ def cmd_download(args: argparse.Namespace) -> int:
                 try:
                     path = download_law(bwb_id, date, out, client=client, version_date=version)
                     done.append({"bwb_id": bwb_id, "path": str(path)})
+                except DownloadUnavailable as exc:
+                    raise UnavailableError(str(exc)) from None  # no point trying the other laws
                 except DownloadError as exc:
                     if len(targets) == 1:
                         raise UsageError(str(exc)) from None

@@ -42,15 +42,25 @@ SRU_URL = "https://zoekservice.overheid.nl/sru/Search"
 REPOSITORY_URL = "https://repository.officiele-overheidspublicaties.nl/bwb"
 OPEN_END = "9999-12-31"
 PAGE_SIZE = 100
+MAX_PAGES = 2000  # 200,000 records: the whole BWB on every date is about 45,000
+MAX_FILE_MB = 200  # the largest law files are tens of MB; a service that sends more is refused
+DEADLINE = 600.0  # seconds a whole file may take, however steadily it trickles in
+MAX_RETRY_AFTER = 120.0  # a service that asks to wait longer is not waited for
+MAX_REDIRECTS = 5
 USER_AGENT = "wetqa/0.1 (corpus download; +https://pypi.org/project/wetqa)"
 _ID = re.compile(r"^BWBR\d{7}$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _LABEL = re.compile(r"(\d{4}-\d{2}-\d{2})_(\d+)")
+_FULL_LABEL = re.compile(r"^\d{4}-\d{2}-\d{2}_\d+$")
 DOWNLOADS = "downloads.jsonl"  # in the output folder: what each file is, where it came from, its checksum
 
 
 class DownloadError(RuntimeError):
     pass
+
+
+class DownloadUnavailable(DownloadError):
+    """The services could not be reached (after the retries): a missing component, exit 3."""
 
 
 def sru_url() -> str:
@@ -73,6 +83,7 @@ class LawVersion:
     visible_from: str = ""
     visible_until: str = OPEN_END
     url: str = ""
+    problem: str = ""  # set for a record that cannot be used (an identifier that is not a BWB id, ...)
 
     @property
     def label(self) -> str:
@@ -86,7 +97,9 @@ class LawVersion:
         return self.valid_from <= day <= self.valid_until
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("problem")
+        return d
 
 
 def default_cache_dir() -> Path:
@@ -127,52 +140,117 @@ def choose_version(versions: Sequence[LawVersion], day: str | None = None) -> La
 
 
 # --------------------------------------------------------------------------------------------- HTTP
-class Client:
-    """httpx with what the BWB services need: Accept: application/xml, retries with back-off that honour
-    Retry-After, timeouts, and at most ``concurrency`` requests under way at once."""
+def _origin(url: str) -> tuple[str, str, int | None]:
+    from urllib.parse import urlsplit
 
-    def __init__(self, timeout: float = 30.0, retries: int = 4, concurrency: int = 4, backoff: float = 0.5):
+    u = urlsplit(url)
+    return (u.scheme.lower(), (u.hostname or "").lower(), u.port)
+
+
+class Client:
+    """httpx with what the BWB services need, and no more trust in them than that.
+
+    ``Accept: application/xml``; retries with back-off that honour Retry-After (up to
+    ``MAX_RETRY_AFTER``); timeouts; at most ``concurrency`` requests under way at once. Only the
+    configured services' hosts are fetched, redirects only within a host; each body is read as a
+    stream, cut off at ``max_bytes`` and at ``deadline`` seconds however steadily it trickles.
+    """
+
+    def __init__(
+        self,
+        timeout: float = 30.0,
+        retries: int = 4,
+        concurrency: int = 4,
+        backoff: float = 0.5,
+        max_bytes: int = MAX_FILE_MB << 20,
+        deadline: float = DEADLINE,
+    ):
         import httpx
 
         self._httpx = httpx
         self.http = httpx.Client(
             timeout=timeout,
-            follow_redirects=True,
+            follow_redirects=False,  # followed here, within the host only
             headers={"Accept": "application/xml, text/xml;q=0.9, */*;q=0.1", "User-Agent": USER_AGENT},
         )
         self.retries = retries
         self.backoff = backoff
+        self.max_bytes = max_bytes
+        self.deadline = deadline
         self._slots = threading.BoundedSemaphore(concurrency)
 
     def close(self) -> None:
         self.http.close()
 
+    def _check_host(self, url: str) -> None:
+        allowed = {_origin(repository_url()), _origin(sru_url())}
+        if _origin(url) not in allowed:
+            hosts = ", ".join(sorted({h for _, h, _ in allowed}))
+            raise DownloadError(f"{url} is not one of the BWB services ({hosts}); not fetched")
+
+    def _open(self, url: str):
+        """The response of ``url``, redirects followed within its host."""
+        for _ in range(MAX_REDIRECTS + 1):
+            resp = self.http.send(self.http.build_request("GET", url), stream=True)
+            if resp.status_code not in (301, 302, 303, 307, 308) or "location" not in resp.headers:
+                return resp
+            target = str(resp.url.join(resp.headers["location"]))
+            resp.close()
+            if _origin(target)[1:] != _origin(url)[1:]:
+                raise DownloadError(f"{url}: a redirect to another host ({target}) is not followed")
+            url = target
+        raise DownloadError(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    def _read(self, url: str, resp, sink) -> bytes:
+        parts: list[bytes] = []
+        size, t0 = 0, time.monotonic()
+        for chunk in resp.iter_bytes():
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise DownloadError(
+                    f"{url} is larger than the {self.max_bytes / 2**20:g} MB cap (--max-file-mb); not kept"
+                )
+            if time.monotonic() - t0 > self.deadline:
+                raise DownloadError(f"{url} did not arrive within {self.deadline:g} s (--deadline); not kept")
+            if sink is None:
+                parts.append(chunk)
+            else:
+                sink(chunk)
+        return b"".join(parts)
+
     def get(self, url: str, sink=None) -> bytes:
         """The body of ``url`` (or streamed into ``sink(chunk)``); DownloadError after the last retry."""
+        self._check_host(url)
         last = ""
         for attempt in range(self.retries + 1):
             wait = self.backoff * 2**attempt
             try:
-                with self._slots, self.http.stream("GET", url) as resp:
-                    if resp.status_code in (429, 502, 503, 504):
-                        last = f"HTTP {resp.status_code}"
-                        wait = max(wait, _retry_after(resp.headers.get("Retry-After")))
-                    elif resp.status_code >= 400:
-                        raise DownloadError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase}")
-                    else:
-                        if sink is None:
-                            return resp.read()
-                        for chunk in resp.iter_bytes():
-                            sink(chunk)
-                        return b""
+                with self._slots:
+                    resp = self._open(url)
+                    try:
+                        if resp.status_code in (429, 502, 503, 504):
+                            last = f"HTTP {resp.status_code}"
+                            asked = _retry_after(resp.headers.get("Retry-After"))
+                            if asked > MAX_RETRY_AFTER:
+                                raise DownloadError(
+                                    f"{url}: HTTP {resp.status_code}; the service asks to retry after {asked:g} s, "
+                                    f"more than the {MAX_RETRY_AFTER:g} s wetqa waits; try again later"
+                                )
+                            wait = max(wait, asked)
+                        elif resp.status_code >= 400:
+                            raise DownloadError(f"{url}: HTTP {resp.status_code} {resp.reason_phrase}")
+                        else:
+                            return self._read(url, resp, sink)
+                    finally:
+                        resp.close()
             except self._httpx.TransportError as exc:  # refused, reset, timed out, cut off mid-body
                 last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 if sink is not None:
                     sink(None)  # tell the sink to start over
             if attempt < self.retries:
-                time.sleep(min(wait, 60.0))
+                time.sleep(wait)
         host = self._httpx.URL(url).host or url
-        raise DownloadError(
+        raise DownloadUnavailable(
             f"cannot fetch from {host} after {self.retries + 1} attempts ({last}); are you offline? "
             "Point WETQA_BWB_DIR at a folder of law XML files instead"
         )
@@ -253,7 +331,10 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
                 details = " ".join(_first(d, "details").split())
                 said.append(message + (f" ({details})" if details else ""))
             raise DownloadError("the BWB search service reports: " + "; ".join(s for s in said if s))
-    total = int(_first(root, "numberOfRecords") or 0)
+    raw_total = _first(root, "numberOfRecords") or "0"
+    if not raw_total.isdigit():
+        raise DownloadError(f"the SRU answer's numberOfRecords {raw_total!r} is not a number")
+    total = int(raw_total)
     nxt = _first(root, "nextRecordPosition")
     versions = []
     for record in root.iter():
@@ -264,9 +345,10 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
         m = _LABEL.search(location)
         if not (location and bwb_id and m):
             continue
+        problem = "" if _ID.match(bwb_id) else f"not a BWB id: {bwb_id[:80]!r} (from the search service); not fetched"
         versions.append(
             LawVersion(
-                bwb_id,
+                bwb_id if not problem else bwb_id[:80],
                 m.group(1),
                 int(m.group(2)),
                 valid_from=_first(record, "geldigheidsperiode_startdatum") or m.group(1),
@@ -274,6 +356,7 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
                 visible_from=_first(record, "zichtperiode_startdatum"),
                 visible_until=_first(record, "zichtperiode_einddatum") or OPEN_END,
                 url=location,
+                problem=problem,
             )
         )
     return versions, total, int(nxt) if nxt.isdigit() else None
@@ -287,7 +370,8 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
 
     start: int | None = 1
     bar = None
-    while start:
+    pages, max_pages = 0, MAX_PAGES
+    while start and pages < max_pages:
         params = {
             "operation": "searchRetrieve",
             "version": "2.0",
@@ -297,7 +381,15 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
             "maximumRecords": str(PAGE_SIZE),
         }
         versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
+        pages += 1
         if bar is None:
+            needed = -(-total // PAGE_SIZE)
+            if needed > MAX_PAGES:
+                raise DownloadError(
+                    f"the search service announces {total} records, more than wetqa pages through "
+                    f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
+                )
+            max_pages = max(1, needed)  # a service that keeps saying "next page" is not followed past it
             bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
         bar.update(len(versions))
         yield from versions
@@ -312,9 +404,15 @@ def versions_of(client: Client, bwb_id: str) -> list[LawVersion]:
         return parse_manifest(client.get(f"{repository_url()}/{bwb_id}/manifest.xml"), bwb_id)
     except DownloadError as manifest_error:
         try:
-            return [v for v in search(client, f"dcterms.identifier=={bwb_id}") if v.bwb_id == bwb_id]
+            return [v for v in search(client, f"dcterms.identifier=={bwb_id}") if v.bwb_id == bwb_id and not v.problem]
         except DownloadError as exc:
-            raise DownloadError(f"{bwb_id}: {manifest_error}; the search service: {exc}") from None
+            # Both services unreachable: a missing component (exit 3), not a problem of this law.
+            kind = (
+                DownloadUnavailable
+                if isinstance(manifest_error, DownloadUnavailable) and isinstance(exc, DownloadUnavailable)
+                else DownloadError
+            )
+            raise kind(f"{bwb_id}: {manifest_error}; the search service: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------- files
@@ -325,25 +423,31 @@ def _record(out: Path, version: LawVersion, sha256: str, size: int) -> None:
 
 def fetch(client: Client, version: LawVersion, out: Path) -> Path:
     """Download one version into ``out`` (atomically; kept when already there), checked by the parser."""
+    if version.problem:
+        raise DownloadError(version.problem)
+    if not (_ID.match(version.bwb_id) and _FULL_LABEL.match(version.label)):
+        raise DownloadError(f"not a BWB id and version label: {version.bwb_id[:80]!r} {version.label[:40]!r}")
     target = out / version.file_name
+    if target.resolve().parent != out.resolve():
+        raise DownloadError(f"{version.file_name!r} would be written outside {out}; not fetched")
     if target.is_file() and target.stat().st_size > 0:
         return target
-    parts: list[bytes] = []
+    with atomic_file(target, "w+b") as fh:
 
-    def sink(chunk):
-        if chunk is None:
-            parts.clear()  # a dropped connection: the retry starts the file again
-        else:
-            parts.append(chunk)
+        def sink(chunk):
+            if chunk is None:  # a dropped connection: the retry starts the file again
+                fh.seek(0)
+                fh.truncate()
+            else:
+                fh.write(chunk)
 
-    client.get(version.url, sink)
-    data = b"".join(parts)
-    try:
-        parse_law_bytes(data, version.url)
-    except BWBParseError as exc:
-        raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
-    with atomic_file(target, "wb") as fh:
-        fh.write(data)
+        client.get(version.url, sink)
+        fh.seek(0)
+        data = fh.read()
+        try:
+            parse_law_bytes(data, version.url)
+        except BWBParseError as exc:
+            raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
     _record(out, version, hashlib.sha256(data).hexdigest(), len(data))
     return target
 
@@ -395,9 +499,13 @@ def download_query(
     client = client or Client(concurrency=workers)
     try:
         by_law: dict[str, list[LawVersion]] = {}
+        failures: list[dict] = []
         for v in search(client, query, progress):
-            by_law.setdefault(v.bwb_id, []).append(v)
-        chosen, failures = [], []
+            if v.problem:
+                failures.append({"bwb_id": v.bwb_id, "error": v.problem})
+            else:
+                by_law.setdefault(v.bwb_id, []).append(v)
+        chosen = []
         for bwb_id, versions in sorted(by_law.items()):
             try:
                 chosen.append(choose_version(versions, date))

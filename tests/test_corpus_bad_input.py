@@ -148,3 +148,20 @@ def test_the_same_law_twice_is_built_once(tmp_path):
     assert all(d["kept"] == "BWBR9990001_2024-01-01_2.xml" for d in dup.values())
     ids = [c.id for c in load_chunks(tmp_path / "out")]
     assert len(ids) == len(set(ids))  # no stable id twice
+
+
+def test_a_file_over_the_size_cap_is_skipped_with_a_clear_message(tmp_path):
+    from wetqa.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES / "bwb" / "toestand_wet_fictief.xml", src)
+    big = src / "BWBR9990009_2024-01-01_0.xml"
+    big.write_bytes(b"<toestand>" + b"<!-- padding -->" * 200_000 + b"</toestand>")  # 3.2 MB
+    report = build_corpus([src], tmp_path / "out", BuildOptions(workers=1, max_file_mb=1), progress=False)
+    assert report.laws == 1
+    assert [(f.file.rsplit("/", 1)[-1], f.problem) for f in report.failures] == [
+        (big.name, "larger than the 1 MB cap (--max-file-mb); skipped")
+    ]
+    argv = ["corpus", "build", "--source", str(src), "--out", str(tmp_path / "o2"), "--workers", "1"]
+    assert main([*argv, "--max-file-mb", "1", "--no-progress"]) == 1

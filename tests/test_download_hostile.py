@@ -1,0 +1,212 @@
+"""The downloader against a hostile or broken service: nothing outside --out, no other hosts, bounded
+size, time and paging, and one clear message naming the real cause (issue 21)."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+from wetqa.cli import main
+from wetqa.console import EXIT_UNAVAILABLE, EXIT_USAGE
+from wetqa.corpus import download
+from wetqa.corpus.download import Client, DownloadError, download_law
+
+from .conftest import FIXTURES
+from .test_corpus_download import VERSIONS, manifest, sru_page
+
+pytestmark = pytest.mark.unit
+LAW = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_bytes()
+
+
+class Service:
+    """A loopback service whose answers each test sets: ``routes[path prefix] = handler(h, url)``."""
+
+    def __init__(self):
+        self.routes: dict = {}
+        self.log: list[str] = []
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def send(self, body: bytes, status: int = 200, headers: dict | None = None):
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802
+                service.log.append(self.path)
+                url = urllib.parse.urlsplit(self.path)
+                for prefix, handler in service.routes.items():
+                    if url.path.startswith(prefix):
+                        try:
+                            return handler(self, url)
+                        except (BrokenPipeError, ConnectionResetError):
+                            return None
+                return self.send(b"not found", 404)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+@pytest.fixture
+def service(monkeypatch):
+    s = Service()
+    monkeypatch.setenv("WETQA_BWB_SRU_URL", s.base + "/sru")
+    monkeypatch.setenv("WETQA_BWB_REPOSITORY_URL", s.base + "/repo")
+    yield s
+    s.close()
+
+
+def _sru(records, total=None, nxt=None, base=""):
+    def handler(h, url):
+        h.send(sru_page(records, len(records) if total is None else total, nxt, base))
+
+    return handler
+
+
+def _client(**kw):
+    return Client(**{"timeout": 2, "retries": 1, "backoff": 0.01, **kw})
+
+
+def test_identifiers_from_the_service_never_leave_out(service, tmp_path):
+    out = tmp_path / "out"
+    evil = [("../../../tmp/wetqa-evil/EVIL", VERSIONS[3]), (str(tmp_path / "abs" / "EVIL"), VERSIONS[3])]
+    service.routes["/sru"] = _sru(evil, base=service.base)
+    service.routes["/repo"] = lambda h, url: h.send(LAW)
+    paths, failures = download.download_query("rechtsgebied==X", out, "2024-06-01", _client(), progress=False)
+    assert paths == [] and len(failures) == 2
+    assert all("not a BWB id" in f["error"] for f in failures)
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+    assert not (tmp_path / "abs").exists()
+    # A label that is not a version label is refused too.
+    bad_label = [("BWBR9990001", ("../x_0", "2024-01-01", OPEN, "2024-01-01", OPEN))]
+    service.routes["/sru"] = _sru(bad_label, base=service.base)
+    paths, failures = download.download_query("rechtsgebied==X", out, "2024-06-01", _client(), progress=False)
+    assert paths == [] and not list(tmp_path.rglob("*.xml"))
+
+
+OPEN = "9999-12-31"
+
+
+def test_only_the_configured_hosts_are_fetched(service, tmp_path):
+    other = Service()  # another local service the search answer points at
+    other.routes["/"] = lambda h, url: h.send(LAW)
+    try:
+        service.routes["/sru"] = _sru([("BWBR9990001", VERSIONS[3])], base=other.base)
+        paths, failures = download.download_query("rechtsgebied==X", tmp_path, "2024-06-01", _client(), progress=False)
+        assert paths == [] and "not one of the BWB services" in failures[0]["error"]
+        assert other.log == []  # never requested
+        # A redirect to another host is not followed; one on the same host is.
+        service.routes["/sru"] = lambda h, url: h.send(b"no search here", 404)
+        service.routes["/repo/BWBR9990001/manifest.xml"] = lambda h, url: h.send(
+            b"", 302, {"Location": other.base + "/manifest.xml"}
+        )
+        with pytest.raises(DownloadError, match="redirect to another host"):
+            download_law("BWBR9990001", "2024-06-01", tmp_path, client=_client())
+        service.routes["/repo/BWBR9990001/manifest.xml"] = lambda h, url: h.send(
+            b"", 302, {"Location": "/repo/moved/manifest.xml"}
+        )
+        service.routes["/repo/moved/manifest.xml"] = lambda h, url: h.send(manifest("BWBR9990001", VERSIONS))
+        service.routes["/repo/BWBR9990001/2024"] = lambda h, url: h.send(LAW)
+        assert download_law("BWBR9990001", "2024-06-01", tmp_path, client=_client()).read_bytes() == LAW
+        assert other.log == []
+    finally:
+        other.close()
+
+
+def _endless(h, url):
+    h.send_response(200)
+    h.end_headers()
+    chunk = b"<!-- " + b"x" * 65536 + b" -->"
+    while True:
+        h.wfile.write(chunk)
+
+
+def test_a_file_larger_than_the_cap_is_stopped(service, tmp_path):
+    service.routes["/repo/BWBR9990001/manifest.xml"] = lambda h, url: h.send(manifest("BWBR9990001", VERSIONS))
+    service.routes["/repo/BWBR9990001/2024"] = _endless
+    with pytest.raises(DownloadError, match=r"larger than the 1 MB cap \(--max-file-mb\)"):
+        download_law("BWBR9990001", "2024-06-01", tmp_path, client=_client(max_bytes=1 << 20))
+    assert not list(tmp_path.glob("*.xml")) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    service.routes["/repo/BWBR9990002/manifest.xml"] = _endless  # an endless manifest: the same cap
+    with pytest.raises(DownloadError, match="larger than the 1 MB cap"):
+        download.versions_of(_client(max_bytes=1 << 20), "BWBR9990002")
+
+
+def test_a_file_that_trickles_in_misses_its_deadline(service, tmp_path):
+    def trickle(h, url):
+        h.send_response(200)
+        h.send_header("Content-Length", "100000")
+        h.end_headers()
+        for _ in range(100):
+            h.wfile.write(b"<")
+            h.wfile.flush()
+            time.sleep(0.4)
+
+    service.routes["/repo/BWBR9990001/manifest.xml"] = trickle
+    t0 = time.perf_counter()
+    with pytest.raises(DownloadError, match=r"did not arrive within 2 s \(--deadline\)"):
+        download.versions_of(_client(timeout=1, deadline=2), "BWBR9990001")
+    assert time.perf_counter() - t0 < 6
+
+
+def test_paging_is_bounded_and_numbers_are_checked(service, tmp_path, monkeypatch):
+    monkeypatch.setattr(download, "PAGE_SIZE", 1)
+    # The service says 10^9 records and always has a next page: wetqa stops at the pages the total allows.
+    service.routes["/sru"] = lambda h, url: h.send(
+        sru_page([("BWBR9990001", VERSIONS[3])], 10**9, int(urllib.parse.parse_qs(url.query)["startRecord"][0]) + 1, "")
+    )
+    with pytest.raises(DownloadError, match=r"announces 1000000000 records.*narrow the query"):
+        list(download.search(_client(), "rechtsgebied==X"))
+    assert len(service.log) == 1  # refused before paging
+    # A total that pages fine, but a service that keeps saying "next" after it: stopped there.
+    service.log.clear()
+    service.routes["/sru"] = lambda h, url: h.send(
+        sru_page([("BWBR9990001", VERSIONS[3])], 3, int(urllib.parse.parse_qs(url.query)["startRecord"][0]) + 1, "")
+    )
+    assert len(list(download.search(_client(), "rechtsgebied==X"))) == 3 and len(service.log) == 3
+    service.routes["/sru"] = lambda h, url: h.send(
+        b'<?xml version="1.0"?><searchRetrieveResponse><numberOfRecords>lots</numberOfRecords></searchRetrieveResponse>'
+    )
+    with pytest.raises(DownloadError, match="numberOfRecords 'lots' is not a number"):
+        list(download.search(_client(), "rechtsgebied==X"))
+
+
+def test_a_retry_after_beyond_what_wetqa_waits_gives_up_at_once(service, tmp_path):
+    service.routes["/repo"] = lambda h, url: h.send(b"busy", 503, {"Retry-After": "100000"})
+    t0 = time.perf_counter()
+    with pytest.raises(DownloadError, match=r"HTTP 503.*retry after 100000 s, more than the 120 s wetqa waits"):
+        download.versions_of(_client(retries=3), "BWBR9990001")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_exit_codes_name_the_cause(tmp_path, monkeypatch, capsys):
+    with socket.socket() as s:  # nothing listens here
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("WETQA_BWB_REPOSITORY_URL", f"http://127.0.0.1:{port}/repo")
+    monkeypatch.setenv("WETQA_BWB_SRU_URL", f"http://127.0.0.1:{port}/sru")
+    argv = ["corpus", "download", "BWBR9990001", "--out", str(tmp_path), "--retries", "0", "--timeout", "1"]
+    assert main(argv) == EXIT_UNAVAILABLE  # the service is unreachable: a missing component, not bad input
+    assert "cannot fetch" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv[:-2], "--max-file-mb", "0"])
+    assert exit_info.value.code == EXIT_USAGE
+    from wetqa.corpus import cli as corpus_cli
+
+    assert (corpus_cli.MAX_FILE_MB, corpus_cli.DEADLINE) == (download.MAX_FILE_MB, download.DEADLINE)
