@@ -87,8 +87,10 @@ def abstained_answer(request: Request) -> Answer:
 
 
 def abstention_text(request: Request, related: Sequence[Citation]) -> str:
+    from wetqa.retrieval.confidence import MIN_CONTENT_WORDS
+
     signals = request.signals
-    if not request.hits or signals.get("content_words", 2) < 2:
+    if not request.hits or signals.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
         lead = "De vraag is te kort of te algemeen om er een wetsartikel bij te zoeken. Stel een volledige vraag."
     else:
         lead = (

@@ -142,7 +142,7 @@ class ArticleRetriever:
     @classmethod
     def load(cls, path: Path, meta: dict, store: ChunkStore) -> ArticleRetriever:
         views = {v: load_view(path, v) for v in VIEWS}
-        maps = {name: np.load(path / f"{name}.npy", mmap_mode="r") for name in MAPS}
+        maps = {name: np.asarray(np.load(path / f"{name}.npy", mmap_mode="r")) for name in MAPS}
         if len(maps["chunk_article"]) != len(store):
             raise RetrievalError(f"damaged index {path}: chunk map does not match its chunks; rebuild it")
         return cls(views, store, maps, meta["options"])

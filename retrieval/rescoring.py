@@ -20,6 +20,8 @@ import numpy as np
 
 from ._base import Hit, RetrievalError, Retriever, check_k
 from .encoders import Encoder
+from .structure import lead_overlap, question_terms
+from .tokenization import DutchAnalyzer
 
 
 def _key(text: str) -> bytes:
@@ -135,13 +137,34 @@ class DenseRescorer:
     """Any retriever, its top ``depth`` hits re-ranked by fusing in a dense model's cosine."""
 
     def __init__(
-        self, retriever: Retriever, encoder: Encoder, cache: EmbeddingCache, weight: float = 0.7, depth: int = 30
+        self,
+        retriever: Retriever,
+        encoder: Encoder,
+        cache: EmbeddingCache,
+        weight: float = 0.7,
+        depth: int = 30,
+        clause_weight: float = 0.0,
     ):
         if not 0 <= weight <= 1:
             raise RetrievalError(f"the dense weight must be between 0 and 1, got {weight}")
+        if not 0 <= clause_weight <= 1:
+            raise RetrievalError(f"the announcing clause's weight must be between 0 and 1, got {clause_weight}")
         self.retriever, self.encoder, self.cache = retriever, encoder, cache
-        self.weight, self.depth = weight, depth
+        self.weight, self.depth, self.clause_weight = weight, depth, clause_weight
+        # The first retriever's analyzer (the terms its index holds), or the Dutch one.
+        analyzer = getattr(retriever, "analyzer", None)
+        self._tokens = analyzer.tokens if analyzer is not None else DutchAnalyzer().tokens
         self.name = f"{retriever.name}+dense"
+        # The last questions' vectors: a confidence estimate that follows a search reuses them.
+        self._recent: dict[str, np.ndarray] = {}
+
+    def query_vector(self, query: str) -> np.ndarray:
+        vector = self._recent.get(query)
+        return vector if vector is not None else self.encoder.encode_queries([query])[0]
+
+    def passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors through the cache (encoded once per text)."""
+        return self.cache.vectors(list(texts), self.encoder)
 
     @property
     def chunks(self):
@@ -152,9 +175,13 @@ class DenseRescorer:
         first = self.retriever.batch_search(queries, max(k, self.depth), threads)
         # The encoder serialises its own model calls and joins concurrent requests' queries into one.
         query_vectors = self.encoder.encode_queries(list(queries))
-        return [self._rescore(hits, qv, k) for hits, qv in zip(first, query_vectors)]
+        for q, v in zip(queries, query_vectors):
+            if len(self._recent) >= 256:
+                self._recent.pop(next(iter(self._recent)))
+            self._recent[q] = v
+        return [self._rescore(q, hits, qv, k) for q, hits, qv in zip(queries, first, query_vectors)]
 
-    def _rescore(self, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
+    def _rescore(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
         if not hits:
             return []
         groups = [h.article_chunks or (h.chunk,) for h in hits]
@@ -167,6 +194,11 @@ class DenseRescorer:
             at += len(g)
         first = np.asarray([h.score for h in hits], dtype=np.float32)
         fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
+        clause = np.zeros(len(hits), dtype=np.float32)
+        if self.clause_weight:
+            terms = question_terms(query, self._tokens)
+            clause[:] = [lead_overlap(terms, h.article_paragraphs, self._tokens) for h in hits]
+            fused = fused + self.clause_weight * clause
         order = sorted(range(len(hits)), key=lambda i: (-fused[i], i))[:k]
         return [
             Hit(
@@ -176,7 +208,13 @@ class DenseRescorer:
                 self.name,
                 hits[i].article_chunks,
                 hits[i].article_paragraphs,
-                {**hits[i].features, "first": hits[i].score, "first_rank": hits[i].rank, "dense": float(dense[i])},
+                {
+                    **hits[i].features,
+                    "first": hits[i].score,
+                    "first_rank": hits[i].rank,
+                    "dense": float(dense[i]),
+                    "clause": float(clause[i]),
+                },
             )
             for r, i in enumerate(order, 1)
         ]

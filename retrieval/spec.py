@@ -38,6 +38,12 @@ class RetrievalSpec:
         None, "dense share of the re-scored score (default 0.7)", minimum=0, maximum=1
     )
     rescore_depth: int | None = setting(None, "hits re-scored (default 30)", minimum=1)
+    rescore_clause_weight: float | None = setting(
+        None,
+        "weight of the question's overlap with the clause announcing an article's list (default 0.3; 0: off)",
+        minimum=0,
+        maximum=1,
+    )
     rerank: str | None = setting(None, "re-rank the top hits with this cross-encoder", metavar="MODEL")
     rerank_top: int = setting(20, "hits re-ranked by --rerank", minimum=1)
     corpus: str | None = setting(None, "corpus folder: refuse an index that is stale against it", metavar="DIR")
@@ -59,7 +65,7 @@ class RetrievalSpec:
             raise RetrievalError(f"--weights gives {len(self.weights)} weights for {n} indexes")
         if self.fusion != "rrf" and n < 2:
             raise RetrievalError("--fusion applies to two or more indexes")
-        for name in ("rescore_weight", "rescore_depth"):
+        for name in ("rescore_weight", "rescore_depth", "rescore_clause_weight"):
             if getattr(self, name) is not None and not self.rescore:
                 raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
         if self.rerank_top != 20 and not self.rerank:
@@ -67,7 +73,7 @@ class RetrievalSpec:
         return self
 
     def build(self) -> Retriever:
-        from .index import RESCORE_DEPTH, RESCORE_WEIGHT, open_retriever
+        from .index import RESCORE_CLAUSE_WEIGHT, RESCORE_DEPTH, RESCORE_WEIGHT, open_retriever
 
         self.validate()
         return open_retriever(
@@ -80,6 +86,9 @@ class RetrievalSpec:
             rescore=self.rescore,
             rescore_weight=RESCORE_WEIGHT if self.rescore_weight is None else self.rescore_weight,
             rescore_depth=RESCORE_DEPTH if self.rescore_depth is None else self.rescore_depth,
+            rescore_clause_weight=(
+                RESCORE_CLAUSE_WEIGHT if self.rescore_clause_weight is None else self.rescore_clause_weight
+            ),
         )
 
     def identity(self) -> dict:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -10,8 +11,11 @@ import pytest
 # Set before anything imports huggingface_hub, which reads it once.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Converted models and passage-vector caches of the tests stay out of the user's ~/.cache.
-os.environ.setdefault("WETQA_CACHE", tempfile.mkdtemp(prefix="wetqa-test-cache-"))
+# Converted models and passage-vector caches of the tests stay out of the user's ~/.cache, in a folder
+# the test session makes and removes at its end (one given in WETQA_CACHE is the caller's: kept).
+_OWN_CACHE = None if "WETQA_CACHE" in os.environ else tempfile.mkdtemp(prefix="wetqa-test-cache-")
+if _OWN_CACHE:
+    os.environ["WETQA_CACHE"] = _OWN_CACHE
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -22,6 +26,11 @@ DEV = SHARED / "legalqa" / "dev.jsonl"
 REFERENCES = SHARED / "references"
 
 TIERS = ("unit", "integration")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,5 +1,6 @@
 import http.server
 import json
+import pathlib
 import random
 import threading
 
@@ -483,3 +484,33 @@ def test_each_geval_criterion_is_retried_on_its_own(tmp_path):
             judge_scorer=lambda pairs: judge(pairs, fail=()),
             models={"geval": "judge-b"},
         )
+
+
+@pytest.mark.unit
+def test_abstentions_score_zero_over_all_and_are_left_out_over_answered_with_a_risk_coverage_curve(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    first = {"bwb_id": "X", "article": "Artikel 1"}
+    lines = [
+        # answered, right article, sure
+        {"id": "1", "answer": "de ouder misbruikt het gezag", "cited_ids": ["a1"], "confidence": 0.9},
+        # answered, wrong article, less sure
+        {"id": "2", "answer": "iets", "cited_ids": ["b1"], "confidence": 0.6},
+        # abstained: nothing cited; its first retrieved article would have been right
+        {"id": "3", "answer": "geen artikel", "cited_ids": [], "confidence": 0.1, "abstained": True},
+    ]
+    (run / "run-1.jsonl").write_text(
+        "\n".join(json.dumps({**r, "retrieved": [first]}) for r in lines) + "\n", encoding="utf-8"
+    )
+    items = [QAItem(q, "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")]) for q in ("1", "2", "3")]
+    res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", metrics=("rouge", "citations"), progress=False)
+    assert res["abstention"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
+    assert res["abstention"]["abstained"] == 1
+    # Over all: the abstention scores 0; over answered: the two answers only.
+    assert res["summary"]["article_hit"]["mean"] == pytest.approx(100 * 1 / 3, abs=0.01)
+    assert res["summary_answered"]["article_hit"]["mean"] == pytest.approx(50.0)
+    # Risk at coverage: most confident first (1 right, then 2 wrong, then 3 whose first article was right).
+    curve = {p["coverage"]: p["risk"] for p in res["abstention"]["risk_coverage"]}
+    assert curve[1.0] == pytest.approx(1 / 3, abs=1e-3)
+    png = pathlib.Path(res["abstention"]["risk_coverage_png"])
+    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"

@@ -90,7 +90,10 @@ def test_a_folder_holding_a_file_of_the_markers_name_is_not_taken_for_wetqas(fix
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"id": "1", "question": "Wanneer kan de rechtbank het gezag beëindigen?"}) + "\n")
     index = tmp_path / "idx"
-    assert main(["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(index), "--no-progress"]) == 0
+    assert (
+        main(["index", "--corpus", str(fixture_corpus), "--retriever", "bm25s", "--out", str(index), "--no-progress"])
+        == 0
+    )
     capsys.readouterr()
     assert main(["generate", "--dataset", str(questions), "--index", str(index), "--out", str(runs)]) == 2
     assert "config.json" in capsys.readouterr().err

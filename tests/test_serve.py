@@ -462,3 +462,31 @@ def test_text_that_is_not_valid_unicode_is_a_400_at_the_edge(server):
         server.url + "/v1/search", content='{"query": "\\ud800"}', headers={"Content-Type": "application/json"}
     )
     assert r.status_code == 400 and r.json()["error"]["param"] == "query"
+
+
+@pytest.mark.integration
+def test_an_abstained_answer_carries_confidence_abstained_and_related_and_cites_nothing(index):
+    refusing = preset(index)
+    refusing.pipeline = Pipeline(open_index(index), ExtractiveBackend(), k=3, min_confidence=1.0)
+    with LiveServer(make_app([refusing])) as live:
+        openai_client = client(live)
+        resp = openai_client.chat.completions.create(
+            model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+        )
+        extra = resp.model_extra
+        assert extra["abstained"] is True and 0.0 <= extra["confidence"] < 1.0
+        assert (
+            extra["citations"] == []
+            and extra["sentences"] == []
+            or all(s["citation"] is None for s in extra["sentences"])
+        )
+        assert extra["related"] and extra["related"][0]["law"] == "Wet fictief gezag"
+        assert "geen artikel gevonden" in resp.choices[0].message.content
+        stream = openai_client.chat.completions.create(
+            model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+        chunks = list(stream)
+        last = chunks[-1].model_extra
+        assert last["abstained"] is True and last["citations"] == [] and last["related"]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert "geen artikel gevonden" in text

@@ -122,3 +122,24 @@ def test_the_api_docs_work_offline_under_the_content_security_policy(page_server
     assert "/v1/chat/completions" in page.inner_text("#swagger-ui")
     assert [u for u in requested if not u.startswith(page_server.url) and not u.startswith("data:")] == []
     assert problems == []  # no CSP violation, no script error
+
+
+def test_an_abstention_is_shown_apart_with_related_articles_not_cited(bm25s_index, browser):
+    refusing = served_pipeline("wetqa-bm25s-extractive", bm25s_index, GeneratorConfig("extractive"))
+    refusing.pipeline = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=3, min_confidence=1.0)
+    with LiveServer(make_app([refusing])) as server:
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(server.url + "/")
+        page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+        page.click("#submit")
+        page.locator("#answer.abstained .notice").wait_for(timeout=15000)
+        assert "Geen antwoord gevonden" in page.inner_text("#answer")
+        assert page.locator("#answer .marker").count() == 0  # nothing cited
+        assert page.text_content("#sources h2") == "Mogelijk verwant"
+        related = page.locator("#source-list a").first
+        assert "Wet fictief gezag" in related.inner_text()
+        related.click()
+        page.locator("#source-body .path").wait_for(timeout=5000)
+        assert "niet als antwoord aangehaald" in page.inner_text("#source-body")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-page-abstained.png"), full_page=True)

@@ -1,0 +1,179 @@
+"""Knowing what it knows: the calibrated confidence, abstention everywhere it shows, and within-law ranking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wetqa.cli import main
+from wetqa.corpus import load_chunks
+from wetqa.dataset import article_key, load_dataset
+from wetqa.generation import Pipeline
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import open_index
+from wetqa.retrieval.confidence import SHORT_QUESTION_CAP, estimate, shipped_models
+from wetqa.retrieval.encoders import SentenceTransformerEncoder
+from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache, _minmax
+from wetqa.retrieval.structure import announcing_clauses, lead_overlap, question_terms
+from wetqa.retrieval.tokenization import DutchAnalyzer
+
+from .conftest import DEV, require_shared
+from .tiny_models import tiny_sentence_transformer
+
+OUT_OF_CORPUS = Path(__file__).resolve().parent.parent / "bench" / "data" / "out_of_corpus.jsonl"
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+TBS = "Wanneer kan de rechter terbeschikkingstelling (tbs) opleggen?"
+
+
+class CountingExtractive(ExtractiveBackend):
+    """The real extractive backend, counting the requests that reach it."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = 0
+
+    def generate(self, requests):
+        self.seen += len(requests)
+        return super().generate(requests)
+
+
+@pytest.mark.unit
+def test_announcing_clause_is_the_text_before_the_colon_of_a_first_paragraph():
+    paragraphs = [
+        "1. De vergunning wordt ingetrokken indien:",
+        "a. de houder daarom verzoekt;",
+        "2. Onze Minister kan de vergunning wijzigen.",
+        "3. " + "lang " * 120 + ": te ver",
+    ]
+    assert announcing_clauses(paragraphs) == ["1. De vergunning wordt ingetrokken indien"]
+    tokens = DutchAnalyzer().tokens
+    terms = question_terms("Wanneer wordt de vergunning ingetrokken?", tokens)
+    # "wanneer" frames the question; "vergunning" and "ingetrokken" are both in the clause.
+    assert lead_overlap(terms, paragraphs, tokens) == 1.0
+    other = question_terms("Wanneer wordt de vergunning gewijzigd?", tokens)
+    assert lead_overlap(other, paragraphs, tokens) == 0.5
+    assert lead_overlap(terms, ["Onze Minister wijzigt de vergunning."], tokens) == 0.0
+
+
+@pytest.mark.unit
+def test_rescoring_adds_the_announcing_clause_to_the_fused_score(fixture_corpus, articles_index, tmp_path):
+    model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
+    first = open_index(articles_index)
+    encoder = SentenceTransformerEncoder(str(model))
+    cache = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
+    # Dense weight 0: the fused score is the first stage's, min-max normalised, plus the clause term.
+    rescorer = DenseRescorer(first, encoder, cache, weight=0.0, depth=10, clause_weight=1.0)
+    hits = rescorer.search(QUESTION, k=10)
+    candidates = first.search(QUESTION, k=10)
+    tokens = first.analyzer.tokens
+    terms = question_terms(QUESTION, tokens)
+    clause = np.asarray([lead_overlap(terms, h.article_paragraphs, tokens) for h in candidates])
+    assert clause.max() > 0  # the fixture has an article whose list is announced with the question's words
+    expected = _minmax(np.asarray([h.score for h in candidates], dtype=np.float32)) + clause
+    order = sorted(range(len(candidates)), key=lambda i: (-expected[i], i))
+    assert [h.chunk.id for h in hits] == [candidates[i].chunk.id for i in order]
+    assert [h.features["clause"] for h in hits] == pytest.approx([clause[i] for i in order])
+    # Weight 0 leaves the first stage's order.
+    plain = DenseRescorer(first, encoder, cache, weight=0.0, depth=10, clause_weight=0.0).search(QUESTION, k=10)
+    assert [h.chunk.id for h in plain] == [h.chunk.id for h in candidates]
+    with pytest.raises(Exception, match="between 0 and 1"):
+        DenseRescorer(first, encoder, cache, clause_weight=1.5)
+
+
+@pytest.mark.unit
+def test_an_abstained_answer_cites_nothing_offers_related_articles_and_skips_the_model(articles_index):
+    backend = CountingExtractive()
+    refusing = Pipeline(open_index(articles_index), backend, k=3, min_confidence=1.0)
+    answer = refusing.ask(QUESTION)
+    assert answer.abstained and answer.citations == []
+    assert 0.0 <= answer.confidence < 1.0
+    assert answer.related and len(answer.related) <= 3
+    assert "geen artikel gevonden" in answer.answer and "Mogelijk verwant" in answer.answer
+    assert backend.seen == 0  # never reached the generator
+    record = answer.to_json()
+    assert record["abstained"] is True and record["citations"] == [] and record["related"]
+    # 0: always answer.
+    answering = Pipeline(open_index(articles_index), backend, k=3, min_confidence=0.0).ask(QUESTION)
+    assert not answering.abstained and answering.citations and answering.related == []
+    assert answering.confidence == pytest.approx(answer.confidence)
+    assert backend.seen == 1
+
+
+@pytest.mark.unit
+def test_ask_and_generate_records_carry_confidence_and_abstained(articles_index, tmp_path, capsys):
+    base = ["--index", str(articles_index)]
+    assert main(["ask", QUESTION, *base, "--min-confidence", "1", "--output", "json"]) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["abstained"] is True and refused["citations"] == [] and isinstance(refused["confidence"], float)
+    assert main(["ask", QUESTION, *base, "--min-confidence", "0", "--output", "json"]) == 0
+    answered = json.loads(capsys.readouterr().out)
+    assert answered["abstained"] is False and answered["citations"]
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "1", "question": QUESTION}) + "\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    args = ["generate", "--dataset", str(questions), *base, "--out", str(runs), "--min-confidence", "1"]
+    assert main(args) == 0
+    capsys.readouterr()
+    records = [json.loads(line) for f in runs.rglob("*.jsonl") for line in f.read_text().splitlines() if line]
+    assert records and all(r["abstained"] is True and r["cited_ids"] == [] for r in records)
+    assert all(isinstance(r["confidence"], float) for r in records)
+    with pytest.raises(SystemExit) as refused_flag:
+        main(["ask", QUESTION, *base, "--min-confidence", "2"])
+    assert refused_flag.value.code == 2
+    assert "--min-confidence: must be >= 0 and <= 1" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+def test_a_one_word_question_gets_a_low_confidence_and_the_advice_to_ask_a_full_question(articles_index):
+    answer = Pipeline(open_index(articles_index), ExtractiveBackend(), k=3).ask("gezag")
+    assert answer.confidence <= SHORT_QUESTION_CAP
+    if shipped_models():
+        assert answer.abstained and "Stel een volledige vraag" in answer.answer
+
+
+@pytest.mark.integration
+def test_questions_about_laws_outside_the_corpus_abstain_and_dev_questions_are_answered(real_articles_index):
+    """The shipped calibration (no dense signals) on the real corpus: in-sample rates, tighter than the CV ones."""
+    require_shared()
+    assert "articles" in shipped_models(), "retrieval/confidence.json is missing: run bench/calibrate.py --write"
+    retriever = open_index(real_articles_index)
+    threshold = shipped_models()["articles"].threshold
+    outside = [json.loads(line)["question"] for line in OUT_OF_CORPUS.read_text(encoding="utf-8").splitlines()]
+    dev = load_dataset(DEV)
+
+    def confidences(questions):
+        return np.asarray([estimate(retriever, q, retriever.search(q, 3))[0] for q in questions])
+
+    out_conf, dev_conf = confidences(outside), confidences([i.question for i in dev])
+    assert len(outside) >= 60
+    assert (out_conf < threshold).mean() >= 0.5
+    assert (dev_conf < threshold).mean() <= 0.10
+    # Confidence ranks: the dev questions whose first article is right are surer than the outside ones.
+    firsts = [retriever.search(item.question, 1)[0].chunk for item in dev]
+    right = [c for c, top, item in zip(dev_conf, firsts, dev) if article_key(top.bwb_id, top.article) in item.gold_keys]
+    assert np.median(right) > np.median(out_conf)
+    tbs = Pipeline(retriever, ExtractiveBackend(), k=3).ask(TBS)
+    assert tbs.abstained and tbs.citations == [] and tbs.confidence < threshold
+
+
+@pytest.mark.integration
+def test_bad_questions_never_crash_and_the_confidence_says_so(real_articles_index, capsys):
+    require_shared()
+    base = ["--index", str(real_articles_index), "--output", "json"]
+    assert main(["ask", "", *base]) == 2
+    assert "empty question" in "".join(capsys.readouterr())
+    assert main(["ask", "gezag", *base]) == 0
+    one_word = json.loads(capsys.readouterr().out)
+    assert one_word["abstained"] and one_word["confidence"] <= SHORT_QUESTION_CAP
+    assert main(["ask", "When can a court end the parental authority of a parent?", *base]) == 0
+    english = json.loads(capsys.readouterr().out)
+    assert english["abstained"] and "in het Nederlands" in english["answer"]
+    long_question = " ".join([QUESTION] * 220)  # about 2,000 words
+    assert len(long_question.split()) >= 2000
+    assert main(["ask", long_question, *base]) == 0
+    long_answer = json.loads(capsys.readouterr().out)
+    assert 0.0 <= long_answer["confidence"] <= 1.0
+    assert long_answer["abstained"] or long_answer["citations"]
