@@ -29,11 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
 
 
-def row(label: str, retriever, items, corpus: CorpusMap) -> None:
+def row(label: str, retriever, items, corpus: CorpusMap, min_confidence: float = 0.0, **extractive) -> None:
+    """One row; ``min_confidence`` 0: every question answered (the ranking's own figures)."""
     questions = [i.question for i in items]
     results = dict(zip((i.id for i in items), retriever.batch_search(questions, 10)))
     m = evaluate_retrieval(items, results, chunks_of(retriever), (1, 3, 10))
-    pipeline = Pipeline(retriever, make_backend(resolve_generator("extractive")), k=3)
+    backend = make_backend(resolve_generator("extractive", **extractive))
+    pipeline = Pipeline(retriever, backend, k=3, min_confidence=min_confidence)
     answers = pipeline.ask_many(questions)
     scores = [
         score_record(
@@ -86,11 +88,15 @@ def main() -> None:
             row("hybrid: articles + dense, RRF", HybridRetriever([articles, dense]), items, corpus)
         if args.e5:
             row(
-                "articles + dense re-scoring of the top 30 (the default)",
-                dense_rescorer(articles, args.e5),
+                "articles + dense re-scoring of the top 30",
+                dense_rescorer(articles, args.e5, clause_weight=0),
                 items,
                 corpus,
             )
+            default = dense_rescorer(articles, args.e5)
+            row("+ the announcing clause (0.3): the default ranking", default, items, corpus)
+            row("+ the second article when within 5% (not adopted)", default, items, corpus, second_article_gap=0.05)
+            row("the default with abstention (abstained = 0)", default, items, corpus, min_confidence=None)
 
 
 if __name__ == "__main__":

@@ -135,8 +135,22 @@ def score_record(rec: dict, item: QAItem, corpus: CorpusMap, names: Sequence[str
     return out
 
 
+def question_means(rows: Sequence[dict], keys: frozenset[str] | None = None) -> dict[str, dict[str, float]]:
+    """Each score's mean per question id over the runs (rows of several runs of one configuration)."""
+    keys = keys or score_keys()
+    collected: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        for key, value in r.items():
+            if key in keys and isinstance(value, (int, float)) and not isinstance(value, bool):
+                collected.setdefault(key, {}).setdefault(str(r.get("id")), []).append(float(value))
+    return {k: {q: statistics.mean(v) for q, v in by_q.items()} for k, by_q in collected.items()}
+
+
 def aggregate(scores: dict[str, list[dict]]) -> dict:
-    """Per run means, then mean and std over runs, x100 (like the published tables)."""
+    """Per run means, then mean and std over runs, x100 (like the published tables), and the 95% interval
+    over questions (percentile bootstrap of each question's mean over the runs)."""
+    from .significance import bootstrap_ci
+
     per_run: dict[str, dict[str, float]] = {}
     names: list[str] = []
     for run, rows in scores.items():
@@ -148,22 +162,32 @@ def aggregate(scores: dict[str, list[dict]]) -> dict:
                 means[key] = statistics.mean(vals)
         per_run[run] = means
         names += [k for k in means if k not in names]
+    by_question = question_means([r for rows in scores.values() for r in rows])
     summary = {}
     for key in sorted(names):
         vals = [m[key] for m in per_run.values() if key in m]
+        lo, hi = bootstrap_ci(list(by_question[key].values()))
         summary[key] = {
             "mean": round(100 * statistics.mean(vals), 2),
             "std": round(100 * statistics.stdev(vals), 2) if len(vals) > 1 else 0.0,
             "runs": len(vals),
+            "ci95": [round(100 * lo, 2), round(100 * hi, 2)],
+            "questions": len(by_question[key]),
         }
     return {"per_run": {r: {k: round(v, 4) for k, v in m.items()} for r, m in per_run.items()}, "summary": summary}
 
 
-def markdown_table(rows: dict[str, dict], columns=None, answered: dict[str, str] | None = None) -> str:
-    """One row per configuration: ``{name: summary}``; cells ``mean ± std``, "-" when not measured.
+def markdown_table(
+    rows: dict[str, dict],
+    columns=None,
+    answered: dict[str, str] | None = None,
+    marks: dict[str, dict[str, str]] | None = None,
+) -> str:
+    """One row per configuration: ``{name: summary}``; cells ``mean ± std [95% CI]``, "-" when not measured.
 
     ``answered`` (``{name: "48/51"}``) adds a column with the answered questions of the total; a row
-    with fewer is marked, so a mean over fewer questions is not read as a complete run.
+    with fewer is marked, so a mean over fewer questions is not read as a complete run. ``marks``
+    (``{name: {key: "†"}}``) follow a cell's mean: significantly different from a baseline row.
     """
     columns = columns or table_columns()
     head = "| configuration | " + ("answered | " if answered else "") + " | ".join(c for c, _ in columns) + " |"
@@ -177,7 +201,12 @@ def markdown_table(rows: dict[str, dict], columns=None, answered: dict[str, str]
             cells.append(got if n == total else f"{got} (incomplete)")
         for _, key in columns:
             s = summary.get(key)
-            cells.append(f"{s['mean']:.1f} ± {s['std']:.1f}" if s else "-")
+            if not s:
+                cells.append("-")
+                continue
+            flag = (marks or {}).get(name, {}).get(key, "")
+            ci = f" [{s['ci95'][0]:.1f}, {s['ci95'][1]:.1f}]" if s.get("ci95") else ""
+            cells.append(f"{s['mean']:.1f}{flag} ± {s['std']:.1f}{ci}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -185,9 +214,10 @@ def markdown_table(rows: dict[str, dict], columns=None, answered: dict[str, str]
 def csv_text(summary: dict) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["metric", "mean_x100", "std_x100", "runs"])
+    w.writerow(["metric", "mean_x100", "std_x100", "runs", "ci95_lo_x100", "ci95_hi_x100"])
     for k, v in summary.items():
-        w.writerow([k, v["mean"], v["std"], v["runs"]])
+        lo, hi = v.get("ci95") or ("", "")
+        w.writerow([k, v["mean"], v["std"], v["runs"], lo, hi])
     return buf.getvalue()
 
 

@@ -46,6 +46,31 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--allow-failures", action="store_true", help="exit 0 even when some answers have no score")
     g.set_defaults(func=cmd_eval_generation)
 
+    cmp = esub.add_parser(
+        "compare",
+        parents=[output],
+        help="compare systems per question: paired 95% intervals and significance tests against a baseline",
+    )
+    cmp.add_argument(
+        "systems",
+        nargs="+",
+        metavar="RUN_FOLDER",
+        help="two or more folders: of `generate` (answers), `eval generation` or `eval retrieval` (TREC runs)",
+    )
+    cmp.add_argument("--dataset", required=True, help="the questions with gold articles the runs answered")
+    cmp.add_argument(
+        "--metrics",
+        help="comma-separated; answers: rougeL,meteor,article_recall,article_precision,article_hit (default), "
+        "geval_*, nli_* from eval generation folders; retrieval: Hit@1,Hit@3,R@10,MRR,nDCG@10 (default), P@k",
+    )
+    cmp.add_argument("--baseline", help="the system the others are compared with (default: the first)")
+    cmp.add_argument("--correction", default="holm", choices=("holm", "bonferroni", "none"))
+    cmp.add_argument("--level", default="article", choices=("article", "chunk"), help="retrieval runs: which run")
+    cmp.add_argument("--corpus", help="corpus or index folder for answers' chunk -> article map (default: each run's)")
+    cmp.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the randomization test")
+    cmp.add_argument("--out", help="folder for compare.json, per_question.csv, table.md and plots")
+    cmp.set_defaults(func=cmd_eval_compare)
+
     r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
     r2.add_argument("--data", required=True, help="folder of <PARTY>.json files (or one file)")
     r2.add_argument("--method", default="bm25", choices=("bm25", "embedding", "cross-encoder", "nli"))
@@ -201,7 +226,8 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     def text() -> str:
         lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
         lines += [
-            f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f}  (x100, {v['runs']} run(s))"
+            f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f} over {v['runs']} run(s), 95% interval over "
+            f"{v.get('questions', '?')} questions [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]  (x100)"
             for k, v in result["summary"].items()
         ]
         if result.get("meteor_variant"):
@@ -236,6 +262,52 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_PARTIAL
+    return 0
+
+
+def cmd_eval_compare(args: argparse.Namespace) -> int:
+    from wetqa.dataset import load_dataset
+    from wetqa.io import atomic_file, wetqa_made, write_owned_json
+
+    from .answers import CorpusMap, RunFileError
+    from .compare import CompareError, compare, markdown, per_question_csv, plot
+
+    keys = [m.strip() for m in args.metrics.split(",") if m.strip()] if args.metrics else None
+    items = load_dataset(args.dataset)
+    names = "-vs-".join(Path(p).name for p in args.systems[:4])
+    out = Path(args.out) if args.out else Path("runs") / "compare" / names
+    if out.is_dir() and any(out.iterdir()) and not wetqa_made(out / "compare.json"):
+        raise UsageError(f"{out} holds files of another program: give an empty or new --out folder")
+    maps: dict[str, CorpusMap] = {}
+
+    def corpus_for(path: Path) -> CorpusMap:
+        ns = argparse.Namespace(corpus=args.corpus)
+        key = args.corpus or str(path)
+        if key not in maps:
+            maps[key] = _corpus_for(ns, [str(path)])
+        return maps[key]
+
+    try:
+        result = compare(
+            args.systems, items, corpus_for, keys, args.baseline, args.correction, args.level, seed=args.seed
+        )
+    except (CompareError, RunFileError) as exc:
+        raise UsageError(str(exc)) from None
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_file(out / "per_question.csv") as fh:
+        fh.write(per_question_csv(result))
+    with atomic_file(out / "table.md") as fh:
+        fh.write(markdown(result))
+    files = [out / "per_question.csv", out / "table.md", *plot(result, out), out / "compare.json"]
+    report = {**result.to_json(), "files": [str(f) for f in files]}
+    write_owned_json(out / "compare.json", report, "compare/1")
+    for w in result.warnings:
+        print(f"wetqa: warning: {w}", file=sys.stderr)
+
+    def text() -> str:
+        return markdown(result) + f"({result.engine}; files in {out})"
+
+    emit(args, report, text)
     return 0
 
 

@@ -212,6 +212,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     index = _unwrap(retriever)
     if index is None:
         return out
+    out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
     tokens = index.analyzer.tokens(question)
     content = list(dict.fromkeys(t for t in tokens if t not in FRAME_WORDS and len(t) > 1))
     ids = index.chunks.term_ids(tokens)
@@ -278,7 +279,13 @@ def model_digest() -> str | None:
 
 
 def model_for(values: dict[str, float]) -> ConfidenceModel | None:
-    """The shipped model for what a pipeline measures: with the dense signals when it has them."""
+    """The shipped model for what a pipeline measures: with the dense signals when it has them.
+
+    The models were fitted on the articles retriever's signals; another first stage (bm25s over chunks,
+    Pyserini, dense alone) has none calibrated: it always answers, with confidence 1.
+    """
+    if not values.get("articles"):
+        return None
     models = shipped_models()
     kind = "articles+dense" if "dense" in values else "articles"
     return models.get(kind)

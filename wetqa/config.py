@@ -65,9 +65,25 @@ class ExperimentConfig:
     nli_model: str | None = None
     retrievers: list[RetrieverSpec] = field(default_factory=list)
     generators: list[GeneratorSpec] = field(default_factory=list)
+    # The row the others are tested against ("RETRIEVER+GENERATOR@kK", or without "@kK" for one k):
+    # its table marks the cells that differ significantly (paired randomization test, Holm).
+    baseline: str | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    def labels(self) -> list[str]:
+        """The table's row names, in grid order."""
+        return [f"{r.name}+{g.name}@k{k}" for g in self.generators for r in self.retrievers for k in self.k]
+
+    def baseline_label(self) -> str | None:
+        if self.baseline is None:
+            return None
+        if self.baseline in self.labels():
+            return self.baseline
+        if len(self.k) == 1 and f"{self.baseline}@k{self.k[0]}" in self.labels():
+            return f"{self.baseline}@k{self.k[0]}"
+        raise ConfigError(f"baseline {self.baseline!r} is no row of the grid; rows: {', '.join(self.labels())}")
 
     def validate(self) -> ExperimentConfig:
         if not self.dataset:
@@ -90,6 +106,7 @@ class ExperimentConfig:
                 raise ConfigError(
                     f'retriever {r.name!r} needs retriever = "articles" | "bm25s" | "bm25" | "dense" or components = [...]'
                 )
+        self.baseline_label()
         return self
 
 

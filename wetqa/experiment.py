@@ -24,8 +24,11 @@ from wetqa.retrieval.fusion import CrossEncoderReranker, HybridRetriever, Rerank
 from .config import ConfigError, ExperimentConfig, GeneratorSpec
 from .console import UsageError, emit
 from .dataset import load_dataset
-from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table
+from .evaluation.abstention import zeroed
+from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means
+from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
+from .evaluation.significance import LEGEND, correct, mark, randomization_p
 from .io import atomic_file, write_owned_json
 
 
@@ -82,6 +85,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
 
     rows: dict[str, dict] = {}
     answered: dict[str, str] = {}
+    per_question: dict[str, dict[str, dict[str, float]]] = {}
     bar = tqdm(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
     # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
     # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
@@ -128,6 +132,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
                 )
                 rows[label] = result["summary"]
                 answered[label] = result["answered"]["min"]
+                per_question[label] = _question_scores(run_dir / "eval" / "scores.jsonl")
                 bar.update()
         finally:
             close = getattr(backend, "close", None)
@@ -136,11 +141,16 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
             del backend
     bar.close()
 
-    table = markdown_table(rows, answered=answered)
+    baseline = cfg.baseline_label()
+    tests = significance_marks(per_question, baseline) if baseline else {}
+    marks = {row: {k: t["mark"] for k, t in cells.items()} for row, cells in tests.items()}
+    table = markdown_table(rows, answered=answered, marks=marks)
+    legend = f"Baseline: {baseline}; " + LEGEND.format(correction="Holm") + ".\n" if baseline else ""
     with atomic_file(out / "table.md") as fh:
         fh.write(
-            f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std x100\n\n{table}\n"
-            "R, P, Hit: citations at article level.\n"
+            f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std over runs x100 "
+            f"[95% interval over questions]\n\n{table}\n"
+            "R, P, Hit: citations at article level. " + legend
         )
     with atomic_file(out / "results.csv") as fh:
         fh.write("configuration," + csv_text({}).splitlines()[0] + "\n")
@@ -148,9 +158,47 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
             for line in csv_text(summary).splitlines()[1:]:
                 fh.write(f"{label},{line}\n")
     write_owned_json(
-        out / "results.json", {"generation": rows, "retrieval": retrieval_rows, "n_questions": len(items)}, "results/1"
+        out / "results.json",
+        {
+            "generation": rows,
+            "retrieval": retrieval_rows,
+            "n_questions": len(items),
+            "baseline": baseline,
+            "significance": tests,
+        },
+        "results/1",
     )
     return {"table": table, "generation": rows, "retrieval": retrieval_rows, "out": str(out)}
+
+
+def _question_scores(path: Path) -> dict[str, dict[str, float]]:
+    """Each metric's score per question (mean over runs; an abstention scores 0) from an eval's scores.jsonl."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return question_means(zeroed(rows, score_keys()))
+
+
+def significance_marks(per_question: dict[str, dict[str, dict[str, float]]], baseline: str) -> dict[str, dict]:
+    """Per row (not the baseline) and metric: the Holm-corrected p of the paired randomization test and its mark."""
+    out: dict[str, dict] = {row: {} for row in per_question if row != baseline}
+    base = per_question[baseline]
+    for key in base:
+        others = [row for row in out if key in per_question[row]]
+        raw = []
+        for row in others:
+            common = [q for q in base[key] if q in per_question[row][key]]
+            raw.append(
+                randomization_p([base[key][q] for q in common], [per_question[row][key][q] for q in common])
+                if common
+                else 1.0
+            )
+        for row, p in zip(others, correct(raw, "holm")):
+            out[row][key] = {"p": round(p, 5), "mark": mark(p)}
+    return out
 
 
 def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[dict, dict[str, RetrievalSpec]]:
