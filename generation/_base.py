@@ -14,6 +14,10 @@ class GenerationError(RuntimeError):
     """A backend could not produce an answer; the message names the problem."""
 
 
+class ModelUnavailable(GenerationError, ConnectionError):
+    """The model server cannot be reached: a missing component (exit 3), not bad input."""
+
+
 class ContextOverflowError(GenerationError):
     pass
 
@@ -108,6 +112,7 @@ class Generation:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None  # set when this request failed; the batch goes on
     seconds: float = 0.0
+    unavailable: bool = False  # the failure is the model server's absence (unreachable, timed out): exit 3
     finish_reason: str = "stop"  # "length" when max_tokens cut the output
 
 
@@ -177,6 +182,7 @@ class Answer:
     dropped_ids: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    unavailable: bool = False  # ``error`` says the model server could not be reached
     finish_reason: str = "stop"
     confidence: float | None = None  # that the first retrieved article answers the question, in [0, 1]
     abstained: bool = False  # no article found: the answer says so and cites nothing

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, emit, positive_int, wants_json
+from wetqa.console import EXIT_PARTIAL, EXIT_UNAVAILABLE, UsageError, emit, positive_int, wants_json
 
 from ._base import Answer
 
@@ -131,10 +131,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     failed = sum(r["failed"] for r in summary["runs"])
     if failed and not args.allow_failures:
         files = ", ".join(r["file"] for r in summary["runs"] if r["failed"])
+        first = next(r["first_error"] for r in summary["runs"] if r["failed"])
         print(
-            f"wetqa: {failed} answer(s) failed; their errors are recorded in {files} "
+            f"wetqa: {failed} answer(s) failed (first: {first}); their errors are recorded in {files} "
             "(rerun to retry them, or pass --allow-failures)",
             file=sys.stderr,
         )
+        answered = sum(r["questions"] - r["failed"] for r in summary["runs"])
+        if not answered and failed == sum(r.get("unavailable", 0) for r in summary["runs"]):
+            return EXIT_UNAVAILABLE  # nothing answered because the model server is not there
         return EXIT_PARTIAL
     return 0

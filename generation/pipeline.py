@@ -14,6 +14,7 @@ from ._base import (
     Citation,
     Generation,
     GenerationError,
+    ModelUnavailable,
     Request,
     Sampling,
     StreamingBackend,
@@ -40,6 +41,7 @@ def to_answer(request: Request, gen: Generation) -> Answer:
             format_ok=False,
             usage=gen.usage,
             error=gen.error,
+            unavailable=gen.unavailable,
             confidence=request.confidence,
         )
     # A hit stands for its chunk, and for an article retriever also for the article's other chunks:
@@ -181,7 +183,7 @@ class Pipeline:
     def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
         answer = self.answer_requests(self.requests([question], sampling=sampling))[0]
         if answer.error:
-            raise GenerationError(answer.error)
+            raise (ModelUnavailable if answer.unavailable else GenerationError)(answer.error)
         return answer
 
     def prepare(self, question: str, sampling: Sampling | None = None) -> Request:

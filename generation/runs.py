@@ -73,6 +73,7 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
         ],
         "usage": answer.usage.to_json(),
         "error": answer.error,
+        "unavailable": answer.unavailable,
         "confidence": None if answer.confidence is None else round(answer.confidence, 4),
         "abstained": answer.abstained,
         "related_ids": [c.id for c in answer.related],
@@ -209,6 +210,8 @@ def generate_runs(
                 "file": str(path),
                 "questions": len(recs),
                 "failed": sum(1 for r in recs if r.get("error")),
+                "unavailable": sum(1 for r in recs if r.get("error") and r.get("unavailable")),
+                "first_error": next((r["error"] for r in recs if r.get("error")), None),
                 "parse_failures": sum(1 for r in recs if not r.get("error") and not r.get("format_ok")),
                 "dropped_ids": sum(len(r.get("dropped_ids", [])) for r in recs),
             }

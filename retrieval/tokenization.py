@@ -31,7 +31,12 @@ _TOKEN = re.compile(r"\w+(?:[.,]\w+)*", re.UNICODE)
 class DutchAnalyzer:
     def __init__(self, stemmer: str = "dutch_porter", stopwords: Iterable[str] = DUTCH_STOPWORDS):
         self.stemmer_name = stemmer
-        self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
+        try:
+            self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
+        except KeyError:
+            raise ValueError(
+                f"unknown stemmer {stemmer!r}; PyStemmer has: {', '.join(sorted(Stemmer.algorithms()))}"
+            ) from None
         self.stopwords = frozenset(stopwords)
 
     def tokens(self, text: str) -> list[str]:

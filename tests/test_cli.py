@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from wetqa.cli import main
-from wetqa.console import EXIT_PARTIAL, EXIT_PIPE, EXIT_USAGE
+from wetqa.console import EXIT_PARTIAL, EXIT_PIPE, EXIT_UNAVAILABLE, EXIT_USAGE
 
 from .conftest import FIXTURES, ROOT
 
@@ -181,9 +181,20 @@ def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, 
         "--out",
         str(tmp_path / "run"),
     ]
-    assert main(argv) == EXIT_PARTIAL
-    assert "1 answer(s) failed" in capsys.readouterr().err
+    # Nothing answered because the model server cannot be reached: a missing component (README: 3).
+    assert main(argv) == EXIT_UNAVAILABLE
+    err = capsys.readouterr().err
+    assert "1 answer(s) failed" in err and "cannot reach the model server" in err
     assert main([*argv, "--allow-failures"]) == 0
+
+
+@pytest.mark.unit
+def test_ask_with_an_unreachable_model_server_exits_3(fixture_index, capsys):
+    question = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+    argv = ["ask", question, "--index", str(fixture_index), "--generator", "openai", "--model", "m"]
+    assert main([*argv, "--base-url", "http://127.0.0.1:9/v1", "--timeout", "2", "--min-confidence", "0"]) == 3
+    err = capsys.readouterr().err
+    assert "cannot reach the model server at http://127.0.0.1:9/v1" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.unit

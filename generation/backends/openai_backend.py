@@ -118,7 +118,8 @@ class OpenAIBackend:
             msg = self._failure(exc)
             if msg is None:
                 raise
-            return Generation(error=msg, seconds=time.perf_counter() - t0)
+            absent = isinstance(exc, (self._openai.APIConnectionError, self._openai.APITimeoutError))
+            return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent)
         if not _is_completion(resp):
             return Generation(error=self._not_a_completion(), seconds=time.perf_counter() - t0)
         choice = resp.choices[0]
