@@ -27,7 +27,7 @@ from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 from .bwb import BWBParseError, parse_law_bytes
 from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
-from .records import Chunk, ParsedLaw, ParseFailure
+from .records import Chunk, ParsedLaw, ParseFailure, printable
 
 # Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs), so
 # that the corpus hash, and every index keyed by it, tells an old build from a new one.
@@ -80,8 +80,9 @@ _GENERATION = re.compile(r"^(BWBR\d{7})_(\d{4}-\d{2}-\d{2})_(\d+)\.xml$")
 
 
 def display_name(path: str | os.PathLike) -> str:
-    """A file name that can be printed and written as UTF-8 (undecodable bytes shown as \\xNN)."""
-    return os.fsencode(Path(path).name).decode("utf-8", "backslashreplace")
+    """A file name that can be printed and written as UTF-8 (undecodable bytes and control characters
+    shown as escapes: a name may hold a terminal's escape sequences or a newline)."""
+    return printable(os.fsencode(Path(path).name).decode("utf-8", "backslashreplace"))
 
 
 def scan_sources(sources: Iterable[str | os.PathLike]) -> tuple[list[Path], list[dict], list[dict]]:
@@ -138,9 +139,10 @@ def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 def _parse_one(path: str, max_bytes: int = 200 << 20) -> tuple[str, str, ParsedLaw | ParseFailure]:
-    name = display_name(path)
-    if name != Path(path).name:  # bytes that are not UTF-8 in the name: ids and manifests cannot hold it
-        return path, "", ParseFailure(name, "the file name is not valid UTF-8; rename the file")
+    try:
+        os.fsencode(Path(path).name).decode("utf-8")
+    except UnicodeDecodeError:  # bytes that are not UTF-8 in the name: ids and manifests cannot hold it
+        return path, "", ParseFailure(display_name(path), "the file name is not valid UTF-8; rename the file")
     try:
         if Path(path).stat().st_size > max_bytes:
             return path, "", ParseFailure(path, f"larger than the {max_bytes >> 20} MB cap (--max-file-mb); skipped")

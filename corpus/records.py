@@ -116,7 +116,12 @@ class ParseFailure:
     problem: str
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.problem}"
+        return f"{printable(self.file)}: {self.problem}"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC, newline, CR...) shown as escapes."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 @dataclass(slots=True)

@@ -181,7 +181,11 @@ class Pipeline:
         return self.answer_requests(self.requests(questions, threads))
 
     def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
-        answer = self.answer_requests(self.requests([question], sampling=sampling))[0]
+        return self.answer_one(self.requests([question], sampling=sampling)[0])
+
+    def answer_one(self, request: Request) -> Answer:
+        """The answer of one prepared request; a failed generation raises (ModelUnavailable: no server)."""
+        answer = self.answer_requests([request])[0]
         if answer.error:
             raise (ModelUnavailable if answer.unavailable else GenerationError)(answer.error)
         return answer

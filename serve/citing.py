@@ -8,6 +8,7 @@ marker points there, and the web page highlights those source sentences.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from wetqa.generation import Answer
 from wetqa.generation.posthoc import select
@@ -40,7 +41,8 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
 def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
     """A link to the article on wetten.overheid.nl (its juriconnect form)."""
     number = article.split(" ", 1)[1] if " " in article else article
-    url = f"https://wetten.overheid.nl/jci1.3:c:{bwb_id}&artikel={number}"
+    # Article numbers hold colons, spaces and slashes ("7:4 a"): encoded, so the link is one URL.
+    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(bwb_id, safe='')}&artikel={quote(number, safe='')}"
     return url + (f"&g={version_date}&z={version_date}" if version_date else "")
 
 
@@ -70,6 +72,7 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
                 **c.to_json(),
                 "index": n,
                 "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
+                "version_date": versions.get(c.id) or None,
                 "sentences": sents,
             }
         )
@@ -78,7 +81,14 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
     answer_sentences = split_sentences(answer.answer)
     flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
     matrix = support_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
+    # A line that only names a cited article ("Wet X, Artikel 3:") introduces the quote: not a claim.
+    leads = {f"{c['law']}, {c['article']}:": c["index"] for c in citations}
     for k, sentence in enumerate(answer_sentences):
+        if sentence.strip() in leads:
+            n = leads[sentence.strip()]
+            out_sentences.append({"text": sentence, "citation": n, "support": [], "supported": True, "lead": True})
+            marked.append(sentence)
+            continue
         best_n, support = None, []
         if flat:
             scores = matrix[k]
@@ -89,7 +99,9 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
                 top = max(chosen, key=lambda j: scores[j])
                 best_n = flat[top][0]
                 support = [flat[j][1] for j in chosen if flat[j][0] == best_n]
-        out_sentences.append({"text": sentence, "citation": best_n, "support": support, "supported": bool(best_n)})
+        out_sentences.append(
+            {"text": sentence, "citation": best_n, "support": support, "supported": bool(best_n), "lead": False}
+        )
         marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
     refs = "\n".join(f"[{c['index']}] {c['law']}, {c['article']}" for c in citations)
     return Cited(

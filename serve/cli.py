@@ -56,6 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     spec = PipelineSpec.from_cli_args(args)
     served = ServedPipeline(config.name or served_pipeline_name(spec), spec)
     app = create_app([served.load()], config)
+    # The socket first: a busy port is refused before "serving" is announced.
+    sock = listening_socket(config.host, config.port)
     print(
         f"wetqa: serving {served.name} on http://{config.host}:{config.port} "
         f"(OpenAI base URL http://{config.host}:{config.port}/v1)"
@@ -68,5 +70,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
             header_timeout=config.header_timeout,
             timeout_keep_alive=config.timeout_keep_alive,
         )
-    ).run()
+    ).run(sockets=[sock])
     return 0
+
+
+def listening_socket(host: str, port: int):
+    """A socket bound to ``host:port`` (as uvicorn binds it); a busy or forbidden address is a usage error."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; another server may be using it: "
+            "pick another --port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock

@@ -104,6 +104,7 @@ class CitationOut(BaseModel):
     article: str
     text: str
     url: str = Field(description="the article on wetten.overheid.nl")
+    version_date: str | None = Field(None, description="the date of the law version quoted (geldend op)")
     sentences: list[str]
 
 
@@ -122,6 +123,7 @@ class SentenceSupport(BaseModel):
     citation: int | None = Field(description="the citation this sentence rests on, if any")
     support: list[int] = Field(description="indices of the supporting sentences of that citation")
     supported: bool
+    lead: bool = Field(False, description="a line naming the cited article (it introduces the quote; not a claim)")
 
 
 class AssistantMessage(BaseModel):

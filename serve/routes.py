@@ -95,6 +95,6 @@ class Page:
 def page_router() -> APIRouter:
     page = Page()
     r = APIRouter(include_in_schema=False)
-    r.add_api_route("/", page.page, methods=["GET"])
-    r.add_api_route("/static/app.js", page.script, methods=["GET"])
+    r.add_api_route("/", page.page, methods=["GET", "HEAD"])
+    r.add_api_route("/static/app.js", page.script, methods=["GET", "HEAD"])
     return r

@@ -176,11 +176,13 @@ class ChatService:
                 "concurrency_limit",
             )
 
-    def too_slow(self) -> APIError:
+    def too_slow(self, stage: str = "model") -> APIError:
+        """The 504 of a request past its deadline, naming the stage that was still working."""
         timeout = self.config.request_timeout
-        return APIError(504, f"the model did not answer within {timeout:g} s", "timeout_error", "upstream_timeout")
+        what = "retrieval did not finish" if stage == "retrieval" else "the model did not answer"
+        return APIError(504, f"{what} within {timeout:g} s", "timeout_error", "upstream_timeout")
 
-    async def run_limited(self, fn, *args, inline: bool = False):
+    async def run_limited(self, fn, *args, inline: bool = False, progress: dict | None = None):
         """``fn(*args)`` under a slot: on the event loop when ``inline`` (model-free, a millisecond), else
         in a worker thread, with the request deadline. The slot is given back when the work ends, not
         when the client stops waiting: after a 504 the thread is still working, and the limit counts it."""
@@ -194,7 +196,7 @@ class ChatService:
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.config.request_timeout)
         except TimeoutError:
-            raise self.too_slow() from None
+            raise self.too_slow((progress or {}).get("stage", "model")) from None
 
     def _in_slot(self, fn, args):
         try:
@@ -214,7 +216,10 @@ class ChatService:
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return await self.stream(served, question, sampling, writer, include_usage)
-        answer, cited = await self.run_limited(self.answer, served, question, sampling, inline=served.inline)
+        progress = {"stage": "retrieval"}
+        answer, cited = await self.run_limited(
+            self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
+        )
         content = content_of(cited)
         # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
         return FastJSONResponse(
@@ -238,9 +243,14 @@ class ChatService:
             }
         )
 
-    def answer(self, served: ServedPipeline, question: str, sampling: Sampling) -> tuple[Answer, Cited]:
+    def answer(
+        self, served: ServedPipeline, question: str, sampling: Sampling, progress: dict | None = None
+    ) -> tuple[Answer, Cited]:
         try:
-            answer = served.loaded.ask(question, sampling)
+            request = served.loaded.prepare(question, sampling)
+            if progress is not None:
+                progress["stage"] = "model"  # what a deadline now waits for
+            answer = served.loaded.answer_one(request)
         except (GenerationError, RetrievalError) as exc:
             raise upstream_error(exc) from None
         return answer, cite(answer)
@@ -310,7 +320,9 @@ class ChatService:
         if not req.query.strip():
             raise APIError(400, "empty query", param="query")
         self._check_length(req.query, "query")
-        hits = await self.run_limited(served.loaded.retriever.search, req.query, req.k, inline=served.inline)
+        hits = await self.run_limited(
+            served.loaded.retriever.search, req.query, req.k, inline=served.inline, progress={"stage": "retrieval"}
+        )
         return FastJSONResponse({"object": "list", "model": served.name, "data": [h.to_json() for h in hits]})
 
     def models(self) -> dict:

@@ -60,6 +60,7 @@ class UpstreamSource:
         try:
             return ("item", await asyncio.wait_for(anext(self.pieces), self.timeout))
         except StopAsyncIteration:
+            self.release()  # before the client sees the end (it may ask again at once)
             return ("end", None)
         except TimeoutError:
             return ("error", self.too_slow)
@@ -113,6 +114,9 @@ class WorkerSource:
         return not self.leave.is_set()
 
     def _work(self) -> None:
+        # The slot is given back when the work has ended (not when the client stopped waiting), and
+        # before the last event is handed over: a client that asks again the moment its stream ends
+        # finds its slot free.
         try:
             items = self.pipeline.stream(self.question, self.sampling)
             try:
@@ -123,11 +127,12 @@ class WorkerSource:
                     self._hand_over(("item", item))
             finally:
                 items.close()
-            self._hand_over(("end", None))
+            last: Event = ("end", None)
         except Exception as exc:  # noqa: BLE001 - reported to the client
-            self._hand_over(failure(exc))
+            last = failure(exc)
         finally:
-            self.release()  # when the work has ended, not when the client stopped waiting
+            self.release()
+        self._hand_over(last)
 
     async def next(self) -> Event:
         try:

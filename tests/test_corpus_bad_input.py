@@ -165,3 +165,19 @@ def test_a_file_over_the_size_cap_is_skipped_with_a_clear_message(tmp_path):
     ]
     argv = ["corpus", "build", "--source", str(src), "--out", str(tmp_path / "o2"), "--workers", "1"]
     assert main([*argv, "--max-file-mb", "1", "--no-progress"]) == 1
+
+
+def test_file_names_with_terminal_escapes_or_newlines_are_printed_escaped(tmp_path, capsys):
+    from wetqa.cli import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES / "bwb" / "toestand_wet_fictief.xml", src)
+    (src / "evil\x1b[2J\x1b[31mred\nfake line.xml").write_bytes(b"<not xml")
+    (src / "gone\rback.xml").symlink_to(src / "nothing-there")
+    assert main(["corpus", "build", "--source", str(src), "--out", str(tmp_path / "out"), "--no-progress"]) == 1
+    out, err = capsys.readouterr()
+    shown = out + err
+    assert "\x1b" not in shown and "\r" not in shown
+    assert "evil\\x1b[2J\\x1b[31mred\\nfake line.xml" in shown and "gone\\rback.xml" in shown
+    assert not any(line.startswith("fake line.xml") for line in shown.splitlines())

@@ -465,9 +465,10 @@ def test_text_that_is_not_valid_unicode_is_a_400_at_the_edge(server):
 
 
 @pytest.mark.integration
-def test_an_abstained_answer_carries_confidence_abstained_and_related_and_cites_nothing(index):
-    refusing = preset(index)
-    refusing.pipeline = Pipeline(open_index(index), ExtractiveBackend(), k=3, min_confidence=1.0)
+def test_an_abstained_answer_carries_confidence_abstained_and_related_and_cites_nothing(articles_index):
+    # The articles retriever: the pipeline the confidence model is calibrated for.
+    refusing = preset(articles_index)
+    refusing.pipeline = Pipeline(open_index(articles_index), ExtractiveBackend(), k=3, min_confidence=1.0)
     with LiveServer(make_app([refusing])) as live:
         openai_client = client(live)
         resp = openai_client.chat.completions.create(
@@ -490,3 +491,81 @@ def test_an_abstained_answer_carries_confidence_abstained_and_related_and_cites_
         assert last["abstained"] is True and last["citations"] == [] and last["related"]
         text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert "geen artikel gevonden" in text
+
+
+class SlowRetriever:
+    """The real index, slowed down: a retrieval that outlasts the request deadline."""
+
+    def __init__(self, inner, seconds):
+        self.inner, self.seconds, self.name = inner, seconds, inner.name
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def batch_search(self, queries, k=10, threads=1):
+        time.sleep(self.seconds)
+        return self.inner.batch_search(queries, k, threads)
+
+    def search(self, query, k=10):
+        return self.batch_search([query], k)[0]
+
+
+@pytest.mark.integration
+def test_a_504_says_which_stage_was_too_slow(index):
+    slow = preset(index)
+    # Off the event loop (a backend that is not inline-safe), as a server with a dense model runs.
+    slow.pipeline = Pipeline(SlowRetriever(open_index(index), 2.0), SlowExtractive(0.0), k=3)
+    with LiveServer(make_app([slow], timeout=0.5)) as s:
+        with pytest.raises(openai.APIStatusError) as err:
+            client(s).chat.completions.create(
+                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+            )
+        assert err.value.status_code == 504 and "retrieval did not finish within 0.5 s" in err.value.message
+
+
+@pytest.mark.integration
+def test_head_of_the_page_is_answered(server):
+    assert httpx.head(server.url + "/").status_code == 200
+    assert httpx.head(server.url + "/static/app.js").status_code == 200
+
+
+@pytest.mark.integration
+def test_a_busy_port_is_refused_before_serving_is_announced(index):
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "wetqa", "serve", "--index", str(index), "--host", "127.0.0.1", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert r.returncode == 2, r.stderr
+    assert "serving" not in r.stdout
+    assert f"127.0.0.1:{port}" in r.stderr and "--port" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.unit
+def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_the_version_date():
+    from wetqa.corpus.records import Chunk
+    from wetqa.generation import Answer, Citation
+    from wetqa.retrieval import Hit
+    from wetqa.serve.citing import article_url, cite
+
+    text = "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt."
+    chunk = Chunk("X_1", "DOC0001", "BWBR9990001", "2024-01-01", "Wet fictief gezag", "Artikel 266", 1, text)
+    hit = Hit(chunk, 1.0, 1)
+    out = cite(Answer("?", f"Wet fictief gezag, Artikel 266:\n{text}", [Citation.from_hit(hit)], [hit]))
+    lead = out.sentences[0]
+    assert lead["text"] == "Wet fictief gezag, Artikel 266:" and lead["lead"] is True and lead["citation"] == 1
+    assert out.sentences[1]["lead"] is False and out.sentences[1]["supported"]
+    assert out.citations[0]["version_date"] == "2024-01-01"
+    # An article number with a space, a colon or a slash is percent-encoded in the link.
+    assert article_url("BWBR0005537", "Artikel 7:4 a", "2024-01-01") == (
+        "https://wetten.overheid.nl/jci1.3:c:BWBR0005537&artikel=7%3A4%20a&g=2024-01-01&z=2024-01-01"
+    )

@@ -331,3 +331,38 @@ def test_a_client_that_stops_reading_holds_no_slot_past_the_timeout(index):
         )
         assert r.status_code != 429, r.text
         s.close()
+
+
+def test_a_stream_gives_its_slot_back_before_its_client_sees_the_end(index):
+    """A client that asks again the moment its stream ends must find its slot free (16 clients on 16
+    slots got an occasional 429): the slot is released before the last event is handed over."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wetqa.generation import Sampling
+    from wetqa.serve.streaming import WorkerSource
+
+    released = threading.Event()
+
+    def slow_release():
+        time.sleep(0.3)  # a worker thread descheduled between its last item and its release
+        released.set()
+
+    async def drain():
+        with ThreadPoolExecutor(1) as workers:
+            source = WorkerSource(
+                Pipeline(open_index(index), ExtractiveBackend(), k=3),
+                "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
+                Sampling(),
+                workers,
+                10.0,
+                None,
+                slow_release,
+            )
+            while True:
+                kind, _ = await source.next()
+                if kind != "item":
+                    return kind, released.is_set()
+
+    kind, slot_free = asyncio.run(drain())
+    assert kind == "end" and slot_free

@@ -124,9 +124,9 @@ def test_the_api_docs_work_offline_under_the_content_security_policy(page_server
     assert problems == []  # no CSP violation, no script error
 
 
-def test_an_abstention_is_shown_apart_with_related_articles_not_cited(bm25s_index, browser):
-    refusing = served_pipeline("wetqa-bm25s-extractive", bm25s_index, GeneratorConfig("extractive"))
-    refusing.pipeline = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=3, min_confidence=1.0)
+def test_an_abstention_is_shown_apart_with_related_articles_not_cited(articles_index, browser):
+    refusing = served_pipeline("wetqa-articles-extractive", articles_index, GeneratorConfig("extractive"))
+    refusing.pipeline = Pipeline(open_index(articles_index), ExtractiveBackend(), k=3, min_confidence=1.0)
     with LiveServer(make_app([refusing])) as server:
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(server.url + "/")
@@ -143,3 +143,33 @@ def test_an_abstention_is_shown_apart_with_related_articles_not_cited(bm25s_inde
         assert "niet als antwoord aangehaald" in page.inner_text("#source-body")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "web-page-abstained.png"), full_page=True)
+
+
+def test_the_page_reads_as_a_citizen_expects(articles_index, browser):
+    """A lead naming the source is not flagged unsupported; ids stay in a detail; the version date and a
+    not-legal-advice notice are shown; errors are in Dutch."""
+    served = served_pipeline("wetqa-articles-extractive", articles_index, GeneratorConfig("extractive"))
+    served.pipeline = Pipeline(open_index(articles_index), ExtractiveBackend(), k=3, min_confidence=0.0)
+    with LiveServer(make_app([served], max_question_chars=300)) as server:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "/")
+        assert "geen juridisch advies" in page.inner_text("#notice")
+        page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+        page.click("#submit")
+        page.locator("#answer .marker").first.wait_for(timeout=15000)
+        lead = page.locator("#answer p.lead").first
+        assert lead.inner_text().startswith("Wet fictief gezag, Artikel 266:")
+        assert "geen steun" not in lead.inner_text()
+        page.locator("#answer .marker").first.click()
+        body = page.locator("#source-body")
+        assert "geldend op 2024-01-01" in body.inner_text()
+        ids = page.locator("#source-body details")
+        assert ids.count() == 1 and not ids.get_attribute("open")
+        assert "DOC" not in page.locator("#source-body > :not(details)").all_inner_texts().__str__()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-page-citizen.png"), full_page=True)
+        page.fill("#question", "Wanneer " + "heel " * 80 + "lang?")
+        page.click("#submit")
+        page.locator("#answer .error").wait_for(timeout=15000)
+        error = page.inner_text("#answer .error")
+        assert error.startswith("Fout: de vraag is te lang") and "too long" not in error

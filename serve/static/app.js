@@ -10,7 +10,8 @@ function showSource(citation, support, marker) {
   if (marker) marker.classList.add("active");
   const body = $("source-body"); body.replaceChildren(); body.className = "";
   body.append(el("h3", `${citation.law}, ${citation.article}`));
-  body.append(el("div", citation.doc_id + " · " + citation.id, "path"));
+  if (citation.version_date) body.append(el("div", `Tekst zoals geldend op ${citation.version_date}`, "path"));
+  body.append(technical(citation));
   const wanted = new Set(support || []);
   citation.sentences.forEach((s, i) => {
     const span = el("span", null, "sentence");
@@ -19,6 +20,13 @@ function showSource(citation, support, marker) {
   });
   const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
+}
+
+// Internal ids help a developer, not a reader: kept in a closed detail.
+function technical(c) {
+  const d = el("details", null, "ids"); d.append(el("summary", "Technische gegevens"));
+  d.append(el("div", `${c.doc_id} · ${c.id}`, "path"));
+  return d;
 }
 
 function showRelated(r) {
@@ -55,6 +63,7 @@ function render(resp) {
   const byIndex = new Map(resp.citations.map((c) => [c.index, c]));
   resp.sentences.forEach((s) => {
     const p = el("p", s.text);
+    if (s.lead) p.classList.add("lead");  // the line naming the article that follows: not a claim
     if (s.citation && byIndex.has(s.citation)) {
       const b = el("button", `[${s.citation}]`, "marker"); b.type = "button";
       b.addEventListener("click", () => showSource(byIndex.get(s.citation), s.support, b));
@@ -74,6 +83,22 @@ function render(resp) {
     li.append(a); list.append(li);
   });
   if (!resp.citations.length) list.append(el("li", "Geen bronnen aangehaald.", "muted"));
+}
+
+// The API speaks English to programs; a reader of this page gets the error in Dutch.
+function dutch(status, body) {
+  const code = body && body.error ? body.error.code : null;
+  if (code === "question_too_long" || status === 413) return "de vraag is te lang; maak haar korter";
+  const byStatus = {
+    400: "de vraag kon niet worden verwerkt; controleer de tekst",
+    404: "dit model is op de server niet beschikbaar",
+    408: "het verzoek kwam te traag binnen; probeer het opnieuw",
+    429: "er worden nu te veel vragen tegelijk beantwoord; probeer het zo opnieuw",
+    502: "het taalmodel achter de server gaf geen bruikbaar antwoord; probeer het later opnieuw",
+    503: "de server is nu niet beschikbaar; probeer het later opnieuw",
+    504: "het antwoord duurde te lang; probeer het opnieuw",
+  };
+  return byStatus[status] || `de server gaf een fout (${status}); probeer het later opnieuw`;
 }
 
 // With `wetqa serve --api-key`, the page asks for the key once and keeps it for this tab only.
@@ -100,13 +125,15 @@ $("ask").addEventListener("submit", async (ev) => {
   try {
     const m = await api("/v1/models");
     const models = await m.json();
-    if (!m.ok) throw new Error(models.error ? models.error.message : m.statusText);
+    if (!m.ok) throw new Error(dutch(m.status, models));
     const r = await api("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ model: models.data[0].id, messages: [{ role: "user", content: q }] }) });
     const data = await r.json();
-    if (!r.ok) throw new Error(data.error ? data.error.message : r.statusText);
+    if (!r.ok) throw new Error(dutch(r.status, data));
     render(data);
   } catch (e) {
-    $("answer").replaceChildren(el("p", "Fout: " + e.message, "error"));
+    // fetch itself fails (TypeError) when the server cannot be reached at all.
+    const text = e instanceof TypeError ? "de server is niet bereikbaar; probeer het later opnieuw" : e.message;
+    $("answer").replaceChildren(el("p", "Fout: " + text, "error"));
   } finally { $("submit").disabled = false; }
 });
