@@ -13,6 +13,13 @@ class RetrievalError(ValueError):
     """Bad input or a missing/stale index; the message names the problem."""
 
 
+class DamagedIndex(RetrievalError):
+    """An index folder whose files do not hold what they should: one line, with the command that rebuilds it."""
+
+    def __init__(self, folder, what: str):
+        super().__init__(f"damaged index {folder}: {what}; rebuild it with `wetqa index --force --out {folder}`")
+
+
 @dataclass(slots=True)
 class Hit:
     chunk: Chunk

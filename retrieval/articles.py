@@ -28,7 +28,7 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import Hit, RetrievalError, check_k, check_query
+from ._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
 from .impacts import ImpactBuilder, Vocabulary, load_view
 from .registry import RetrieverInfo, register
 from .selection import ImpactIndex, dense_scores
@@ -144,17 +144,17 @@ class ArticleRetriever:
         views = {v: load_view(path, v) for v in VIEWS}
         maps = {name: np.asarray(np.load(path / f"{name}.npy", mmap_mode="r")) for name in MAPS}
         if len(maps["chunk_article"]) != len(store):
-            raise RetrievalError(f"damaged index {path}: chunk map does not match its chunks; rebuild it")
+            raise DamagedIndex(path, "the chunk map does not match its chunks")
         # Every map must point inside what it maps to, or a search would read past an array.
         n_articles = len(maps["ranked_row"])
         ca = maps["chunk_article"]
         if len(ca) and (int(ca.min()) < -1 or int(ca.max()) >= n_articles):
-            raise RetrievalError(f"damaged index {path}: the chunk map points outside the {n_articles} articles")
+            raise DamagedIndex(path, f"the chunk map points outside the {n_articles} articles")
         first, count = maps["ranked_first"], maps["ranked_count"]
         if len(first) != n_articles or len(count) != n_articles:
-            raise RetrievalError(f"damaged index {path}: the article maps differ in length")
+            raise DamagedIndex(path, "the article maps differ in length")
         if n_articles and (int(first.min()) < 0 or int((first + count).max()) > len(store)):
-            raise RetrievalError(f"damaged index {path}: the article maps point outside the chunks")
+            raise DamagedIndex(path, "the article maps point outside the chunks")
         return cls(views, store, maps, meta["options"])
 
     def term_ids(self, query: str) -> list[int]:

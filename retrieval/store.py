@@ -22,7 +22,7 @@ from pathlib import Path
 
 from wetqa.corpus.records import Chunk
 
-from ._base import RetrievalError
+from ._base import DamagedIndex, RetrievalError
 
 STORE = "store.sqlite"
 STORE_FORMAT = 1
@@ -144,22 +144,18 @@ class ChunkStore(Sequence[Chunk]):
     def __init__(self, path: Path, expect: dict | None = None):
         self.path = path
         if not path.is_file():
-            raise RetrievalError(
-                f"damaged index {path.parent}: {path.name} is missing; rebuild it with `wetqa index --force --out {self.path.parent}`"
-            )
+            raise DamagedIndex(path.parent, f"{path.name} is missing")
         self._local = threading.local()
         try:
             meta = {k: json.loads(v) for k, v in self._db().execute("SELECT key, value FROM meta")}
         except sqlite3.DatabaseError as exc:
-            raise RetrievalError(
-                f"damaged index {path.parent}: {path.name} cannot be read ({exc}); rebuild it with `wetqa index --force --out {self.path.parent}`"
-            ) from None
+            raise DamagedIndex(path.parent, f"{path.name} cannot be read ({exc})") from None
         self.meta = meta
         for key, value in (expect or {}).items():
             if meta.get(key) != value:
-                raise RetrievalError(
-                    f"damaged index {path.parent}: {path.name} records {key} {meta.get(key)!r}, index.json "
-                    f"{value!r} (another corpus or build); rebuild it with `wetqa index --force --out {self.path.parent}`"
+                raise DamagedIndex(
+                    path.parent,
+                    f"{path.name} records {key} {meta.get(key)!r}, index.json {value!r} (another corpus or build)",
                 )
         self._n = int(meta.get("chunks", 0))
 
@@ -175,9 +171,7 @@ class ChunkStore(Sequence[Chunk]):
         try:
             return self._db().execute(sql, tuple(args)).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise RetrievalError(
-                f"damaged index {self.path.parent}: {self.path.name} ({exc}); rebuild it with `wetqa index --force --out {self.path.parent}`"
-            ) from None
+            raise DamagedIndex(self.path.parent, f"{self.path.name} ({exc})") from None
 
     def __len__(self) -> int:
         return self._n
@@ -207,10 +201,7 @@ class ChunkStore(Sequence[Chunk]):
             found.update((r[0], _chunk(r)) for r in self._query(sql, part))
         missing = [r for r in rows if r not in found]
         if missing:
-            raise RetrievalError(
-                f"damaged index {self.path.parent}: chunk row {missing[0]} is missing from {self.path.name}; "
-                f"rebuild it with `wetqa index --force --out {self.path.parent}`"
-            )
+            raise DamagedIndex(self.path.parent, f"chunk row {missing[0]} is missing from {self.path.name}")
         return [found[r] for r in rows]
 
     def __iter__(self) -> Iterator[Chunk]:
