@@ -22,6 +22,10 @@ import numpy as np
 from wetqa.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
 from wetqa.retrieval.confidence import FRAME_WORDS, law_named, law_titles
+from wetqa.retrieval.structure import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, lead_overlap
+
+# The same fit as the confidence model's (bench/ is on the path when a script here runs).
+from calibrate import fit  # noqa: E402  (isort: skip)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
@@ -46,12 +50,14 @@ _NUMBER = re.compile(r"^\s*(?:\d+[a-z]?|[a-z]{1,2})[.)]\s+")
 
 
 def lead_sentences(paragraphs: list[str], mode: str) -> list[str]:
-    out = []
-    for p in paragraphs[:6]:
-        colon = p.find(":")
-        if 0 <= colon < 400:
-            out.append(p[:colon])
-        elif mode == "first":
+    """The announcing clauses (what the pipeline uses), and for the variants measured beside them the
+    first sentence of each first paragraph that announces no list ("first": without its number;
+    "asis": up to the first full stop, which for a numbered paragraph is only its number)."""
+    out = announcing_clauses(paragraphs)
+    for p in paragraphs[:FIRST_PARAGRAPHS]:
+        if 0 <= p.find(":") < MAX_LEAD_CHARS:
+            continue
+        if mode == "first":
             out.append(_NUMBER.sub("", p).split(". ")[0])
         elif mode == "asis":
             out.append(p.split(".")[0])
@@ -106,28 +112,12 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
                 "heading_overlap": len(q_terms & set(head.split())) / max(1, len(q_terms)),
                 "proximity": proximity(q_terms, analyzer.tokens(text)),
                 "lead": lead_match(q_terms, h.article_paragraphs, analyzer),
-                "lead_colon": lead_match(q_terms, h.article_paragraphs, analyzer, "colon"),
+                "lead_colon": lead_overlap(frozenset(q_terms), h.article_paragraphs, analyzer.tokens),
                 "lead_first": lead_match(q_terms, h.article_paragraphs, analyzer, "first"),
                 "law_named": law_named(question, h.chunk.law, titles),
             }
         )
     return hits, rows
-
-
-def fit(x, y, l2):
-    n, d = x.shape
-    a = np.hstack([x, np.ones((n, 1))])
-    w = np.zeros(d + 1)
-    pen = np.diag([l2] * d + [0.0])
-    for _ in range(60):
-        p = 1 / (1 + np.exp(-(a @ w)))
-        g = a.T @ (p - y) + pen @ w
-        h = a.T @ (a * (p * (1 - p))[:, None]) + pen + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(h, g)
-        w -= step
-        if np.abs(step).max() < 1e-9:
-            break
-    return w
 
 
 def main() -> None:
@@ -155,10 +145,10 @@ def main() -> None:
             x = np.asarray([[row[f] for f in feats] for q in train for row in data[q][0]])
             y = np.asarray([lab for q in train for lab in data[q][1]])
             mu, sd = x.mean(0), x.std(0) + 1e-9
-            w = fit((x - mu) / sd, y, args.l2)
+            coef, _ = fit((x - mu) / sd, y, args.l2, iterations=60)
             for q in test:
                 xs = (np.asarray([[row[f] for f in feats] for row in data[q][0]]) - mu) / sd
-                score = xs @ w[:-1]
+                score = xs @ coef
                 ranked = np.argsort(-score, kind="stable")
                 labels = data[q][1]
                 ranks[q] = next((i + 1 for i, j in enumerate(ranked) if labels[j]), None)

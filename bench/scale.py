@@ -180,42 +180,13 @@ def main() -> None:
             ],
             env,
         )
-        row["laws"] = json.loads(out)["laws"]
-        row["chunks"] = json.loads(out)["chunks"]
-        row["index_s"], row["index_rss"], _ = run(
-            [
-                *WETQA,
-                "index",
-                "--corpus",
-                str(corpus),
-                "--out",
-                str(index),
-                "--rescore",
-                args.model,
-                "--force",
-                "--no-progress",
-            ],
-            env,
-        )
+        built = json.loads(out)
+        row["laws"], row["chunks"] = built["laws"], built["chunks"]
+        index_cmd = [*WETQA, "index", "--corpus", str(corpus), "--out", str(index), "--rescore", args.model]
+        row["index_s"], row["index_rss"], _ = run([*index_cmd, "--force", "--no-progress"], env)
         row["index_mb"] = du(index)
         if scale == 1:  # every passage text once: the copies at 10x and 40x repeat these texts
-            row["precompute_s"], _, out = run(
-                [
-                    *WETQA,
-                    "index",
-                    "--corpus",
-                    str(corpus),
-                    "--out",
-                    str(index),
-                    "--rescore",
-                    args.model,
-                    "--precompute",
-                    "--no-progress",
-                    "--output",
-                    "json",
-                ],
-                env,
-            )
+            row["precompute_s"], _, _ = run([*index_cmd, "--precompute", "--no-progress", "--output", "json"], env)
         asks = [run([*WETQA, "ask", q, "--index", str(index)], env) for q in questions[:7]]
         row["ask_s"] = statistics.median(a[0] for a in asks)
         row["ask_rss"] = statistics.median(a[1] for a in asks)
