@@ -135,6 +135,18 @@ def score_record(rec: dict, item: QAItem, corpus: CorpusMap, names: Sequence[str
     return out
 
 
+def read_score_rows(path: Path) -> list[dict]:
+    """The rows of a ``scores.jsonl``, read only: a torn last line of an interrupted evaluation is skipped
+    (the evaluation that owns the file cuts it off when it resumes; a reader leaves the file alone)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
 def question_means(rows: Sequence[dict], keys: frozenset[str] | None = None) -> dict[str, dict[str, float]]:
     """Each score's mean per question id over the runs (rows of several runs of one configuration)."""
     keys = keys or score_keys()

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import statistics
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ import numpy as np
 
 from wetqa.dataset import QAItem
 
-from .answers import CorpusMap, find_run_files, load_run, score_record
+from .answers import CorpusMap, find_run_files, load_run, question_means, read_score_rows, score_record
 from .metrics import metric, metrics
 from .significance import LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
 
@@ -80,10 +78,6 @@ def _groups(keys: Sequence[str]) -> list[str]:
     return out
 
 
-def _average(per_run: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
-    return {k: {q: statistics.mean(v) for q, v in by_q.items()} for k, by_q in per_run.items()}
-
-
 def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: Sequence[str]) -> System:
     """A `generate` folder, its local metrics scored here; failed answers counted and left out."""
     groups = _groups(keys)
@@ -94,7 +88,7 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
                 "and compare its output folder"
             )
     files = find_run_files([path])
-    collected: dict[str, dict[str, list[float]]] = {k: {} for k in keys}
+    rows: list[dict] = []
     failed: set[str] = set()
     for f in files:
         records, _ = load_run(f)
@@ -106,24 +100,19 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
                 failed.add(qid)
                 continue
             row = score_record(rec, items[qid], corpus, groups)
-            for k in keys:
-                value = 0.0 if rec.get("abstained") else float(row.get(k, 0.0))
-                collected[k].setdefault(qid, []).append(value)
-    scores = _average(collected)
-    for k in keys:
-        for q in failed:
-            scores[k].pop(q, None)
-    return System(path.name, path, "answers", scores, sorted(failed), len(files))
+            rows.append({"id": qid, **{k: 0.0 if rec.get("abstained") else float(row.get(k, 0.0)) for k in keys}})
+    return System(path.name, path, "answers", _per_question(rows, keys, failed), sorted(failed), len(files))
+
+
+def _per_question(rows: list[dict], keys: Sequence[str], failed: set[str]) -> dict[str, dict[str, float]]:
+    """Each metric's mean per question over the runs, the questions failed in some run left out."""
+    means = question_means([r for r in rows if str(r.get("id")) not in failed], frozenset(keys))
+    return {k: means.get(k, {}) for k in keys}
 
 
 def load_scores(path: Path, items: dict[str, QAItem], keys: Sequence[str]) -> System:
     """An `eval generation` folder: its scores.jsonl as scored (a metric it lacks is refused)."""
-    rows = []
-    for line in (path / "scores.jsonl").read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a torn last line of an interrupted evaluation
+    rows = read_score_rows(path / "scores.jsonl")
     present = {k for r in rows for k in r}
     missing = [k for k in keys if k not in present]
     if missing:
@@ -131,7 +120,7 @@ def load_scores(path: Path, items: dict[str, QAItem], keys: Sequence[str]) -> Sy
             f"metric {', '.join(missing)} missing from {path} (it has: "
             f"{', '.join(sorted(present & {k for m in metrics().values() for k in m.scores})) or 'none'})"
         )
-    collected: dict[str, dict[str, list[float]]] = {k: {} for k in keys}
+    kept: list[dict] = []
     failed: set[str] = set()
     for r in rows:
         qid = str(r.get("id"))
@@ -140,13 +129,9 @@ def load_scores(path: Path, items: dict[str, QAItem], keys: Sequence[str]) -> Sy
         if r.get("generation_error"):
             failed.add(qid)
             continue
-        for k in keys:
-            if r.get("abstained"):
-                collected[k].setdefault(qid, []).append(0.0)
-            elif isinstance(r.get(k), (int, float)):
-                collected[k].setdefault(qid, []).append(float(r[k]))
+        kept.append({**r, **dict.fromkeys(keys, 0.0)} if r.get("abstained") else r)  # an abstention scores 0
     runs = len({r.get("run") for r in rows}) or 1
-    return System(path.name, path, "scores", _average(collected), sorted(failed), runs)
+    return System(path.name, path, "scores", _per_question(kept, keys, set()), sorted(failed), runs)
 
 
 def ranx_name(name: str) -> str:

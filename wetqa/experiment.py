@@ -25,7 +25,7 @@ from .config import ConfigError, ExperimentConfig, GeneratorSpec
 from .console import UsageError, emit
 from .dataset import load_dataset
 from .evaluation.abstention import zeroed
-from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means
+from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
 from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
 from .evaluation.significance import LEGEND, correct, mark, randomization_p
@@ -173,13 +173,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
 
 def _question_scores(path: Path) -> dict[str, dict[str, float]]:
     """Each metric's score per question (mean over runs; an abstention scores 0) from an eval's scores.jsonl."""
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return question_means(zeroed(rows, score_keys()))
+    return question_means(zeroed(read_score_rows(path), score_keys()))
 
 
 def significance_marks(per_question: dict[str, dict[str, dict[str, float]]], baseline: str) -> dict[str, dict]:
