@@ -95,20 +95,24 @@ DIAGNOSTIC = (
 )
 
 
+class SendingHandler(http.server.BaseHTTPRequestHandler):
+    """A loopback handler with one way to answer: a body, a status and headers."""
+
+    def send(self, body: bytes, status: int = 200, headers: dict | None = None):
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 @pytest.fixture
 def bwb(monkeypatch):
     log: list[str] = []
     state = {"dropped": set(), "throttled": set()}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def send(self, body: bytes, status: int = 200, headers: dict | None = None):
-            self.send_response(status)
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(SendingHandler):
         def do_GET(self):  # noqa: N802
             log.append(self.path)
             if "application/xml" not in (self.headers.get("Accept") or ""):

@@ -17,7 +17,7 @@ from wetqa.corpus import download
 from wetqa.corpus.download import Client, DownloadError, download_law
 
 from .conftest import FIXTURES
-from .test_corpus_download import VERSIONS, manifest, sru_page
+from .test_corpus_download import VERSIONS, SendingHandler, manifest, sru_page
 
 pytestmark = pytest.mark.unit
 LAW = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_bytes()
@@ -31,15 +31,7 @@ class Service:
         self.log: list[str] = []
         service = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def send(self, body: bytes, status: int = 200, headers: dict | None = None):
-                self.send_response(status)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(SendingHandler):
             def do_GET(self):  # noqa: N802
                 service.log.append(self.path)
                 url = urllib.parse.urlsplit(self.path)
