@@ -62,6 +62,19 @@ def heading_text(article: dict) -> str:
     return "\n".join(x for x in (article["law"], article.get("path_label") or "", head) if x)
 
 
+def top_k_positive(scores: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k best positive scores, best first; equal scores by lower id.
+
+    Every score equal to the k-th is kept before the sort: a partition alone picks any of the equal
+    ones at the cut (so of eight copies of a law, not the first ones).
+    """
+    candidates = np.flatnonzero(scores > 0)
+    if candidates.size > k:
+        kth = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
+        candidates = candidates[scores[candidates] >= kth]
+    return candidates[np.lexsort((ids[candidates], -scores[candidates]))][:k]
+
+
 def _normalised(x: np.ndarray) -> np.ndarray:
     top = float(x.max()) if x.size else 0.0
     return x / top if top > 0 else x
@@ -189,12 +202,9 @@ class ArticleRetriever:
     def _search(self, query: str, k: int) -> list[Hit]:
         views, chunk_scores = self.view_scores(query)
         fused = self.fuse(views)
-        candidates = np.flatnonzero(fused > 0)
-        if candidates.size == 0:
+        order = top_k_positive(fused, np.arange(len(fused)), k)  # position = article
+        if order.size == 0:
             return []
-        if candidates.size > k:
-            candidates = candidates[np.argpartition(-fused[candidates], k - 1)[:k]]
-        order = candidates[np.lexsort((candidates, -fused[candidates]))]  # ties: the earlier article
         paragraphs = self.chunks.paragraphs([int(self.ranked_row[a]) for a in order])
         hits: list[Hit] = []
         for art, paras in zip(order, paragraphs):

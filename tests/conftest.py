@@ -101,6 +101,23 @@ def real_articles_index(real_corpus, tmp_path_factory) -> Path:
     return _index(tmp_path_factory, real_corpus, "articles")
 
 
+@pytest.fixture(scope="session")
+def copied_law_index(tmp_path_factory) -> Path:
+    """An articles index of eight copies of one law under their own BWB ids: every article is tied
+    with its seven copies (as at the top of the scale benchmark's copied corpora)."""
+    from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.retrieval import build_index
+
+    root = tmp_path_factory.mktemp("copies")
+    text = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_text(encoding="utf-8")
+    (root / "bwb").mkdir()
+    for i in range(8):
+        (root / "bwb" / f"copy{i}.xml").write_text(text.replace("BWBR9990001", f"BWBR999{i + 1:04d}"), "utf-8")
+    build_corpus([root / "bwb"], root / "corpus", BuildOptions(workers=1), progress=False)
+    build_index(root / "corpus", "articles", root / "index", progress=False)
+    return root / "index"
+
+
 @pytest.fixture
 def extractive_served(bm25s_index):
     """A factory of served pipelines over the fixture bm25s index with the extractive generator
