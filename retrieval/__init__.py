@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from wetqa._lazy import lazy
 
 _EXPORTS = {
-    **dict.fromkeys(["Hit", "RetrievalError", "Retriever", "chunks_of"], "._base"),
+    **dict.fromkeys(["Hit", "RetrievalError", "Retriever", "chunks_of", "warm_up"], "._base"),
     **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".fusion"),
     **dict.fromkeys(["build_index", "index_identity", "open_index", "open_retriever", "read_index_meta"], ".index"),
     **dict.fromkeys(["RetrieverInfo", "register", "retrievers"], ".registry"),
@@ -21,7 +21,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from ._base import Hit, RetrievalError, Retriever, chunks_of
+    from ._base import Hit, RetrievalError, Retriever, chunks_of, warm_up
     from .fusion import HybridRetriever, interpolate, rrf
     from .index import build_index, index_identity, open_index, open_retriever, read_index_meta
     from .registry import RetrieverInfo, register, retrievers

@@ -64,6 +64,19 @@ class Retriever(Protocol):
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]: ...
 
 
+def warm_up(retriever) -> None:
+    """Prepare what a long-lived process should not pay for on its first questions (compiled search
+    kernels): every retriever of a pipeline that has a ``warm`` method, wrapped ones included."""
+    warm = getattr(retriever, "warm", None)
+    if callable(warm):
+        warm()
+    inner = getattr(retriever, "retriever", None)
+    if inner is not None:
+        warm_up(inner)
+    for each in getattr(retriever, "retrievers", None) or ():
+        warm_up(each)
+
+
 def check_query(query: str) -> str:
     if not isinstance(query, str) or not query.strip():
         raise RetrievalError("empty query: give a question to search for")

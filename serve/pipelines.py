@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass, field
 
 from wetqa.generation import Pipeline, PipelineSpec
@@ -40,6 +42,9 @@ class ServedPipeline:
     def load(self) -> ServedPipeline:
         if self.pipeline is None:
             self.pipeline = self.spec.build()
+            # Compiled search kernels are prepared beside serving: until they are, the same hits come
+            # from reading every posting (a first compile takes seconds; numba caches it on disk).
+            threading.Thread(target=_warm, args=(self.pipeline.retriever,), name="wetqa-warm", daemon=True).start()
         return self
 
     def describe(self) -> dict:
@@ -53,6 +58,15 @@ class ServedPipeline:
             "generator": g.kind + (f":{g.model}" if g.model else ""),
             "k": self.spec.k,
         }
+
+
+def _warm(retriever) -> None:
+    from wetqa.retrieval import warm_up
+
+    try:
+        warm_up(retriever)
+    except Exception:  # noqa: BLE001 - a kernel that cannot compile leaves the exhaustive search serving
+        logging.getLogger("wetqa.serve").warning("search kernels not prepared", exc_info=True)
 
 
 def served_pipeline_name(spec: PipelineSpec) -> str:

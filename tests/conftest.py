@@ -118,6 +118,22 @@ def copied_law_index(tmp_path_factory) -> Path:
     return root / "index"
 
 
+@pytest.fixture(scope="session")
+def synthetic_index(tmp_path_factory) -> Path:
+    """An articles index of 40 synthetic laws (2,400 articles, skewed word frequencies): enough
+    articles and blocks for pruning to matter."""
+    from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.retrieval import build_index
+
+    from .synthetic_laws import write_laws
+
+    root = tmp_path_factory.mktemp("synthetic")
+    write_laws(root / "bwb", n_laws=40, articles_per_law=60)
+    build_corpus([root / "bwb"], root / "corpus", BuildOptions(workers=1), progress=False)
+    build_index(root / "corpus", "articles", root / "index", progress=False)
+    return root / "index"
+
+
 @pytest.fixture
 def extractive_served(bm25s_index):
     """A factory of served pipelines over the fixture bm25s index with the extractive generator

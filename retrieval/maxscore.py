@@ -1,0 +1,245 @@
+"""Exact top-k articles without reading every posting: MaxScore over the fused article views.
+
+The article ranking (:mod:`.articles`) fuses three BM25 views, each divided by its best score for the
+question. Reading every posting costs time linear in the corpus: at 40 times the shared corpus a
+question's terms hold about a million postings, most of them of its common words, and a common word
+alone cannot lift an article into the top k. So, as in MaxScore (Turtle & Flood 1995), the largest
+impact of every term in every view is kept with the index (``{view}.tmax.npy``), and a question is
+answered document at a time (compiled with numba, :mod:`._maxscore_kernels`):
+
+1. each view's maximum: documents in order, a running best; the terms whose largest impacts add up to
+   less than the best are *non-essential* (a document holding only them cannot beat it): their
+   postings are never walked, only searched (galloping) for the documents the others bring;
+2. the top k fused scores: the same, with each term's bound its largest impacts divided by the view
+   maxima and weighted as the fusion weighs them, against the k-th best fused score kept.
+
+Every score is added in query order in float32 and fused with the same float32 operations as the
+exhaustive path, so the ranking is that path's bit for bit (ties too: articles come in order and a
+later equal one never displaces a kept one; a bound prunes only with a margin far above float32
+rounding). Tried first and dropped: the same two steps term at a time in numpy (exact, but the
+essential terms' postings still cost as much as reading everything), and block-max bounds over
+blocks of 128 articles (bounds too loose for BM25 over long questions). Measured in bench/maxscore.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .selection import ImpactIndex
+
+_SLICE = 1 << 22  # postings per step when the maxima are built
+VIEWS = ("chunk", "article", "heading")
+
+
+def term_maxima_file(view: str) -> str:
+    return f"{view}.tmax.npy"
+
+
+def write_term_maxima(folder: Path, name: str) -> None:
+    """The largest impact of every term in a view (0 for a term it does not hold), read in slices."""
+    data = np.load(folder / f"{name}.data.npy", mmap_mode="r")
+    indptr = np.load(folder / f"{name}.indptr.npy")
+    n_terms = len(indptr) - 1
+    out = np.zeros(n_terms, dtype=np.float32)
+    t = 0
+    while t < n_terms:
+        last = max(t + 1, int(np.searchsorted(indptr, indptr[t] + _SLICE, side="right")) - 1)
+        last = min(last, n_terms)
+        a, b = int(indptr[t]), int(indptr[last])
+        if b > a:
+            starts = indptr[t:last] - a
+            full = np.flatnonzero(np.diff(indptr[t : last + 1]))  # reduceat needs non-empty segments
+            out[t + full] = np.maximum.reduceat(np.asarray(data[a:b]), starts[full])
+        t = last
+    np.save(folder / term_maxima_file(name), out)
+
+
+# Articles per block of the block maxima (bench/maxscore.py: 64 to 512 tried at 40x).
+BLOCK = 128
+BLOCK_PARTS = ("bptr", "bblock", "bmax")
+BLOCKS_META = "blocks.json"
+
+
+def block_files() -> tuple[str, ...]:
+    return (
+        (BLOCKS_META,)
+        + tuple(f"{v}.{p}.npy" for v in VIEWS for p in BLOCK_PARTS)
+        + tuple(term_maxima_file(v) for v in VIEWS)
+    )
+
+
+def chunk_bounds(ranked_first: np.ndarray, n_chunks: int, block: int) -> np.ndarray:
+    """First chunk row of each block of articles, and ``n_chunks`` at the end (chunks follow article
+    order; block 0 starts at row 0, so chunks of expired articles before the first ranked one are its)."""
+    n_blocks = -(-len(ranked_first) // block)
+    bounds = np.empty(n_blocks + 1, dtype=np.int64)
+    bounds[0] = 0
+    bounds[1:n_blocks] = np.asarray(ranked_first[block : n_blocks * block : block])[: n_blocks - 1]
+    bounds[n_blocks] = n_chunks
+    return bounds
+
+
+def write_block_maxima(folder: Path, name: str, block_of, live=None) -> None:
+    """Per term, the largest impact it has in each block of articles it occurs in (``{name}.bptr``:
+    term -> its entries; ``.bblock``: the block, ascending; ``.bmax``: the maximum), read in slices.
+
+    ``block_of`` maps documents to blocks; ``live`` (optional) says which documents count (a chunk of
+    an expired article is scored but never ranked, so it does not raise its block's bound).
+    """
+    data = np.load(folder / f"{name}.data.npy", mmap_mode="r")
+    indices = np.load(folder / f"{name}.indices.npy", mmap_mode="r")
+    indptr = np.load(folder / f"{name}.indptr.npy")
+    n_terms = len(indptr) - 1
+    counts = np.zeros(n_terms, dtype=np.int64)
+    tmp = {p: folder / f".{name}.{p}.tmp" for p in ("bblock", "bmax")}
+    handles = {p: open(path, "wb") for p, path in tmp.items()}
+    try:
+        t = 0
+        while t < n_terms:
+            last = min(max(t + 1, int(np.searchsorted(indptr, indptr[t] + _SLICE, side="right")) - 1), n_terms)
+            a, b = int(indptr[t]), int(indptr[last])
+            if b > a:
+                docs = np.asarray(indices[a:b])
+                impact = np.asarray(data[a:b])
+                if live is not None:
+                    impact = np.where(live(docs), impact, np.float32(0))
+                term = np.repeat(np.arange(t, last, dtype=np.int64), np.diff(indptr[t : last + 1]))
+                blocks = block_of(docs)
+                change = np.empty(len(docs), dtype=bool)
+                change[0] = True
+                change[1:] = (blocks[1:] != blocks[:-1]) | (term[1:] != term[:-1])
+                starts = np.flatnonzero(change)
+                blocks[starts].astype(np.int32).tofile(handles["bblock"])
+                np.maximum.reduceat(impact, starts).astype(np.float32).tofile(handles["bmax"])
+                counts[t:last] = np.bincount(term[starts] - t, minlength=last - t)
+            t = last
+    finally:
+        for h in handles.values():
+            h.close()
+    bptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(counts, out=bptr[1:])
+    for part, dtype in (("bblock", np.int32), ("bmax", np.float32)):
+        np.save(folder / f"{name}.{part}.npy", np.fromfile(tmp[part], dtype=dtype))
+        tmp[part].unlink()
+    np.save(folder / f"{name}.bptr.npy", bptr)
+
+
+def write_bounds(folder: Path, maps: dict[str, np.ndarray], block: int = BLOCK) -> None:
+    """Everything the pruned ranking reads besides the impacts: term maxima and block maxima."""
+    bounds = chunk_bounds(maps["ranked_first"], len(maps["chunk_article"]), block)
+    chunk_article = maps["chunk_article"]
+    for v in VIEWS:
+        write_term_maxima(folder, v)
+    write_block_maxima(folder, "article", lambda d: d // block)
+    write_block_maxima(folder, "heading", lambda d: d // block)
+    write_block_maxima(
+        folder, "chunk", lambda d: np.searchsorted(bounds, d, side="right") - 1, lambda d: chunk_article[d] >= 0
+    )
+    (folder / BLOCKS_META).write_text(json.dumps({"block": block}) + "\n", encoding="utf-8")
+
+
+class MaxScoreRanker:
+    """Top-k fused article scores of an articles index, exact, by compiled MaxScore (numba).
+
+    Loading it reads nothing and imports no compiler: the kernels are imported (and compiled, or
+    read from numba's cache) by :meth:`warm`, which a server calls at start; a one-shot process
+    answering one question reads every posting instead (importing numba costs more than that).
+    """
+
+    def __init__(
+        self,
+        views: dict[str, ImpactIndex],
+        maxima: dict[str, np.ndarray],
+        blocks: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+        block: int,
+        maps: dict[str, np.ndarray],
+    ):
+        self.views, self.maxima, self.blocks, self.block = views, maxima, blocks, block
+        self.chunk_article = maps["chunk_article"]
+        self.first, self.count = maps["ranked_first"], maps["ranked_count"]
+        self.max_count = int(self.count.max()) if len(self.count) else 0
+        self._kernels: Any = None  # the compiled kernels module, once warm
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def available() -> bool:
+        return importlib.util.find_spec("numba") is not None
+
+    @classmethod
+    def load(cls, folder: Path, views: dict[str, ImpactIndex], maps: dict[str, np.ndarray]) -> MaxScoreRanker:
+        def mapped(name: str) -> np.ndarray:
+            return np.asarray(np.load(folder / name, mmap_mode="r"))
+
+        block = int(json.loads((folder / BLOCKS_META).read_text(encoding="utf-8"))["block"])
+        maxima = {v: mapped(term_maxima_file(v)) for v in VIEWS}
+        blocks = {v: tuple(mapped(f"{v}.{p}.npy") for p in BLOCK_PARTS) for v in VIEWS}
+        for v in VIEWS:
+            ptr, which, top = blocks[v]
+            if len(maxima[v]) != len(views[v].indptr) - 1 or len(ptr) != len(views[v].indptr):
+                raise ValueError(f"the bounds of the {v} view do not match its terms")
+            if len(which) != len(top) or (len(ptr) and int(ptr[-1]) != len(which)):
+                raise ValueError(f"the block maxima of the {v} view differ in length")
+        return cls(views, maxima, blocks, block, maps)  # type: ignore[arg-type]
+
+    @property
+    def ready(self) -> bool:
+        return self._kernels is not None
+
+    def warm(self) -> None:
+        """Import the kernels and run them once (numba compiles them, or loads its cached build)."""
+        with self._lock:
+            if self._kernels is None:
+                from . import _maxscore_kernels
+
+                self._kernels = _maxscore_kernels
+        if len(self.first):
+            self.top([0], 1, {"article": 1.0, "heading": 1.0})
+
+    def top(
+        self, terms: Sequence[int], k: int, weights: dict[str, float]
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The top k articles (unordered), their fused scores and their three view scores."""
+        if self._kernels is None:
+            self.warm()
+        kern = self._kernels
+        assert kern is not None
+        q = np.asarray(terms, dtype=np.int64)
+        c, a, h = (self.views[v] for v in VIEWS)
+        none = np.zeros(0, dtype=np.int64)
+        mc, chunk_seeds = kern.view_max(
+            c.data, c.indices, c.indptr, self.maxima["chunk"], q, self.chunk_article, True, k
+        )
+        ma, article_seeds = kern.view_max(a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k)
+        mh, heading_seeds = kern.view_max(h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k)
+        maxima = np.asarray([mc, ma, mh], dtype=np.float32)
+        w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
+        # A floor for the fused bar: the k-th best fused score of the articles the maxima were found in
+        # (k real articles reach it, so no article below it is in the top k).
+        owners = np.asarray(self.chunk_article[chunk_seeds]) if len(chunk_seeds) else none
+        seeds = np.unique(np.concatenate([owners[owners >= 0], article_seeds, heading_seeds]))
+        seeds = seeds[seeds < len(self.first)]
+        floor = 0.0
+        if len(seeds) >= k:
+            seed_fused = kern.fused_of(
+                c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr,
+                self.first, self.count, self.max_count, q, seeds, maxima, w,
+            )  # fmt: skip
+            positive = seed_fused[seed_fused > 0]
+            if len(positive) >= k:
+                floor = float(np.partition(positive, len(positive) - k)[len(positive) - k])
+        cb, ab, hb = (self.blocks[v] for v in VIEWS)
+        arts, fused, chunk, art, head = kern.top_fused(
+            c.data, c.indices, c.indptr, self.maxima["chunk"], *cb,
+            a.data, a.indices, a.indptr, self.maxima["article"], *ab,
+            h.data, h.indices, h.indptr, self.maxima["heading"], *hb,
+            self.block, self.chunk_article, self.first, self.count, self.max_count, q, k, maxima, w,
+            np.float32(floor),
+        )  # fmt: skip
+        return arts, fused, {"chunk": chunk, "article": art, "heading": head}

@@ -1,0 +1,179 @@
+"""The pruned article ranking (MaxScore over term and block maxima) against reading every posting."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from wetqa.retrieval import open_index
+from wetqa.retrieval.articles import VIEWS
+from wetqa.retrieval.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
+
+from .conftest import DEV, require_shared
+
+pytest.importorskip("numba")
+
+
+def _same(a, b) -> None:
+    """Two rankings (articles, fused scores, view scores): equal bit for bit, in the same order."""
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    for v in VIEWS:
+        np.testing.assert_array_equal(a[2][v], b[2][v])
+
+
+def _with_blocks(index, tmp_path, block: int):
+    """A copy of an index whose block maxima are rewritten with ``block`` articles per block."""
+    out = tmp_path / f"blocks{block}"
+    shutil.copytree(index, out)
+    from wetqa.retrieval.articles import MAPS
+
+    write_bounds(out, {name: np.load(out / f"{name}.npy") for name in MAPS}, block)
+    meta = json.loads((out / "index.json").read_text(encoding="utf-8"))
+    meta["files"] = {p.name: p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != "index.json"}
+    (out / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    return open_index(out)
+
+
+def _queries(retriever, n: int, seed: int) -> list[list[int]]:
+    """Random term-id queries over the index's vocabulary: common and rare words, repeats, 1 to 20 terms."""
+    rng = random.Random(seed)
+    words = sorted(
+        set(
+            retriever.chunks.term_ids([w for c in retriever.chunks for w in retriever.analyzer.tokens(c.text)]).values()
+        )
+    )
+    out = []
+    for _ in range(n):
+        q = [rng.choice(words) for _ in range(rng.randint(1, 20))]
+        if rng.random() < 0.3:
+            q += q[: rng.randint(1, len(q))]  # a repeated word counts again
+        out.append(q)
+    return out
+
+
+@pytest.mark.unit
+def test_term_and_block_maxima_are_those_of_the_postings(articles_index):
+    articles = open_index(articles_index)
+    ranker = articles.pruned
+    assert ranker is not None
+    bounds = chunk_bounds(articles.first, len(articles.chunks), ranker.block)
+    for v in VIEWS:
+        view = articles.views[v]
+        ptr, which, top = ranker.blocks[v]
+        for t in range(len(view.indptr) - 1):
+            docs, impacts = view.postings(t)
+            if v == "chunk":  # chunks of expired articles never raise a bound
+                impacts = np.where(articles.chunk_article[docs] >= 0, impacts, 0)
+                blocks = np.searchsorted(bounds, docs, side="right") - 1
+            else:
+                blocks = docs // ranker.block
+            assert ranker.maxima[v][t] == (view.data[view.indptr[t] : view.indptr[t + 1]].max() if len(docs) else 0)
+            expected = {int(b): float(impacts[blocks == b].max()) for b in np.unique(blocks)}
+            assert dict(zip(which[ptr[t] : ptr[t + 1]].tolist(), top[ptr[t] : ptr[t + 1]].tolist())) == expected
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("block", [128, 16, 1])
+def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
+    synthetic_index, articles_index, copied_law_index, tmp_path, block
+):
+    for index, n in ((synthetic_index, 150), (articles_index, 40), (copied_law_index, 40)):
+        articles = _with_blocks(index, tmp_path / index.parent.name, block)
+        articles.warm()
+        for terms in _queries(articles, n, seed=block):
+            for k in (1, 3, 30, 500):
+                _same(articles._top_pruned(terms, k), articles._top_all(terms, k))
+
+
+@pytest.mark.unit
+def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypatch):
+    from wetqa.retrieval import articles as module
+
+    monkeypatch.setattr(module, "PRUNE_FROM", 0)
+    articles = open_index(articles_index)
+    query = "De rechter kan het gezag van een ouder beëindigen"
+    pruned = []
+    real = articles._top_pruned
+    monkeypatch.setattr(articles, "_top_pruned", lambda *a: pruned.append(1) or real(*a))
+    cold = articles.search(query, k=5)
+    assert not pruned and not articles.pruned.ready  # a one-shot process never compiles anything
+    articles.warm()
+    warm = articles.search(query, k=5)
+    assert pruned and articles.pruned.ready
+    assert [(h.id, h.score, h.features) for h in warm] == [(h.id, h.score, h.features) for h in cold]
+
+
+@pytest.mark.unit
+def test_an_index_without_bounds_reads_every_posting(articles_index, tmp_path):
+    old = tmp_path / "old"
+    shutil.copytree(articles_index, old)
+    meta = json.loads((old / "index.json").read_text(encoding="utf-8"))
+    for name in block_files():
+        (old / name).unlink()
+        meta["files"].pop(name)
+    (old / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    articles = open_index(old)
+    assert articles.pruned is None
+    articles.warm()  # nothing to prepare
+    assert articles.search("gezag rechter", k=3) == open_index(articles_index).search("gezag rechter", k=3)
+
+
+@pytest.mark.unit
+def test_damaged_block_maxima_are_named(articles_index, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(articles_index, bad)
+    np.save(bad / f"chunk.{BLOCK_PARTS[0]}.npy", np.zeros(3, dtype=np.int64))  # another length
+    meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
+    meta["files"][f"chunk.{BLOCK_PARTS[0]}.npy"] = (bad / f"chunk.{BLOCK_PARTS[0]}.npy").stat().st_size
+    (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    from wetqa.retrieval import RetrievalError
+
+    with pytest.raises(RetrievalError, match=r"damaged index .*bounds of the chunk view.*wetqa index --force"):
+        open_index(bad)
+
+
+@pytest.mark.integration
+def test_pruned_ranking_on_the_real_corpus_equals_the_exhaustive_one(real_articles_index):
+    """All dev and out-of-corpus questions, at the re-scoring depth and at 3: identical rankings."""
+    require_shared()
+    from wetqa.dataset import load_dataset
+
+    from .conftest import ROOT
+
+    articles = open_index(real_articles_index, rescore=False)
+    articles.warm()
+    questions = [item.question for item in load_dataset(DEV)]
+    questions += [json.loads(line)["question"] for line in open(ROOT / "bench" / "data" / "out_of_corpus.jsonl")]
+    for q in questions:
+        terms = articles.term_ids(q)
+        for k in (3, 30):
+            _same(articles._top_pruned(terms, k), articles._top_all(terms, k))
+
+
+@pytest.mark.unit
+def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index):
+    """`wetqa serve` loads its pipelines and warms their retrievers in the background."""
+    import time
+
+    from .serving import served_pipeline
+
+    served = served_pipeline("wetqa-articles-extractive", synthetic_index).load()
+    articles = served.loaded.retriever
+    deadline = time.time() + 120  # a first compile takes seconds; numba's cache makes it quick after
+    while not articles.pruned.ready and time.time() < deadline:
+        time.sleep(0.05)
+    assert articles.pruned.ready
+
+
+@pytest.mark.unit
+def test_warm_up_reaches_retrievers_inside_others(synthetic_index):
+    from wetqa.retrieval import HybridRetriever, warm_up
+
+    inner = [open_index(synthetic_index), open_index(synthetic_index)]
+    warm_up(HybridRetriever(inner))
+    assert all(r.pruned.ready for r in inner)
