@@ -177,3 +177,18 @@ def test_warm_up_reaches_retrievers_inside_others(synthetic_index):
     inner = [open_index(synthetic_index), open_index(synthetic_index)]
     warm_up(HybridRetriever(inner))
     assert all(r.pruned.ready for r in inner)
+
+
+@pytest.mark.unit
+def test_bounds_written_in_small_slices_are_the_same(synthetic_index, tmp_path, monkeypatch):
+    """The maxima are built a slice of terms at a time (bounded memory): slices cut anywhere agree."""
+    from wetqa.retrieval import maxscore
+    from wetqa.retrieval.articles import MAPS
+
+    small = tmp_path / "small"
+    shutil.copytree(synthetic_index, small)
+    monkeypatch.setattr(maxscore, "_SLICE", 7)
+    write_bounds(small, {name: np.load(small / f"{name}.npy") for name in MAPS})
+    for name in block_files():
+        if name.endswith(".npy"):
+            np.testing.assert_array_equal(np.load(small / name), np.load(synthetic_index / name), err_msg=name)
