@@ -63,7 +63,7 @@ def main() -> None:
         if articles.pruned is None:
             raise SystemExit(f"{path}: no term and block maxima (built by an older wetqa, or numba missing)")
         t = time.perf_counter()
-        articles.warm()
+        articles.pruned.warm()
         warm_s = time.perf_counter() - t
         rows = []
         for q in questions:

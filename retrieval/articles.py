@@ -287,8 +287,9 @@ class ArticleRetriever:
         return hits
 
     def warm(self) -> None:
-        """Compile (or load) the pruned ranking's kernels; until then every posting is read (same hits)."""
-        if self.pruned is not None:
+        """Compile (or load) the pruned ranking's kernels, for an index large enough to use them; until
+        then every posting is read (the same hits). Smaller indexes never load the compiler (~100 MB)."""
+        if self.pruned is not None and len(self.chunks) >= PRUNE_FROM:
             self.pruned.warm()
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:

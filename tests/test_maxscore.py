@@ -84,7 +84,7 @@ def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
 ):
     for index, n in ((synthetic_index, 150), (articles_index, 40), (copied_law_index, 40)):
         articles = _with_blocks(index, tmp_path / index.parent.name, block)
-        articles.warm()
+        articles.pruned.warm()
         for terms in _queries(articles, n, seed=block):
             for k in (1, 3, 30, 500):
                 _same(articles._top_pruned(terms, k), articles._top_all(terms, k))
@@ -146,7 +146,7 @@ def test_pruned_ranking_on_the_real_corpus_equals_the_exhaustive_one(real_articl
     from .conftest import ROOT
 
     articles = open_index(real_articles_index, rescore=False)
-    articles.warm()
+    articles.pruned.warm()
     questions = [item.question for item in load_dataset(DEV)]
     questions += [json.loads(line)["question"] for line in open(ROOT / "bench" / "data" / "out_of_corpus.jsonl")]
     for q in questions:
@@ -156,11 +156,15 @@ def test_pruned_ranking_on_the_real_corpus_equals_the_exhaustive_one(real_articl
 
 
 @pytest.mark.unit
-def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index):
+def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index, monkeypatch):
     """`wetqa serve` loads its pipelines and warms their retrievers in the background."""
     import time
 
+    from wetqa.retrieval import articles as module
+
     from .serving import served_pipeline
+
+    monkeypatch.setattr(module, "PRUNE_FROM", 1000)  # the synthetic index has 4,604 chunks
 
     served = served_pipeline("wetqa-articles-extractive", synthetic_index).load()
     articles = served.loaded.retriever
@@ -171,12 +175,25 @@ def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index):
 
 
 @pytest.mark.unit
-def test_warm_up_reaches_retrievers_inside_others(synthetic_index):
+def test_warm_up_reaches_retrievers_inside_others(synthetic_index, monkeypatch):
     from wetqa.retrieval import HybridRetriever, warm_up
+    from wetqa.retrieval import articles as module
+
+    monkeypatch.setattr(module, "PRUNE_FROM", 1000)
 
     inner = [open_index(synthetic_index), open_index(synthetic_index)]
     warm_up(HybridRetriever(inner))
     assert all(r.pruned.ready for r in inner)
+
+
+@pytest.mark.unit
+def test_a_small_index_never_loads_the_compiler(synthetic_index, monkeypatch):
+    from wetqa.retrieval import articles as module
+
+    monkeypatch.setattr(module, "PRUNE_FROM", 10_000)  # more than the synthetic index's 4,604 chunks
+    articles = open_index(synthetic_index)
+    articles.warm()
+    assert not articles.pruned.ready
 
 
 @pytest.mark.unit
