@@ -61,12 +61,13 @@ def _slots(q):
 
 
 @njit(cache=True, nogil=True)
-def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep):
+def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep, start):
     """The largest score of a view over its documents (over live chunks when ``use_live``), exact, and
     up to ``keep`` of the best documents scored on the way (seeds for the fused bar).
 
-    Documents in order, a running best; terms whose largest impacts add up to less than the best are
-    only searched for, never walked. (Visiting blocks best bound first measured slower here: one
+    Documents in order, a running best (from ``start``: a score some document is known to reach, so
+    pruning begins at once); terms whose largest impacts add up to less than the best are only
+    searched for, never walked. (Visiting blocks best bound first measured slower here: one
     question's view maxima are found after a few thousand documents.)
     """
     terms, mult, slot = _slots(q)
@@ -83,8 +84,10 @@ def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep):
     for j in range(m):
         pos[j] = ptr[terms[j]]
         end[j] = ptr[terms[j] + 1]
-    best = np.float32(0.0)
+    best = np.float32(start)
     p = 0  # slots of rank < p are non-essential
+    while p < m and prefix[p + 1] * (1 + _MARGIN) < best:
+        p += 1
     big = np.iinfo(np.int64).max
     seeds = np.full(max(keep, 1), -1, dtype=np.int64)
     seed_score = np.full(max(keep, 1), np.float32(-1.0), dtype=np.float32)
@@ -126,6 +129,48 @@ def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep):
             if pos[j] < end[j] and idx[pos[j]] == d:
                 pos[j] += 1
     return best, seeds[seeds >= 0]
+
+
+@njit(cache=True, nogil=True)
+def views_of(c_data, c_idx, c_ptr, a_data, a_idx, a_ptr, h_data, h_idx, h_ptr, first, count, max_count, q, articles):
+    """The three view scores (best chunk, article, heading) of each given article, exact."""
+    terms, mult, slot = _slots(q)
+    m = len(terms)
+    chunk = np.zeros(len(articles), dtype=np.float32)
+    art = np.zeros(len(articles), dtype=np.float32)
+    head = np.zeros(len(articles), dtype=np.float32)
+    cs = np.zeros(max(max_count, 1), dtype=np.float32)
+    cp, ce = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    ap, ae = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    hp, he = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    for i in range(len(articles)):
+        a = articles[i]
+        for j in range(m):  # every list searched from its start: the articles come in any order
+            t = terms[j]
+            cp[j], ce[j] = c_ptr[t], c_ptr[t + 1]
+            ap[j], ae[j] = a_ptr[t], a_ptr[t + 1]
+            hp[j], he[j] = h_ptr[t], h_ptr[t + 1]
+        art[i], head[i], chunk[i] = _score(
+            a,
+            first[a],
+            first[a] + count[a],
+            q,
+            slot,
+            cs,
+            c_data,
+            c_idx,
+            cp,
+            ce,
+            a_data,
+            a_idx,
+            ap,
+            ae,
+            h_data,
+            h_idx,
+            hp,
+            he,
+        )
+    return chunk, art, head
 
 
 @njit(cache=True, nogil=True)

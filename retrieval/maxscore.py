@@ -213,11 +213,21 @@ class MaxScoreRanker:
         q = np.asarray(terms, dtype=np.int64)
         c, a, h = (self.views[v] for v in VIEWS)
         none = np.zeros(0, dtype=np.int64)
+        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
+        # The heading view first (its postings are the shortest); the articles it found best start the
+        # other two views' running maxima at their scores, so that those prune from the first document.
+        mh, heading_seeds = kern.view_max(h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k, 0.0)
+        heading_seeds = heading_seeds[heading_seeds < len(self.first)]
+        start_c = start_a = 0.0
+        if len(heading_seeds):
+            chunk0, art0, _ = kern.views_of(*views, self.first, self.count, self.max_count, q, heading_seeds)
+            start_c, start_a = float(chunk0.max()), float(art0.max())
+        ma, article_seeds = kern.view_max(
+            a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k, start_a
+        )  # fmt: skip
         mc, chunk_seeds = kern.view_max(
-            c.data, c.indices, c.indptr, self.maxima["chunk"], q, self.chunk_article, True, k
-        )
-        ma, article_seeds = kern.view_max(a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k)
-        mh, heading_seeds = kern.view_max(h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k)
+            c.data, c.indices, c.indptr, self.maxima["chunk"], q, self.chunk_article, True, k, start_c
+        )  # fmt: skip
         maxima = np.asarray([mc, ma, mh], dtype=np.float32)
         w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
         # A floor for the fused bar: the k-th best fused score of the articles the maxima were found in

@@ -14,6 +14,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -128,6 +129,19 @@ def cache_for(model: str, dim: int) -> EmbeddingCache:
     return EmbeddingCache(cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16], ident, dim)
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _beside() -> ThreadPoolExecutor:
+    """Threads that encode questions while the first stage searches (one pool per process)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wetqa-encode")
+        return _POOL
+
+
 def _minmax(x: np.ndarray) -> np.ndarray:
     lo, hi = float(x.min()), float(x.max())
     return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
@@ -172,9 +186,17 @@ class DenseRescorer:
 
     def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
         check_k(k)
-        first = self.retriever.batch_search(queries, max(k, self.depth), threads)
-        # The encoder serialises its own model calls and joins concurrent requests' queries into one.
-        query_vectors = self.encoder.encode_queries(list(queries))
+        # The questions' vectors do not depend on the first stage, so they are computed beside it: the
+        # model and the compiled first stage both release the GIL, and a question waits for the slower
+        # of the two instead of both. (The encoder serialises its own model calls and joins concurrent
+        # requests' queries into one.)
+        encoding = _beside().submit(self.encoder.encode_queries, list(queries))
+        try:
+            first = self.retriever.batch_search(queries, max(k, self.depth), threads)
+        except BaseException:
+            encoding.cancel()
+            raise
+        query_vectors = encoding.result()
         for q, v in zip(queries, query_vectors):
             if len(self._recent) >= 256:
                 self._recent.pop(next(iter(self._recent)))

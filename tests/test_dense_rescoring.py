@@ -263,3 +263,36 @@ def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeyp
     build_index(fixture_corpus, "dense", tmp_path / "b", {"model": str(model)}, progress=False)
     assert sum(encoded) == n  # every chunk came from the cache
     assert np.array_equal(np.asarray(open_index(tmp_path / "b").embeddings), first)
+
+
+@pytest.mark.unit
+def test_the_question_is_encoded_beside_the_first_stage(tmp_path):
+    """The first stage does not wait for the question's vector (nor the vector for the first stage)."""
+    import threading
+
+    encoded = threading.Event()
+
+    class FirstStage:
+        name = "first"
+
+        def batch_search(self, queries, k=10, threads=1):
+            if not encoded.wait(10):
+                raise AssertionError("the question was not being encoded while the first stage ran")
+            if queries == ["kapot"]:
+                raise RetrievalError("the first stage failed")
+            return [[] for _ in queries]
+
+    class Encoder:
+        dim = 4
+
+        def encode_queries(self, texts):
+            encoded.set()
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+        def encode_passages(self, texts, progress=False):
+            return np.ones((len(texts), 4), dtype=np.float32)
+
+    rescorer = DenseRescorer(FirstStage(), Encoder(), EmbeddingCache(tmp_path, "test", 4))
+    assert rescorer.batch_search(["een vraag"], k=3) == [[]]
+    with pytest.raises(RetrievalError, match="the first stage failed"):
+        rescorer.batch_search(["kapot"], k=3)
