@@ -189,8 +189,8 @@ class ArticleRetriever:
         if MaxScoreRanker.available() and all((path / f).is_file() for f in block_files()):
             try:
                 pruned = MaxScoreRanker.load(path, views, maps)
-            except (OSError, ValueError) as exc:
-                raise DamagedIndex(path, f"its pruning bounds are not readable ({exc})") from None
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise DamagedIndex(path, f"its pruning bounds are not readable ({exc!r})") from None
         return cls(views, store, maps, meta["options"], pruned)
 
     def term_ids(self, query: str) -> list[int]:

@@ -164,7 +164,7 @@ class MaxScoreRanker:
         self.views, self.maxima, self.blocks, self.block = views, maxima, blocks, block
         self.chunk_article = maps["chunk_article"]
         self.first, self.count = maps["ranked_first"], maps["ranked_count"]
-        self.max_count = int(self.count.max()) if len(self.count) else 0
+        self.max_count = 0  # the most chunks of an article: read when warmed (opening reads no array)
         self._kernels: Any = None  # the compiled kernels module, once warm
         self._lock = threading.Lock()
 
@@ -178,6 +178,8 @@ class MaxScoreRanker:
             return np.asarray(np.load(folder / name, mmap_mode="r"))
 
         block = int(json.loads((folder / BLOCKS_META).read_text(encoding="utf-8"))["block"])
+        if block < 1:
+            raise ValueError(f"{BLOCKS_META} gives blocks of {block} articles")
         maxima = {v: mapped(term_maxima_file(v)) for v in VIEWS}
         blocks = {v: tuple(mapped(f"{v}.{p}.npy") for p in BLOCK_PARTS) for v in VIEWS}
         for v in VIEWS:
@@ -198,6 +200,7 @@ class MaxScoreRanker:
             if self._kernels is None:
                 from . import _maxscore_kernels
 
+                self.max_count = int(self.count.max()) if len(self.count) else 0
                 self._kernels = _maxscore_kernels
         if len(self.first):
             self.top([0], 1, {"article": 1.0, "heading": 1.0})

@@ -137,6 +137,22 @@ def test_damaged_block_maxima_are_named(articles_index, tmp_path):
         open_index(bad)
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("text", ['{"block": 0}', "{}", "not json", '{"block": "x"}'])
+def test_a_damaged_block_description_is_named(articles_index, tmp_path, text):
+    from wetqa.retrieval import RetrievalError
+    from wetqa.retrieval.maxscore import BLOCKS_META
+
+    bad = tmp_path / "bad"
+    shutil.copytree(articles_index, bad)
+    (bad / BLOCKS_META).write_text(text, encoding="utf-8")
+    meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
+    meta["files"][BLOCKS_META] = (bad / BLOCKS_META).stat().st_size
+    (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(RetrievalError, match=r"damaged index .*pruning bounds.*wetqa index --force"):
+        open_index(bad)
+
+
 @pytest.mark.integration
 def test_pruned_ranking_on_the_real_corpus_equals_the_exhaustive_one(real_articles_index):
     """All dev and out-of-corpus questions, at the re-scoring depth and at 3: identical rankings."""
