@@ -103,7 +103,7 @@ def pct(values: list[float], q: float) -> float:
 def serve(index: Path, questions: list[str], n: int, env: dict) -> dict:
     # The compiled search kernels into numba's cache first (a server prepares them in the background
     # at start: a first compile would leave the first few hundred questions on the exhaustive path).
-    prepare = "from wetqa.retrieval import open_index, warm_up; warm_up(open_index(__import__('sys').argv[1]))"
+    prepare = "import sys; from wetqa.retrieval import open_index, warm_up; warm_up(open_index(sys.argv[1]))"
     subprocess.run([sys.executable, "-c", prepare, str(index)], cwd=ROOT, env=env, check=True)
     port = free_port()
     server = subprocess.Popen(

@@ -174,39 +174,11 @@ def views_of(c_data, c_idx, c_ptr, a_data, a_idx, a_ptr, h_data, h_idx, h_ptr, f
 
 
 @njit(cache=True, nogil=True)
-def fused_of(
-    c_data, c_idx, c_ptr, a_data, a_idx, a_ptr, h_data, h_idx, h_ptr,
-    first, count, max_count, q, articles, maxima, weights,
-):  # fmt: skip
-    """The fused score of each given article, exact (every posting list searched from its start)."""
-    terms, mult, slot = _slots(q)
-    out = np.zeros(len(articles), dtype=np.float32)
-    cs = np.zeros(max(max_count, 1), dtype=np.float32)
-    for i in range(len(articles)):
-        a = articles[i]
-        lo = first[a]
-        hi = lo + count[a]
-        for r in range(hi - lo):
-            cs[r] = np.float32(0.0)
-        art = np.float32(0.0)
-        head = np.float32(0.0)
-        for x in range(len(q)):
-            t = terms[slot[x]]
-            at = _seek(a_idx, a_ptr[t], a_ptr[t + 1], a)
-            if at < a_ptr[t + 1] and a_idx[at] == a:
-                art += a_data[at]
-            at = _seek(h_idx, h_ptr[t], h_ptr[t + 1], a)
-            if at < h_ptr[t + 1] and h_idx[at] == a:
-                head += h_data[at]
-            at = _seek(c_idx, c_ptr[t], c_ptr[t + 1], lo)
-            while at < c_ptr[t + 1] and c_idx[at] < hi:
-                cs[c_idx[at] - lo] += c_data[at]
-                at += 1
-        chunk = np.float32(0.0)
-        for r in range(hi - lo):
-            if cs[r] > chunk:
-                chunk = cs[r]
-        out[i] = _fuse(chunk, art, head, maxima, weights)
+def fuse(chunk, art, head, maxima, weights):
+    """The fused score of each article from its three view scores (:func:`_fuse`, element by element)."""
+    out = np.empty(len(chunk), dtype=np.float32)
+    for i in range(len(chunk)):
+        out[i] = _fuse(chunk[i], art[i], head[i], maxima, weights)
     return out
 
 

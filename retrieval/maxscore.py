@@ -38,6 +38,17 @@ _SLICE = 1 << 22  # postings per step when the maxima are built
 VIEWS = ("chunk", "article", "heading")
 
 
+def _term_slices(indptr: np.ndarray):
+    """Runs of whole terms of about ``_SLICE`` postings (a longer term alone): (first term, end term,
+    first posting, end posting), so that a pass over a view holds one slice in memory."""
+    n_terms = len(indptr) - 1
+    t = 0
+    while t < n_terms:
+        last = min(max(t + 1, int(np.searchsorted(indptr, indptr[t] + _SLICE, side="right")) - 1), n_terms)
+        yield t, last, int(indptr[t]), int(indptr[last])
+        t = last
+
+
 def term_maxima_file(view: str) -> str:
     return f"{view}.tmax.npy"
 
@@ -46,18 +57,12 @@ def write_term_maxima(folder: Path, name: str) -> None:
     """The largest impact of every term in a view (0 for a term it does not hold), read in slices."""
     data = np.load(folder / f"{name}.data.npy", mmap_mode="r")
     indptr = np.load(folder / f"{name}.indptr.npy")
-    n_terms = len(indptr) - 1
-    out = np.zeros(n_terms, dtype=np.float32)
-    t = 0
-    while t < n_terms:
-        last = max(t + 1, int(np.searchsorted(indptr, indptr[t] + _SLICE, side="right")) - 1)
-        last = min(last, n_terms)
-        a, b = int(indptr[t]), int(indptr[last])
+    out = np.zeros(len(indptr) - 1, dtype=np.float32)
+    for t, last, a, b in _term_slices(indptr):
         if b > a:
             starts = indptr[t:last] - a
             full = np.flatnonzero(np.diff(indptr[t : last + 1]))  # reduceat needs non-empty segments
             out[t + full] = np.maximum.reduceat(np.asarray(data[a:b]), starts[full])
-        t = last
     np.save(folder / term_maxima_file(name), out)
 
 
@@ -101,10 +106,7 @@ def write_block_maxima(folder: Path, name: str, block_of, live=None) -> None:
     tmp = {p: folder / f".{name}.{p}.tmp" for p in ("bblock", "bmax")}
     handles = {p: open(path, "wb") for p, path in tmp.items()}
     try:
-        t = 0
-        while t < n_terms:
-            last = min(max(t + 1, int(np.searchsorted(indptr, indptr[t] + _SLICE, side="right")) - 1), n_terms)
-            a, b = int(indptr[t]), int(indptr[last])
+        for t, last, a, b in _term_slices(indptr):
             if b > a:
                 docs = np.asarray(indices[a:b])
                 impact = np.asarray(data[a:b])
@@ -119,7 +121,6 @@ def write_block_maxima(folder: Path, name: str, block_of, live=None) -> None:
                 blocks[starts].astype(np.int32).tofile(handles["bblock"])
                 np.maximum.reduceat(impact, starts).astype(np.float32).tofile(handles["bmax"])
                 counts[t:last] = np.bincount(term[starts] - t, minlength=last - t)
-            t = last
     finally:
         for h in handles.values():
             h.close()
@@ -221,10 +222,8 @@ class MaxScoreRanker:
         # other two views' running maxima at their scores, so that those prune from the first document.
         mh, heading_seeds = kern.view_max(h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k, 0.0)
         heading_seeds = heading_seeds[heading_seeds < len(self.first)]
-        start_c = start_a = 0.0
-        if len(heading_seeds):
-            chunk0, art0, _ = kern.views_of(*views, self.first, self.count, self.max_count, q, heading_seeds)
-            start_c, start_a = float(chunk0.max()), float(art0.max())
+        seen = kern.views_of(*views, self.first, self.count, self.max_count, q, heading_seeds)
+        start_c, start_a = (float(x.max()) if len(x) else 0.0 for x in seen[:2])
         ma, article_seeds = kern.view_max(
             a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k, start_a
         )  # fmt: skip
@@ -234,16 +233,15 @@ class MaxScoreRanker:
         maxima = np.asarray([mc, ma, mh], dtype=np.float32)
         w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
         # A floor for the fused bar: the k-th best fused score of the articles the maxima were found in
-        # (k real articles reach it, so no article below it is in the top k).
+        # (k real articles reach it, so no article below it is in the top k). The heading view's are
+        # scored already.
         owners = np.asarray(self.chunk_article[chunk_seeds]) if len(chunk_seeds) else none
-        seeds = np.unique(np.concatenate([owners[owners >= 0], article_seeds, heading_seeds]))
-        seeds = seeds[seeds < len(self.first)]
+        others = np.setdiff1d(np.concatenate([owners[owners >= 0], article_seeds]), heading_seeds)
+        others = others[others < len(self.first)]
         floor = 0.0
-        if len(seeds) >= k:
-            seed_fused = kern.fused_of(
-                c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr,
-                self.first, self.count, self.max_count, q, seeds, maxima, w,
-            )  # fmt: skip
+        if len(heading_seeds) + len(others) >= k:
+            more = kern.views_of(*views, self.first, self.count, self.max_count, q, others)
+            seed_fused = kern.fuse(*(np.concatenate([x, y]) for x, y in zip(seen, more)), maxima, w)
             positive = seed_fused[seed_fused > 0]
             if len(positive) >= k:
                 floor = float(np.partition(positive, len(positive) - k)[len(positive) - k])
