@@ -46,6 +46,15 @@ def server(index):
         yield s
 
 
+def refused(server) -> openai.APIStatusError:
+    """The error the server answers the question with (the test fails if it answers)."""
+    with pytest.raises(openai.APIStatusError) as err:
+        client(server).chat.completions.create(
+            model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
+        )
+    return err.value
+
+
 def client(server, **kw):
     return openai.OpenAI(base_url=server.url + "/v1", api_key=kw.pop("api_key", "unused"), max_retries=0, **kw)
 
@@ -159,19 +168,13 @@ def test_concurrency_limit_and_upstream_timeout(index):
         t = threading.Thread(target=first)
         t.start()
         time.sleep(0.5)
-        with pytest.raises(openai.RateLimitError) as err:
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
-        assert err.value.status_code == 429
+        err = refused(s)
+        assert isinstance(err, openai.RateLimitError) and err.status_code == 429
         t.join()
         assert results["first"].choices[0].message.content
     with LiveServer(make_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
-        with pytest.raises(openai.APIStatusError) as err:
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
-        assert err.value.status_code == 504 and "did not answer within" in err.value.message
+        err = refused(s)
+        assert err.status_code == 504 and "did not answer within" in err.message
 
 
 @pytest.mark.integration
@@ -179,21 +182,12 @@ def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(index):
     # The worker thread is still generating after the 504: a new request must not start beside it.
     app = make_app([preset(index, backend=SlowExtractive(2.0))], max_concurrency=1, timeout=0.3)
     with LiveServer(app) as s:
-        with pytest.raises(openai.APIStatusError) as err:
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
-        assert err.value.status_code == 504
-        with pytest.raises(openai.RateLimitError):
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
+        err = refused(s)
+        assert err.status_code == 504
+        assert isinstance(refused(s), openai.RateLimitError)
         time.sleep(2.2)  # the work ended: the slot is free again
-        with pytest.raises(openai.APIStatusError) as err:
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
-        assert err.value.status_code == 504  # timed out again, not refused
+        err = refused(s)
+        assert err.status_code == 504  # timed out again, not refused
 
 
 @pytest.mark.integration
@@ -312,13 +306,10 @@ def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
     backend = make_backend(resolve_generator("openai", model="m", base_url=url, timeout=5))
     try:
         with LiveServer(make_app([preset(index, backend=backend)])) as s:
-            with pytest.raises(openai.APIStatusError) as err:
-                client(s).chat.completions.create(
-                    model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-                )
-            assert err.value.status_code == 502
-            assert "not an OpenAI chat completion" in err.value.message
-            assert "127.0.0.1" not in err.value.response.text
+            err = refused(s)
+            assert err.status_code == 502
+            assert "not an OpenAI chat completion" in err.message
+            assert "127.0.0.1" not in err.response.text
     finally:
         upstream.shutdown()
 
@@ -516,11 +507,8 @@ def test_a_504_says_which_stage_was_too_slow(index):
     # Off the event loop (a backend that is not inline-safe), as a server with a dense model runs.
     slow.pipeline = Pipeline(SlowRetriever(open_index(index), 2.0), SlowExtractive(0.0), k=3)
     with LiveServer(make_app([slow], timeout=0.5)) as s:
-        with pytest.raises(openai.APIStatusError) as err:
-            client(s).chat.completions.create(
-                model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
-            )
-        assert err.value.status_code == 504 and "retrieval did not finish within 0.5 s" in err.value.message
+        err = refused(s)
+        assert err.status_code == 504 and "retrieval did not finish within 0.5 s" in err.message
 
 
 @pytest.mark.integration
