@@ -343,15 +343,16 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
         location = _first(record, "locatie_toestand")
         bwb_id = _first(record, "identifier")
         m = _LABEL.search(location)
-        if not (location and bwb_id and m):
-            continue
         problem = "" if _ID.match(bwb_id) else f"not a BWB id: {bwb_id[:80]!r} (from the search service); not fetched"
+        if not (location and m) and not problem:
+            # Listed, not skipped: a record the listing counts but wetqa cannot use is a failure to report.
+            problem = f"a search record of {bwb_id} without a usable file location ({location[:80]!r}); not fetched"
         versions.append(
             LawVersion(
                 bwb_id if not problem else bwb_id[:80],
-                m.group(1),
-                int(m.group(2)),
-                valid_from=_first(record, "geldigheidsperiode_startdatum") or m.group(1),
+                m.group(1) if m else "",
+                int(m.group(2)) if m else 0,
+                valid_from=_first(record, "geldigheidsperiode_startdatum") or (m.group(1) if m else ""),
                 valid_until=_first(record, "geldigheidsperiode_einddatum") or OPEN_END,
                 visible_from=_first(record, "zichtperiode_startdatum"),
                 visible_until=_first(record, "zichtperiode_einddatum") or OPEN_END,
@@ -363,39 +364,59 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
 
 
 def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVersion]:
-    """Every record of an SRU query, page after page."""
+    """Every record of an SRU query, page after page, following ``nextRecordPosition``.
+
+    A service may send fewer records a page than ``maximumRecords`` asks (SRU allows it), so pages are
+    not counted by the size asked for: paging ends when the announced ``numberOfRecords`` have arrived
+    or the service names no next page. Each page must bring records and move forward, so paging is
+    bounded by the announced total. A listing that ends short of what was announced is an error: a
+    missing record may be the current version of a law, and choosing from the rest would fetch a
+    superseded text without a word.
+    """
     from urllib.parse import urlencode
 
     from tqdm import tqdm
 
     start: int | None = 1
     bar = None
-    pages, max_pages = 0, MAX_PAGES
-    while start and pages < max_pages:
-        params = {
-            "operation": "searchRetrieve",
-            "version": "2.0",
-            "x-connection": "BWB",
-            "query": query,
-            "startRecord": str(start),
-            "maximumRecords": str(PAGE_SIZE),
-        }
-        versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
-        pages += 1
-        if bar is None:
-            needed = -(-total // PAGE_SIZE)
-            if needed > MAX_PAGES:
+    total, received = 0, 0
+    try:
+        while start:
+            params = {
+                "operation": "searchRetrieve",
+                "version": "2.0",
+                "x-connection": "BWB",
+                "query": query,
+                "startRecord": str(start),
+                "maximumRecords": str(PAGE_SIZE),
+            }
+            versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
+            if bar is None:
+                if total > MAX_PAGES * PAGE_SIZE:
+                    raise DownloadError(
+                        f"the search service announces {total} records, more than wetqa pages through "
+                        f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
+                    )
+                bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
+            if not versions and received < total:
                 raise DownloadError(
-                    f"the search service announces {total} records, more than wetqa pages through "
-                    f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
+                    f"the search service announced {total} records but sent "
+                    + (f"only {received}" if received else "none")
+                    + f" (an empty page at record {start}); try again later"
                 )
-            max_pages = max(1, needed)  # a service that keeps saying "next page" is not followed past it
-            bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
-        bar.update(len(versions))
-        yield from versions
-        start = nxt if nxt and nxt > start else None
-    if bar is not None:
-        bar.close()
+            received += len(versions)
+            bar.update(len(versions))
+            yield from versions
+            # Only a next page that moves forward, and only while announced records are missing.
+            start = nxt if nxt and nxt > start and received < total else None
+        if received < total:
+            raise DownloadError(
+                f"the search service announced {total} records but sent {received}; the listing is "
+                "incomplete, so no version is chosen from it; try again later"
+            )
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def versions_of(client: Client, bwb_id: str) -> list[LawVersion]:

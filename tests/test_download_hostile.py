@@ -214,3 +214,58 @@ def test_an_endless_redirect_is_one_clear_message_not_an_internal_error(service,
     code = main(argv)
     err = capsys.readouterr().err
     assert code in (1, 2) and "redirects" in err and "internal error" not in err
+
+
+def _short_pages(records, per_page: int, total: int | None = None):
+    """An SRU service that sends at most ``per_page`` records a page, whatever ``maximumRecords`` asks
+    (SRU allows it), and says where the next page starts."""
+
+    def handler(h, url):
+        start = int(urllib.parse.parse_qs(url.query)["startRecord"][0])
+        page = records[start - 1 : start - 1 + per_page]
+        announced = len(records) if total is None else total
+        nxt = start + len(page) if start - 1 + len(page) < len(records) else None
+        h.send(sru_page(page, announced, nxt, h.server.base))
+
+    return handler
+
+
+# A law whose version 2022-01-01 was corrected: generation _0 was visible until 2022-06-30, _1 since.
+# In the order the service lists them: the first page holds _0, the current _1 comes on the second.
+GENERATIONS = [
+    ("2021-01-01_0", "2021-01-01", "2021-12-31", "2020-12-01", OPEN),
+    ("2022-01-01_0", "2022-01-01", OPEN, "2021-12-01", "2022-06-30"),
+    ("2019-01-01_0", "2019-01-01", "2020-12-31", "2018-12-01", OPEN),
+    ("2022-01-01_1", "2022-01-01", OPEN, "2022-07-01", OPEN),
+]
+
+
+@pytest.mark.parametrize("date", ["2023-05-01", None])
+def test_short_pages_still_reach_the_current_generation(service, tmp_path, date):
+    """Issue 29, 1: a service sending 2 records a page made wetqa stop after the first page (its cap
+    counted pages of the size it asked for) and write the superseded generation _0, exit 0."""
+    service.server.base = service.base  # type: ignore[attr-defined]
+    service.routes["/sru"] = _short_pages([("BWBR9990001", v) for v in GENERATIONS], per_page=2)
+    service.routes["/repo/BWBR9990001/manifest.xml"] = lambda h, url: h.send(b"no manifest", 404)
+    service.routes["/repo"] = lambda h, url: h.send(LAW)
+    path = download_law("BWBR9990001", date, tmp_path, client=_client())
+    assert path.name == "BWBR9990001_2022-01-01_1.xml"
+    assert sum("/sru" in p for p in service.log) == 2
+
+
+def test_a_listing_shorter_than_announced_is_refused_not_chosen_from(service, tmp_path):
+    """Records missing from the listing could be the current version: never choose from a partial one."""
+    service.server.base = service.base  # type: ignore[attr-defined]
+    service.routes["/sru"] = _short_pages([("BWBR9990001", v) for v in GENERATIONS[:3]], per_page=2, total=4)
+    with pytest.raises(DownloadError, match=r"announced 4 records but sent 3"):
+        list(download.search(_client(), "dcterms.identifier==BWBR9990001"))
+
+
+def test_an_announced_total_with_empty_pages_stops_at_the_first(service):
+    """Issue 29, 8: 199,999 records announced and none sent: 2,000 empty pages were fetched (90 s), exit 0."""
+    service.routes["/sru"] = lambda h, url: h.send(
+        sru_page([], 199_999, int(urllib.parse.parse_qs(url.query)["startRecord"][0]) + 100, "")
+    )
+    with pytest.raises(DownloadError, match=r"announced 199999 records but sent none"):
+        list(download.search(_client(), "rechtsgebied==X"))
+    assert len(service.log) == 1
