@@ -10,6 +10,7 @@ from wetqa.console import (
     UnavailableError,
     UsageError,
     emit,
+    iso_date,
     non_negative_int,
     positive_float,
     positive_int,
@@ -58,6 +59,14 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         type=positive_int,
         default=MAX_FILE_MB,
         help="skip (and list) a law file larger than this: parsing takes several times a file's size in memory",
+    )
+    b.add_argument(
+        "--valid-on",
+        type=iso_date,
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="files that state no version date (no date in the name or the XML) hold the text in force on this "
+        "day (the 2012 snapshot: 2012-10-04); without it they are built with an empty date and listed as undated",
     )
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(func=cmd_build)
@@ -116,6 +125,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         strict=args.strict,
         workers=args.workers,
         max_file_mb=args.max_file_mb,
+        valid_on=args.valid_on or "",
     )
     try:
         report = build_corpus(args.source, args.out or default_corpus(), opts, progress=not args.no_progress)
@@ -135,6 +145,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             lines.append(f"skipped {s['file']}: {s['reason']}")
         for d in report.duplicates:
             lines.append(f"left out {d['file']}: {d['reason']} ({d['kept']} kept)")
+        if report.undated:
+            dated = sum(1 for u in report.undated if u.get("valid_on"))
+            lines.append(
+                f"{len(report.undated)} file(s) state no version date: "
+                + (f"dated {args.valid_on} (--valid-on)" if dated else "built with an empty date (give --valid-on)")
+            )
         if report.failures:
             lines.append(f"{len(report.failures)} file(s) failed:")
             lines.extend(f"  {f}" for f in report.failures)

@@ -59,9 +59,19 @@ class Retriever(Protocol):
 
     name: str
 
-    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+    def search(self, query: str, k: int = 10, scope=None) -> list[Hit]: ...
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]: ...
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1, scope=None) -> list[list[Hit]]:
+        """``scope`` (a :class:`~.scope.Scope`, None: the default) says which regulations are ranked."""
+        ...
+
+
+def search_in(retriever, queries: Sequence[str], k: int, threads: int = 1, scope=None) -> list[list[Hit]]:
+    """``retriever.batch_search`` in a scope; without one, called as a retriever of any kind takes it
+    (a registered retriever written before scopes existed has no ``scope`` parameter)."""
+    if scope is None:
+        return retriever.batch_search(queries, k, threads)
+    return retriever.batch_search(queries, k, threads, scope=scope)
 
 
 def warm_up(retriever) -> None:

@@ -26,8 +26,9 @@ from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
-# 2: the store and memory-mapped arrays (1: chunks.jsonl and bm25s folders, loaded whole).
-INDEX_FORMAT = 2
+# 3: each law version's kind, jurisdiction and validity (scope filters); 2: the store and memory-mapped arrays
+# (1: chunks.jsonl and bm25s folders, loaded whole).
+INDEX_FORMAT = 3
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
@@ -179,23 +180,79 @@ def _save_rescore_probe(folder: Path, model: str) -> None:
 
 def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dict, progress: bool) -> int:
     """One pass over the corpus: each article and its chunks into the store and the retriever's builder."""
+    from array import array
+
+    import numpy as np
     from tqdm import tqdm
+
+    from .scope import write_law_table
 
     vocab = Vocabulary()
     store = StoreWriter(tmp / STORE)
     builder = cls.builder(tmp, options, vocab, progress)
     total = (manifest.get("counts") or {}).get("chunks")
+    laws = LawRows(law_records(manifest))
+    chunk_law = array("i")  # each chunk's law version: the scope of a search masks by it
     with tqdm(total=total, unit="chunk", desc="indexing", disable=not progress, leave=False) as bar:
         for article, chunks in corpus_articles(corpus_dir):
+            article["law_row"] = law = laws.row_of(article)
             row, rows = store.add(article, chunks)
             builder.add(article, row, chunks, rows)
+            chunk_law.extend([law] * len(chunks))
             bar.update(len(chunks))
+    write_law_table(tmp, laws.records)
+    np.save(tmp / CHUNK_LAW, np.frombuffer(chunk_law, dtype=np.int32) if chunk_law else np.zeros(0, np.int32))
     if store.n_chunks == 0:
         raise RetrievalError(f"{corpus_dir}: the corpus has no chunks: nothing to index")
     builder.finish()
     store.add_terms(vocab.items())
     store.finish({"corpus_hash": manifest["corpus_hash"]})
     return store.n_chunks
+
+
+CHUNK_LAW = "chunk_law.npy"
+# What an index keeps of each law version (scope.LawTable): its records in laws.json.
+LAW_FIELDS = (
+    "bwb_id",
+    "version_date",
+    "valid_until",
+    "title",
+    "long_title",
+    "kind",
+    "jurisdiction",
+    "names",
+    "cited_by",
+)
+
+
+class LawRows:
+    """The law versions of an index in the order they get rows: the manifest's, then any other an
+    article names (a corpus written by hand or by an older wetqa lists none)."""
+
+    def __init__(self, records: list[dict]):
+        self.records = records
+        self.rows = {(r["bwb_id"], r["version_date"]): i for i, r in enumerate(records)}
+
+    def row_of(self, article: dict) -> int:
+        key = (article["bwb_id"], article.get("version_date") or "")
+        if key not in self.rows:
+            self.rows[key] = len(self.records)
+            self.records.append(
+                {"bwb_id": key[0], "version_date": key[1], "valid_until": article.get("valid_until") or "",
+                 "title": article.get("law") or key[0], "long_title": article.get("law") or key[0],
+                 "kind": article.get("kind") or "", "jurisdiction": article.get("jurisdiction") or "nl",
+                 "names": [], "cited_by": 0}
+            )  # fmt: skip
+        return self.rows[key]
+
+
+def law_records(manifest: dict) -> list[dict]:
+    """The law versions a corpus holds, from its manifest (one record per BWB id and version date)."""
+    seen: dict[tuple[str, str], dict] = {}
+    for row in manifest.get("sources") or []:
+        key = (row["bwb_id"], row.get("version_date") or "")
+        seen.setdefault(key, {f: row.get(f) for f in LAW_FIELDS} | {"version_date": key[1]})
+    return list(seen.values())
 
 
 # Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).

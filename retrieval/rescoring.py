@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import Hit, RetrievalError, Retriever, check_k
+from ._base import Hit, RetrievalError, Retriever, check_k, search_in
 from .encoders import Encoder
+from .scope import Scope
 from .structure import lead_overlap, question_terms
 from .tokenization import DutchAnalyzer
 
@@ -184,7 +185,9 @@ class DenseRescorer:
     def chunks(self):
         return getattr(self.retriever, "chunks", None)
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
         # The questions' vectors do not depend on the first stage, so they are computed beside it: the
         # model and the compiled first stage both release the GIL, and a question waits for the slower
@@ -192,7 +195,7 @@ class DenseRescorer:
         # requests' queries into one.)
         encoding = _beside().submit(self.encoder.encode_queries, list(queries))
         try:
-            first = self.retriever.batch_search(queries, max(k, self.depth), threads)
+            first = search_in(self.retriever, queries, max(k, self.depth), threads, scope)
         except BaseException:
             encoding.cancel()
             raise
@@ -241,5 +244,5 @@ class DenseRescorer:
             for r, i in enumerate(order, 1)
         ]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]

@@ -91,6 +91,25 @@ def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("block", [128, 1])
+def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(synthetic_index, tmp_path, block):
+    """A scope (kinds, laws, jurisdiction, date) masks articles: the pruned path skips them and takes
+    its view maxima over the rest, exactly as the exhaustive path does; nothing outside the mask comes."""
+    articles = _with_blocks(synthetic_index, tmp_path, block)
+    articles.pruned.warm()
+    rng = np.random.default_rng(block)
+    for i, terms in enumerate(_queries(articles, 120, seed=7 + block)):
+        allowed = rng.random(articles.n_articles) < (0.02, 0.3, 0.9)[i % 3]
+        for k in (1, 3, 30):
+            pruned, full = articles._top_pruned(terms, k, allowed), articles._top_all(terms, k, allowed)
+            _same(pruned, full)
+            assert allowed[pruned[0]].all()
+    # A mask that allows nothing finds nothing.
+    nothing = np.zeros(articles.n_articles, dtype=bool)
+    assert len(articles._top_pruned(_queries(articles, 1, seed=1)[0], 3, nothing)[0]) == 0
+
+
+@pytest.mark.unit
 def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypatch):
     from wetqa.retrieval import articles as module
 
