@@ -421,3 +421,32 @@ def parse_law(path: str | os.PathLike) -> ParsedLaw:
     except OSError as exc:
         raise BWBParseError(path, f"cannot read: {exc.strerror or exc}") from None
     return parse_law_bytes(data, str(path))
+
+
+_LINK_UNITS = {"artikel": "artikel", "enig-artikel": "artikel", "bijlage": "bijlage"}
+
+
+def official_url(bwb_id: str, article: str, unit: str = "artikel", version_date: str = "") -> str:
+    """The unit's text on wetten.overheid.nl, in its juriconnect form (``jci1.3:c:BWBR...&artikel=N``),
+    as valid and seen on ``version_date`` when given (``&g=DATE&z=DATE``): the version cited, not today's.
+    A unit without a number of its own (a circulaire's paragraph, a preamble) links to its regulation."""
+    from urllib.parse import quote
+
+    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(bwb_id, safe='')}"
+    part = _LINK_UNITS.get(unit or "artikel")
+    number = article.split(" ", 1)[1] if " " in article else ""
+    if part and number and unit != "enig-artikel":
+        # Article numbers hold colons, spaces and slashes ("7:4 a"): encoded, so the link is one URL.
+        url += f"&{part}={quote(number, safe='')}"
+    return url + (f"&g={version_date}&z={version_date}" if version_date else "")
+
+
+_MONTHS = "januari februari maart april mei juni juli augustus september oktober november december".split()
+
+
+def dutch_date(day: str) -> str:
+    """``2012-10-04`` -> ``4 oktober 2012`` ("" stays "")."""
+    if not day:
+        return ""
+    year, month, date = day.split("-")
+    return f"{int(date)} {_MONTHS[int(month) - 1]} {year}"

@@ -87,6 +87,7 @@ class Request:
     confidence: float | None = None
     signals: dict = field(default_factory=dict)
     abstain: bool = False
+    date: str | None = None  # the day the question is asked of (None: today)
 
 
 @dataclass(slots=True)
@@ -146,6 +147,33 @@ class AsyncStreamingBackend(Backend, Protocol):
     def astream(self, request: Request) -> AsyncIterator[str | Generation]: ...
 
 
+# A cited text whose version is older than this (before the day asked of) may have changed since.
+STALE_AFTER_DAYS = 365
+
+
+def age_note(citations: Sequence[Citation], day: str | None = None) -> str:
+    """One line when an answer rests on a text older than a year (the corpus may hold no later version)."""
+    import datetime
+
+    from wetqa.corpus.bwb import dutch_date
+
+    asked = datetime.date.fromisoformat(day) if day else datetime.date.today()
+    old = sorted(
+        {c.version_date for c in citations if c.version_date and not c.valid_until}
+        & {
+            c.version_date
+            for c in citations
+            if c.version_date and (asked - datetime.date.fromisoformat(c.version_date)).days > STALE_AFTER_DAYS
+        }
+    )
+    if not old:
+        return ""
+    return (
+        f"Let op: de aangehaalde tekst is van {dutch_date(old[0])}, meer dan een jaar oud; de wet kan sindsdien "
+        "gewijzigd zijn (controleer de actuele tekst via de link)."
+    )
+
+
 @dataclass(slots=True)
 class Citation:
     id: str  # stable chunk id
@@ -154,11 +182,17 @@ class Citation:
     law: str
     article: str
     text: str
+    version_date: str = ""  # the version of the law the text is from ("" when the corpus does not know)
+    valid_until: str = ""  # when the next version started ("": the newest version the corpus holds)
+    url: str = ""  # the cited text on wetten.overheid.nl, as valid on its version date
 
     @classmethod
     def from_hit(cls, hit: Hit) -> Citation:
+        from wetqa.corpus.bwb import official_url
+
         c = hit.chunk
-        return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text)
+        url = official_url(c.bwb_id, c.article, c.unit, c.version_date)
+        return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text, c.version_date, c.valid_until, url)
 
     def to_json(self) -> dict:
         return {
@@ -168,6 +202,9 @@ class Citation:
             "law": self.law,
             "article": self.article,
             "text": self.text,
+            "version_date": self.version_date or None,
+            "valid_until": self.valid_until or None,
+            "url": self.url,
         }
 
 
@@ -187,6 +224,8 @@ class Answer:
     confidence: float | None = None  # that the first retrieved article answers the question, in [0, 1]
     abstained: bool = False  # no article found: the answer says so and cites nothing
     related: list[Citation] = field(default_factory=list)  # when abstained: the closest articles, not cited
+    date: str | None = None  # the day the question was asked of (its --date / "date"; None: today)
+    note: str = ""  # one line about the texts cited (a text older than a year: it may have changed since)
 
     def to_json(self) -> dict:
         return {
@@ -201,4 +240,6 @@ class Answer:
             "dropped_ids": self.dropped_ids,
             "usage": self.usage.to_json(),
             "error": self.error,
+            "date": self.date,
+            "note": self.note or None,
         }

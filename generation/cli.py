@@ -69,13 +69,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def sources(answer: Answer) -> str:
+    from wetqa.corpus.bwb import dutch_date
+
     lines = []
     if answer.abstained:
         return "(niet beantwoord uit het corpus: niets aangehaald)"
     if answer.citations:
         lines.append("Bronnen:")
         for i, c in enumerate(answer.citations, 1):
-            lines.append(f"[{i}] {c.law}, {c.article} ({c.doc_id}, {c.id})")
+            dated = f", tekst van {dutch_date(c.version_date)}" if c.version_date else ""
+            lines.append(f"[{i}] {c.law}, {c.article}{dated} ({c.doc_id}, {c.id})")
+        if answer.note:
+            lines.append(answer.note)
     else:
         lines.append("(geen bronnen aangehaald)")
     if not answer.format_ok:

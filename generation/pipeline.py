@@ -18,6 +18,7 @@ from ._base import (
     Request,
     Sampling,
     StreamingBackend,
+    age_note,
     check_sampling,
 )
 from .parser import AnswerStream, parse_output
@@ -54,10 +55,13 @@ def to_answer(request: Request, gen: Generation) -> Answer:
                 c.doc_id, Hit(c, h.score, h.rank, h.retriever, h.article_chunks, h.article_paragraphs, h.features)
             )
     parsed = parse_output(gen.text, list(by_doc))
+    citations = [Citation.from_hit(by_doc[d]) for d in parsed.cited]
     return Answer(
         question=request.question,
         answer=parsed.answer,
-        citations=[Citation.from_hit(by_doc[d]) for d in parsed.cited],
+        citations=citations,
+        date=request.date,
+        note=age_note(citations, request.date),
         retrieved=request.hits,
         raw=gen.text,
         format_ok=parsed.format_ok,
@@ -85,6 +89,7 @@ def abstained_answer(request: Request) -> Answer:
         confidence=request.confidence,
         abstained=True,
         related=related[:3],
+        date=request.date,
     )
 
 
@@ -138,16 +143,23 @@ class Pipeline:
         self.language = language
         self.min_confidence = min_confidence
 
-    def requests(self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None) -> list[Request]:
+    def requests(
+        self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None, scope=None
+    ) -> list[Request]:
+        """Retrieval and prompts; ``scope`` (a :class:`~wetqa.retrieval.scope.Scope`) replaces the pipeline's."""
+        from wetqa.retrieval._base import search_in
+
         qs = [check_question(q) for q in questions]
         if sampling is not None:
             check_sampling(self.backend, sampling)  # before any retrieval or model work
         try:
-            hits = self.retriever.batch_search(qs, self.k, threads)
+            hits = search_in(self.retriever, qs, self.k, threads, scope)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
+        day = scope.date if scope is not None else getattr(getattr(self.retriever, "scope", None), "date", None)
         built = [
-            _assess(self.retriever, build_request(q, h, self.language), self.min_confidence) for q, h in zip(qs, hits)
+            replace(_assess(self.retriever, build_request(q, h, self.language), self.min_confidence), date=day)
+            for q, h in zip(qs, hits)
         ]
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
@@ -180,8 +192,8 @@ class Pipeline:
         in each answer's ``error``."""
         return self.answer_requests(self.requests(questions, threads))
 
-    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
-        return self.answer_one(self.requests([question], sampling=sampling)[0])
+    def ask(self, question: str, sampling: Sampling | None = None, scope=None) -> Answer:
+        return self.answer_one(self.requests([question], sampling=sampling, scope=scope)[0])
 
     def answer_one(self, request: Request) -> Answer:
         """The answer of one prepared request; a failed generation raises (ModelUnavailable: no server)."""
@@ -190,9 +202,9 @@ class Pipeline:
             raise (ModelUnavailable if answer.unavailable else GenerationError)(answer.error)
         return answer
 
-    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
+    def prepare(self, question: str, sampling: Sampling | None = None, scope=None) -> Request:
         """Retrieval and the prompt for one question (what comes before the model)."""
-        return self.requests([question], sampling=sampling)[0]
+        return self.requests([question], sampling=sampling, scope=scope)[0]
 
     def stream(self, question: str, sampling: Sampling | None = None) -> Generator[str | Answer, None, None]:
         """The answer's text as the backend produces it, then the whole :class:`Answer`.

@@ -298,31 +298,62 @@ class ArticleRetriever:
             scores[found] += impacts[at[found]]
         return scores
 
-    def _search(self, query: str, k: int, scope: Scope | None = None) -> list[Hit]:
-        terms = self.term_ids(query)
-        allowed = self.allowed(scope, query)
-        if self.pruned is not None and self.pruned.ready and len(self.chunks) >= PRUNE_FROM:
-            order, fused, views = self._top_pruned(terms, k, allowed)
-        else:
-            order, fused, views = self._top_all(terms, k, allowed)
+    def _pruning(self) -> bool:
+        return self.pruned is not None and self.pruned.ready and len(self.chunks) >= PRUNE_FROM
+
+    def top(
+        self, terms: list[int], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The top k articles in scope by fused score (pruned once warm on a large index, else every
+        posting read: the same ranking): (articles, fused, view scores), best first."""
+        return self._top_pruned(terms, k, allowed) if self._pruning() else self._top_all(terms, k, allowed)
+
+    def scores_of(
+        self, terms: list[int], articles: np.ndarray, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The fused and view scores of any articles, normalised over the scope as :meth:`top` does."""
+        articles = np.asarray(articles, dtype=np.int64)
+        if self._pruning():
+            assert self.pruned is not None
+            return self.pruned.scores_of(terms, articles, self.weights, allowed)
+        views, _ = self._views(terms, allowed)
+        fused = self.fuse(views)
+        return fused[articles], {v: s[articles] for v, s in views.items()}
+
+    def hits(
+        self,
+        order: np.ndarray,
+        fused: np.ndarray,
+        views: dict[str, np.ndarray],
+        terms: list[int],
+        chunk_scores: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """Hits of ranked articles (best first): each its article's best chunk (by BM25 chunk score, or by
+        ``chunk_scores``, one per chunk of the articles in order), with every chunk and paragraph attached."""
         if order.size == 0:
             return []
         first, count = np.asarray(self.first[order]), np.asarray(self.count[order])
         rows = np.concatenate([np.arange(f, f + n) for f, n in zip(first, count)])
-        chunk_scores = self.row_scores(terms, rows)
+        if chunk_scores is None:
+            chunk_scores = self.row_scores(terms, rows)
         paragraphs = self.chunks.paragraphs([int(self.ranked_row[a]) for a in order])
+        parts_of = self.chunks.rows(rows.tolist())
         hits: list[Hit] = []
         at = 0
         for i, (art, paras) in enumerate(zip(order, paragraphs)):
             n = int(count[i])
-            mine, at = chunk_scores[at : at + n], at + n
+            mine, parts, at = chunk_scores[at : at + n], tuple(parts_of[at : at + n]), at + n
             if n == 0:
                 continue  # an article in force without text: nothing to quote or cite
             best = int(np.argmax(mine))  # the first of equal best: reading order
-            parts = tuple(self.chunks.rows(range(int(first[i]), int(first[i]) + n)))
             raw = {f"bm25_{v}": float(views[v][i]) for v in VIEWS} | {"doc": int(art)}
             hits.append(Hit(parts[best], float(fused[i]), len(hits) + 1, self.name, parts, paras, raw))
         return hits
+
+    def _search(self, query: str, k: int, scope: Scope | None = None) -> list[Hit]:
+        terms = self.term_ids(query)
+        order, fused, views = self.top(terms, k, self.allowed(scope, query))
+        return self.hits(order, fused, views, terms)
 
     def warm(self) -> None:
         """Compile (or load) the pruned ranking's kernels, for an index large enough to use them; until

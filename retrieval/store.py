@@ -246,6 +246,15 @@ class ChunkStore(Sequence[Chunk]):
         found = {r: tuple(json.loads(p)) for r, p in self._query(sql, rows)}
         return [found.get(r, ()) for r in rows]
 
+    def titles(self, article_rows: Iterable[int]) -> list[str]:
+        """The headings (kop titles) of the articles at these rows, in the order given."""
+        rows = [int(r) for r in article_rows]
+        if not rows:
+            return []
+        sql = f"SELECT row, title FROM articles WHERE row IN ({','.join('?' * len(rows))})"
+        found = dict(self._query(sql, rows))
+        return [found.get(r) or "" for r in rows]
+
     def law_titles(self) -> list[str]:
         """The titles of the laws in the store."""
         return [r[0] for r in self._query("SELECT DISTINCT law FROM articles")]

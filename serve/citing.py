@@ -8,8 +8,8 @@ marker points there, and the web page highlights those source sentences.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 
+from wetqa.corpus.bwb import dutch_date
 from wetqa.generation import Answer
 from wetqa.generation.posthoc import select
 from wetqa.generation.sentences import split_sentences
@@ -38,14 +38,6 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
     return rows
 
 
-def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
-    """A link to the article on wetten.overheid.nl (its juriconnect form)."""
-    number = article.split(" ", 1)[1] if " " in article else article
-    # Article numbers hold colons, spaces and slashes ("7:4 a"): encoded, so the link is one URL.
-    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(bwb_id, safe='')}&artikel={quote(number, safe='')}"
-    return url + (f"&g={version_date}&z={version_date}" if version_date else "")
-
-
 @dataclass(slots=True)
 class Cited:
     answer: str  # with inline [n] markers
@@ -56,11 +48,8 @@ class Cited:
 
 
 def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
-    versions = {h.chunk.id: h.chunk.version_date for h in answer.retrieved}
     if answer.abstained:
-        related = [
-            {**c.to_json(), "url": article_url(c.bwb_id, c.article, versions.get(c.id, ""))} for c in answer.related
-        ]
+        related = [c.to_json() for c in answer.related]
         return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=related)
     citations = []
     sources: list[list[str]] = []
@@ -71,8 +60,6 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
             {
                 **c.to_json(),
                 "index": n,
-                "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
-                "version_date": versions.get(c.id) or None,
                 "sentences": sents,
             }
         )
@@ -103,7 +90,13 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
             {"text": sentence, "citation": best_n, "support": support, "supported": bool(best_n), "lead": False}
         )
         marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
-    refs = "\n".join(f"[{c['index']}] {c['law']}, {c['article']}" for c in citations)
+    refs = "\n".join(
+        f"[{c['index']}] {c['law']}, {c['article']}"
+        + (f" (tekst van {dutch_date(c['version_date'])})" if c.get("version_date") else "")
+        for c in citations
+    )
+    if answer.note and refs:
+        refs += "\n" + answer.note
     return Cited(
         answer="\n".join(marked) if marked else answer.answer,
         references=("Bronnen:\n" + refs) if refs else "",

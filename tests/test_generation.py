@@ -193,7 +193,20 @@ def test_pipeline_extractive(bm25s_index):
     assert a.answer.startswith("1. De rechtbank kan het gezag")
     j = a.to_json()
     assert set(j) >= {"question", "answer", "citations", "retrieved"}
-    assert set(j["citations"][0]) == {"id", "doc_id", "bwb_id", "law", "article", "text"}
+    assert set(j["citations"][0]) == {
+        "id",
+        "doc_id",
+        "bwb_id",
+        "law",
+        "article",
+        "text",
+        "version_date",
+        "valid_until",
+        "url",
+    }
+    # Each citation is dated by its version and links to that version's text.
+    assert j["citations"][0]["version_date"] == "2024-01-01" and j["citations"][0]["valid_until"] is None
+    assert j["citations"][0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
     with pytest.raises(GenerationError, match="empty question"):
         p.ask("  ")
     # Several at once (what the benchmarks call): the same answers as one by one.

@@ -114,7 +114,7 @@ def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypa
     from wetqa.retrieval import articles as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 0)
-    articles = open_index(articles_index)
+    articles = open_index(articles_index, rescore=False)  # the first stage
     query = "De rechter kan het gezag van een ouder beëindigen"
     pruned = []
     real = articles._top_pruned

@@ -540,10 +540,11 @@ def test_a_busy_port_is_refused_before_serving_is_announced(index):
 
 @pytest.mark.unit
 def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_the_version_date():
+    from wetqa.corpus.bwb import official_url
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
     from wetqa.retrieval import Hit
-    from wetqa.serve.citing import article_url, cite
+    from wetqa.serve.citing import cite
 
     text = "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt."
     chunk = Chunk("X_1", "DOC0001", "BWBR9990001", "2024-01-01", "Wet fictief gezag", "Artikel 266", 1, text)
@@ -554,6 +555,10 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     assert out.sentences[1]["lead"] is False and out.sentences[1]["supported"]
     assert out.citations[0]["version_date"] == "2024-01-01"
     # An article number with a space, a colon or a slash is percent-encoded in the link.
-    assert article_url("BWBR0005537", "Artikel 7:4 a", "2024-01-01") == (
+    assert official_url("BWBR0005537", "Artikel 7:4 a", "artikel", "2024-01-01") == (
         "https://wetten.overheid.nl/jci1.3:c:BWBR0005537&artikel=7%3A4%20a&g=2024-01-01&z=2024-01-01"
     )
+    # A bijlage links as one; a unit without a number of its own links to its regulation.
+    assert official_url("BWBR0012289", "Bijlage 2", "bijlage").endswith("BWBR0012289&bijlage=2")
+    assert official_url("BWBR0012289", "Paragraaf 1.1", "circulaire.divisie").endswith("jci1.3:c:BWBR0012289")
+    assert out.citations[0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
