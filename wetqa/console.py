@@ -128,6 +128,11 @@ positive_float = _bounded(float, 1e-3, None, "a number", "must be at least 0.001
 port_number = _bounded(int, 0, 65535, "a port number", "a port is 0-65535")
 
 
+def bounded_int(low: int, high: int, out_of_range: str):
+    """An argparse type: a whole number in ``[low, high]``; ``out_of_range`` says what is allowed."""
+    return _bounded(int, low, high, "a whole number", out_of_range)
+
+
 def float_list(text: str) -> list[float]:
     """argparse type: comma-separated numbers such as ``0.7,0.3``."""
     try:
