@@ -34,7 +34,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from wetqa.io import atomic_file
+from wetqa.io import OwnedFolder, atomic_file, own_folder
 
 from .bwb import BWBParseError, parse_law_bytes
 
@@ -442,17 +442,43 @@ def _record(out: Path, version: LawVersion, sha256: str, size: int) -> None:
         fh.write(json.dumps({**version.to_json(), "file": version.file_name, "sha256": sha256, "size": size}) + "\n")
 
 
-def fetch(client: Client, version: LawVersion, out: Path) -> Path:
+def download_folder(out_dir: str | os.PathLike | None) -> OwnedFolder:
+    """The output folder under the owned-folder rule; a folder of an older wetqa is known by its
+    downloads.jsonl (the files it records); wetqa's own cache folder is wetqa's whatever it holds."""
+    if out_dir is None:
+        return own_folder(default_cache_dir(), (DOWNLOADS,), adopt=lambda p: {e.name for e in p.iterdir()})
+    return own_folder(out_dir, (DOWNLOADS,), adopt=_recorded)
+
+
+def _recorded(folder: Path) -> set[str]:
+    """downloads.jsonl and the files it records, read without changing it (it may be a user's file)."""
+    try:
+        lines = (folder / DOWNLOADS).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    names = set()
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return set()  # not wetqa's journal
+        if isinstance(rec, dict) and isinstance(rec.get("file"), str) and "sha256" in rec:
+            names.add(rec["file"])
+    return names | {DOWNLOADS} if names else set()
+
+
+def fetch(client: Client, version: LawVersion, out: OwnedFolder) -> Path:
     """Download one version into ``out`` (atomically; kept when already there), checked by the parser."""
     if version.problem:
         raise DownloadError(version.problem)
     if not (_ID.match(version.bwb_id) and _FULL_LABEL.match(version.label)):
         raise DownloadError(f"not a BWB id and version label: {version.bwb_id[:80]!r} {version.label[:40]!r}")
-    target = out / version.file_name
-    if target.resolve().parent != out.resolve():
-        raise DownloadError(f"{version.file_name!r} would be written outside {out}; not fetched")
+    target = out.path / version.file_name
+    if target.resolve().parent != out.path.resolve():
+        raise DownloadError(f"{version.file_name!r} would be written outside {out.path}; not fetched")
     if target.is_file() and target.stat().st_size > 0:
         return target
+    out.file(version.file_name)
     with atomic_file(target, "w+b") as fh:
 
         def sink(chunk):
@@ -469,7 +495,7 @@ def fetch(client: Client, version: LawVersion, out: Path) -> Path:
             parse_law_bytes(data, version.url)
         except BWBParseError as exc:
             raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
-    _record(out, version, hashlib.sha256(data).hexdigest(), len(data))
+    _record(out.path, version, hashlib.sha256(data).hexdigest(), len(data))
     return target
 
 
@@ -486,8 +512,7 @@ def download_law(
     for d in (date, version_date):
         if d is not None and not _DATE.match(d):
             raise DownloadError(f"not a date: {d!r} (expected YYYY-MM-DD)")
-    out = Path(out_dir) if out_dir else default_cache_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    out = download_folder(out_dir)
     own = client is None
     client = client or Client()
     try:
@@ -502,7 +527,7 @@ def download_law(
 
 def download_query(
     query: str,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | None,
     date: str | None = None,
     client: Client | None = None,
     progress: bool = True,
@@ -514,8 +539,7 @@ def download_query(
 
     from tqdm import tqdm
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = download_folder(out_dir)
     own = client is None
     client = client or Client(concurrency=workers)
     try:

@@ -112,9 +112,12 @@ def _ks(text: str) -> list[int]:
     return ks
 
 
+RETRIEVAL_FILES = ("run.chunk.trec", "run.article.trec", "qrels.chunk.txt", "qrels.article.txt", "metrics.json")
+
+
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, recognised, write_json
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .ranking import article_qrels, chunk_qrels, evaluate_retrieval, write_qrels, write_trec_run
@@ -123,6 +126,10 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     items = load_dataset(args.dataset)
     spec = RetrievalSpec.from_cli_args(args)
     retriever = spec.build()
+    # Not inside the index folder: a rebuild of the index replaces that folder whole.
+    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in spec.index_paths)
+    older = recognised("metrics.json", RETRIEVAL_FILES, lambda p: _has_keys(p, "chunk", "article", "retriever"))
+    own_folder(out, RETRIEVAL_FILES, adopt=older)
     depth = max(max(ks), 10)  # nDCG@10 needs ten
     hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
     results = {item.id: h for item, h in zip(items, hits)}
@@ -133,8 +140,6 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     metrics["retriever"] = retriever.name
     metrics["indexes"] = [str(p) for p in spec.index_paths]
     metrics["dataset"] = str(args.dataset)
-    # Not inside the index folder: a rebuild of the index replaces that folder whole.
-    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in spec.index_paths)
     write_trec_run(out / "run.chunk.trec", results, retriever.name, "chunk")
     write_trec_run(out / "run.article.trec", results, retriever.name, "article")
     write_qrels(out / "qrels.chunk.txt", chunk_qrels(items, chunks))
@@ -192,7 +197,13 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     if "geval" in metrics:
         if not args.judge:
             raise UsageError("--metrics geval needs --judge MODEL (with --judge-base-url for a local server)")
+        from wetqa.io import own_folder
+
+        from .answers import eval_folder
         from .geval import geval_scores
+
+        eval_folder(out)  # checked before the judge's cache is made inside it
+        own_folder(out / "cache")
 
         judge = make_judge(args.judge, args.judge_base_url, args.judge_concurrency, out / "cache")
         judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
@@ -268,7 +279,7 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
 
 def cmd_eval_compare(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
-    from wetqa.io import atomic_file, wetqa_made, write_owned_json
+    from wetqa.io import atomic_file, own_folder, recognised, write_owned_json
 
     from .answers import CorpusMap, RunFileError
     from .compare import CompareError, compare, markdown, per_question_csv, plot
@@ -277,8 +288,8 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     items = load_dataset(args.dataset)
     names = "-vs-".join(Path(p).name for p in args.systems[:4])
     out = Path(args.out) if args.out else Path("runs") / "compare" / names
-    if out.is_dir() and any(out.iterdir()) and not wetqa_made(out / "compare.json"):
-        raise UsageError(f"{out} holds files of another program: give an empty or new --out folder")
+    written = ("compare.json", "per_question.csv", "table.md", "means.png", "diffs.png")
+    own_folder(out, written, adopt=recognised("compare.json", written))
     maps: dict[str, CorpusMap] = {}
 
     def corpus_for(path: Path) -> CorpusMap:
@@ -294,7 +305,6 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
         )
     except (CompareError, RunFileError) as exc:
         raise UsageError(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
     with atomic_file(out / "per_question.csv") as fh:
         fh.write(per_question_csv(result))
     with atomic_file(out / "table.md") as fh:
@@ -312,8 +322,17 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_keys(path: Path, *keys: str) -> bool:
+    """Whether a JSON file holds an object with these keys (how an older wetqa's unmarked results are known)."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and set(keys) <= set(d)
+
+
 def cmd_eval_references(args: argparse.Namespace) -> int:
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, recognised, write_json
 
     from .attribution import make_attributor
     from .references import compute_scores, load_reference_items, plot_pr_curve, score_items, sweep
@@ -321,6 +340,8 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
     items, problems = load_reference_items(args.data)
     if not items:
         raise UsageError(f"no usable items in {args.data}: " + "; ".join(p["problem"] for p in problems[:3]))
+    files = ("metrics.json", "sweep.json", "pr_curve.png")
+    own_folder(args.out, files, adopt=recognised("metrics.json", files, lambda p: _has_keys(p, "per_party", "method")))
     attributor = make_attributor(args.method, args.model)
     threshold = attributor.default_threshold if args.threshold is None else args.threshold
     scores, failed = compute_scores(attributor, items)
@@ -361,7 +382,7 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
 def cmd_eval_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, write_json
 
     from .expertqa import choose, load_claims, make_scorer, score_claims, scores_file, support_metrics
 
@@ -377,6 +398,11 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     scorer = make_scorer(args.method, args.model)
     threshold = scorer.default_threshold if args.threshold is None else args.threshold
     out = Path(args.out)
+    own_folder(
+        out,
+        (f"metrics_{args.method}.json", scores_file(out, args.method, args.model).name),
+        adopt=lambda p: {e.name for e in p.glob("scores_*.jsonl")} | {e.name for e in p.glob("metrics_*.json")},
+    )
     scores, failed = score_claims(
         scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from wetqa import __version__
 from wetqa.corpus.build import read_manifest
-from wetqa.io import FORMAT_KEY, atomic_dir
+from wetqa.io import FORMAT_KEY, OWNED, atomic_dir
 
 from ._base import DamagedIndex, RetrievalError, Retriever, check_depth
 from .impacts import Vocabulary
@@ -134,7 +134,7 @@ def build_index(
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
             # Each file's size: a truncated or replaced file is caught when the index is opened.
-            "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
+            "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file() and p.name != OWNED},
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if precompute and rescore:

@@ -131,7 +131,7 @@ def test_compare_reports_means_paired_intervals_and_tests_and_writes_its_files(
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     assert main([*argv, "--out", str(foreign)]) == 2
-    assert "another program" in capsys.readouterr().err
+    assert "wetqa did not write" in capsys.readouterr().err
 
 
 @pytest.mark.unit
