@@ -354,6 +354,7 @@ def evaluate_runs(
             "min": f"{min(answered.values(), default=0)}/{len(items)}",
         },
         "failed": {"count": len(failed), "examples": failed[:5]},
+        "scored": sum(len(rows) for rows in scores.values()) - len(failed),  # answers with every score
         "metrics": list(metrics),
         "meteor_variant": meteor_variant() if "meteor" in metrics else None,
         "runs": [str(f) for f in files],

@@ -7,7 +7,15 @@ import json
 import sys
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, bounded_int, check_model_ref, emit, positive_int
+from wetqa.console import (
+    EXIT_PARTIAL,
+    EXIT_UNAVAILABLE,
+    UsageError,
+    bounded_int,
+    check_model_ref,
+    emit,
+    positive_int,
+)
 from wetqa.retrieval._base import K_RANGE, MAX_K
 
 
@@ -50,7 +58,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     cmp = esub.add_parser(
         "compare",
         parents=[output],
-        help="compare systems per question: paired 95% intervals and significance tests against a baseline",
+        help="compare systems per question: paired 95%% intervals and significance tests against a baseline",
     )
     cmp.add_argument(
         "systems",
@@ -193,7 +201,7 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     corpus = _corpus_for(args, args.runs)
     first = Path(args.runs[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "eval"
-    judge_scorer = nli_scorer = None
+    judge_scorer = nli_scorer = judge = None
     if "geval" in metrics:
         if not args.judge:
             raise UsageError("--metrics geval needs --judge MODEL (with --judge-base-url for a local server)")
@@ -265,14 +273,35 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         return "\n".join(lines)
 
     emit(args, result, text)
-    failed = result["failed"]
-    if failed["count"] and not args.allow_failures:
-        print(
-            f"wetqa: {failed['count']} answer(s) have no complete score (e.g. {', '.join(failed['examples'][:3])}): "
-            f"a failed generation or a metric that failed; details in {out / 'scores.jsonl'} (rerun to retry them, "
-            "or pass --allow-failures)",
-            file=sys.stderr,
-        )
+    return _generation_exit(args, result, out, judge)
+
+
+def _generation_exit(args: argparse.Namespace, result: dict, out: Path, judge) -> int:
+    """1 when an answer has no complete score (a line or a question that could not be scored counts too;
+    --allow-failures keeps 0 unless nothing was scored), 3 when the judge was never reached."""
+    failed, problems = result["failed"], result["problems"]
+    if judge is not None and getattr(judge, "unreachable", None) and not getattr(judge, "answered", 1):
+        print(f"wetqa: error: {judge.unreachable}; the other metrics' scores are in {out}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    if result["scored"] <= 0:
+        where = "; ".join(f"{p['file']}: {p['problem']}" for p in problems[:2]) or "the run files hold no answers"
+        print(f"wetqa: no answer was scored ({where})", file=sys.stderr)
+        return EXIT_PARTIAL
+    if (failed["count"] or problems) and not args.allow_failures:
+        if failed["count"]:
+            print(
+                f"wetqa: {failed['count']} answer(s) have no complete score (e.g. {', '.join(failed['examples'][:3])}): "
+                f"a failed generation or a metric that failed; details in {out / 'scores.jsonl'} (rerun to retry "
+                "them, or pass --allow-failures)",
+                file=sys.stderr,
+            )
+        if problems:
+            first = problems[0]
+            print(
+                f"wetqa: {len(problems)} line(s) or question(s) of the run files could not be scored (e.g. "
+                f"{first['file']}: {first['problem']}); listed in {out / 'metrics.json'} (or pass --allow-failures)",
+                file=sys.stderr,
+            )
         return EXIT_PARTIAL
     return 0
 
