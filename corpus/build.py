@@ -76,7 +76,8 @@ class BuildReport:
         return d
 
 
-_GENERATION = re.compile(r"^(BWBR\d{7})_(\d{4}-\d{2}-\d{2})_(\d+)\.xml$")
+# ASCII digits only (\d takes any script's): a name in other digits is no generation of a version.
+_GENERATION = re.compile(r"\A(BWBR[0-9]{7})_([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)\.xml\Z")
 
 
 def display_name(path: str | os.PathLike) -> str:

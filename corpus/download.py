@@ -48,10 +48,12 @@ DEADLINE = 600.0  # seconds a whole file may take, however steadily it trickles 
 MAX_RETRY_AFTER = 120.0  # a service that asks to wait longer is not waited for
 MAX_REDIRECTS = 5
 USER_AGENT = "wetqa/0.1 (corpus download; +https://pypi.org/project/wetqa)"
-_ID = re.compile(r"^BWBR\d{7}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_LABEL = re.compile(r"(\d{4}-\d{2}-\d{2})_(\d+)")
-_FULL_LABEL = re.compile(r"^\d{4}-\d{2}-\d{2}_\d+$")
+# ASCII digits only: \d matches any script's digits (BWBR０００１８５４, BWBR١٢٣٤٥٦٧), which are no BWB ids and
+# would become file names. \Z, not $: $ lets a trailing newline through.
+_ID = re.compile(r"\ABWBR[0-9]{7}\Z")
+_DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_LABEL = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)")
+_FULL_LABEL = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]+\Z")
 DOWNLOADS = "downloads.jsonl"  # in the output folder: what each file is, where it came from, its checksum
 
 
@@ -492,9 +494,11 @@ def fetch(client: Client, version: LawVersion, out: OwnedFolder) -> Path:
         fh.seek(0)
         data = fh.read()
         try:
-            parse_law_bytes(data, version.url)
+            law = parse_law_bytes(data, version.url).law
         except BWBParseError as exc:
             raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
+        if law.bwb_id != version.bwb_id:  # never saved under the name of a law it is not
+            raise DownloadError(f"{version.url} holds {law.bwb_id}, not {version.bwb_id}; not kept")
     _record(out.path, version, hashlib.sha256(data).hexdigest(), len(data))
     return target
 
