@@ -167,14 +167,19 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
 
 
 def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
-    from .answers import CorpusMap, RunFileError
+    from .answers import CorpusMap, RunFileError, find_run_files
 
+    find_run_files(run_paths)  # a run folder that is not there is named first
     if args.corpus:
         return CorpusMap.from_folder(args.corpus)
     for p in map(Path, run_paths):
         cfg = (p if p.is_dir() else p.parent) / "config.json"
         if cfg.is_file():
-            indexes = json.loads(cfg.read_text(encoding="utf-8")).get("indexes") or []
+            try:
+                config = json.loads(cfg.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise RunFileError(f"{cfg} is not readable JSON ({exc}): pass --corpus DIR") from None
+            indexes = (config.get("indexes") if isinstance(config, dict) else None) or []
             if indexes and Path(indexes[0]).is_dir():
                 return CorpusMap.from_folder(indexes[0])
     raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
@@ -278,12 +283,12 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
 
 def _generation_exit(args: argparse.Namespace, result: dict, out: Path, judge) -> int:
     """1 when an answer has no complete score (a line or a question that could not be scored counts too;
-    --allow-failures keeps 0 unless nothing was scored), 3 when the judge was never reached."""
+    --allow-failures keeps 0 unless the runs held nothing to score at all), 3 when the judge was never reached."""
     failed, problems = result["failed"], result["problems"]
     if judge is not None and getattr(judge, "unreachable", None) and not getattr(judge, "answered", 1):
         print(f"wetqa: error: {judge.unreachable}; the other metrics' scores are in {out}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    if result["scored"] <= 0:
+    if result["scored"] + failed["count"] <= 0:  # not one answer of a question of the dataset in the runs
         where = "; ".join(f"{p['file']}: {p['problem']}" for p in problems[:2]) or "the run files hold no answers"
         print(f"wetqa: no answer was scored ({where})", file=sys.stderr)
         return EXIT_PARTIAL

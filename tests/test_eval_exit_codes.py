@@ -45,7 +45,7 @@ def test_eval_generation_with_nothing_scored_exits_1(lines, tmp_path, dataset, f
     assert main([*argv, "--metrics", "rouge"]) == EXIT_PARTIAL
     err = capsys.readouterr().err
     assert "no answer" in err or "no complete score" in err, err
-    # --allow-failures keeps 0 when some answers were scored, never when none was.
+    # --allow-failures keeps 0 for answers that failed, never when the runs held nothing to score.
     assert main([*argv, "--metrics", "rouge", "--allow-failures"]) == EXIT_PARTIAL
 
 
@@ -159,3 +159,67 @@ def test_a_full_disk_is_one_line_and_exit_2_for_every_build(fixture_corpus, arti
         assert proc.returncode == 2, (name, proc.stderr[-800:])
         assert len(err) == 1 and "internal error" not in err[0], (name, err)
         assert "space" in err[0] or "too large" in err[0], (name, err)
+
+
+def _serve_config(*flags: str):
+    from wetqa.cli import build_parser
+    from wetqa.serve.cli import server_config
+
+    return server_config(build_parser(["serve"]).parse_args(["serve", *flags]))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--host", ""),
+        ("--host", "  "),
+        ("--header-timeout", "inf"),
+        ("--body-timeout", "inf"),
+        ("--request-timeout", "inf"),
+        ("--timeout-keep-alive", "inf"),
+    ],
+)
+def test_serve_refuses_an_empty_host_and_endless_timeouts(flags, capsys):
+    """`--host ''` listened on every interface and printed http://:PORT; `--header-timeout inf` turned the
+    slowloris guard off."""
+    from wetqa.console import UsageError
+
+    with pytest.raises((SystemExit, UsageError)) as refused:
+        _serve_config(*flags)
+    if isinstance(refused.value, SystemExit):
+        assert refused.value.code == 2
+        message = capsys.readouterr().err
+    else:
+        message = str(refused.value)
+    assert flags[0] in message or "address" in message, message
+    assert _serve_config("--host", "0.0.0.0", "--header-timeout", "5").host == "0.0.0.0"
+
+
+@pytest.mark.unit
+def test_eval_generation_names_a_missing_run_folder_and_a_garbage_config(tmp_path, dataset, capsys):
+    from wetqa.console import EXIT_USAGE
+
+    argv = ["eval", "generation", "--dataset", str(dataset), "--metrics", "rouge", "--runs"]
+    assert main([*argv, str(tmp_path / "nonexistent")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "not found" in err and "nonexistent" in err and "which corpus" not in err, err
+    run = _run(tmp_path, "run", [json.dumps({"id": "1", "answer": "De rechtbank beslist."})])
+    (run / "config.json").write_text("{not json", encoding="utf-8")
+    assert main([*argv, str(run)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert str(run / "config.json") in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.unit
+def test_loading_wordnet_prints_no_warning_of_nltk(tmp_path):
+    import warnings
+
+    from wetqa.evaluation.wordnet import DEBIAN_WORDNET, load_wordnet
+
+    if not (DEBIAN_WORDNET / "data.noun").is_file():
+        pytest.skip("Debian's WordNet is not installed (scripts/test.sh installs it)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert load_wordnet(tmp_path / "nltk_data") is not None
+    assert not [w for w in caught if issubclass(w.category, UserWarning)], [str(w.message) for w in caught]
