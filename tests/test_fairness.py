@@ -5,6 +5,7 @@ keeping their pace beside a rare-word attacker on a real server."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import threading
@@ -215,12 +216,16 @@ def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_article
                 time.sleep(0.2)
         for q in questions:  # their passages encoded once
             assert httpx.post(url + "/v1/search", json={"query": q, "k": 10}, timeout=300).status_code == 200
-        alone = asyncio.run(fairness_round(url, questions, 6.0))["cached"]
-        attacked = asyncio.run(fairness_round(url, questions, 6.0, words))
-        cached, attacker = attacked["cached"], attacked["attacker"]
-        assert alone["failed"] == cached["failed"] == attacker["failed"] == 0, (alone, attacked)
-        assert attacker["n"] >= 1
-        assert cached["p50"] <= 2 * alone["p50"], (alone, attacked)
+        # Rounds alone and attacked in turn, so that a change of the machine's load falls on both.
+        alone, attacked = [], []
+        for _ in range(2):
+            alone.append(asyncio.run(fairness_round(url, questions, 4.0))["cached"])
+            attacked.append(asyncio.run(fairness_round(url, questions, 4.0, words)))
+        assert all(r["failed"] == 0 for r in alone) and all(r["cached"]["failed"] == 0 for r in attacked)
+        assert all(r["attacker"]["failed"] == 0 and r["attacker"]["n"] >= 1 for r in attacked), attacked
+        baseline = statistics.median(r["p50"] for r in alone)
+        under_attack = statistics.median(r["cached"]["p50"] for r in attacked)
+        assert under_attack <= 2 * baseline, (alone, attacked)
     finally:
         server.terminate()
         server.wait(30)
