@@ -286,7 +286,10 @@ def _generation_exit(args: argparse.Namespace, result: dict, out: Path, judge) -
     --allow-failures keeps 0 unless the runs held nothing to score at all), 3 when the judge was never reached."""
     failed, problems = result["failed"], result["problems"]
     if judge is not None and getattr(judge, "unreachable", None) and not getattr(judge, "answered", 1):
-        print(f"wetqa: error: {judge.unreachable}; the other metrics' scores are in {out}", file=sys.stderr)
+        print(
+            f"wetqa: error: cannot reach the G-Eval judge ({judge.unreachable}); the other metrics' scores are in {out}",
+            file=sys.stderr,
+        )
         return EXIT_UNAVAILABLE
     if result["scored"] + failed["count"] <= 0:  # not one answer of a question of the dataset in the runs
         where = "; ".join(f"{p['file']}: {p['problem']}" for p in problems[:2]) or "the run files hold no answers"

