@@ -182,7 +182,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         raise UsageError("give BWB ids (or --reference), or --query/--all, not both")
     if not targets and not query:
         raise UsageError("name at least one BWB id (e.g. BWBR0002656), or pass --reference, --query or --all")
-    out = args.out or default_cache_dir()
+    out = args.out or default_cache_dir()  # shown; the download functions are given args.out (None: the cache)
     client = Client(
         timeout=args.timeout,
         retries=args.retries,
@@ -195,7 +195,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     try:
         if query:
             paths, failed = download_query(
-                query, out, args.date, client, progress=not args.no_progress, workers=args.concurrency
+                query, args.out, args.date, client, progress=not args.no_progress, workers=args.concurrency
             )
             done = [{"path": str(p)} for p in paths]
         else:
@@ -203,7 +203,7 @@ def cmd_download(args: argparse.Namespace) -> int:
                 targets, unit="law", desc="downloading", disable=len(targets) < 3 or args.no_progress
             ):
                 try:
-                    path = download_law(bwb_id, date, out, client=client, version_date=version)
+                    path = download_law(bwb_id, date, args.out, client=client, version_date=version)
                     done.append({"bwb_id": bwb_id, "path": str(path)})
                 except DownloadUnavailable as exc:
                     raise UnavailableError(str(exc)) from None  # no point trying the other laws

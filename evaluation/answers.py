@@ -21,7 +21,7 @@ from tqdm import tqdm
 from wetqa.corpus.build import read_chunks
 from wetqa.corpus.records import Chunk
 from wetqa.dataset import QAItem, article_key, first_problem
-from wetqa.io import atomic_file, read_journal, write_owned_json
+from wetqa.io import OwnedFolder, atomic_file, own_folder, read_journal, recognised, write_owned_json
 
 from .abstention import answered_only, at_coverages, plot_risk_coverage, risk_coverage, zeroed
 from .meteor import meteor_variant
@@ -233,6 +233,15 @@ def csv_text(summary: dict) -> str:
     return buf.getvalue()
 
 
+# What `eval generation` writes into its folder (the judge's cache folder too).
+EVAL_FILES = ("scores.jsonl", "metrics.json", "metrics.csv", "table.md", "risk_coverage.png", "cache")
+
+
+def eval_folder(out: str | Path) -> OwnedFolder:
+    """An evaluation folder under the owned-folder rule (one of an older wetqa is known by its metrics.json)."""
+    return own_folder(out, EVAL_FILES, adopt=recognised("metrics.json", EVAL_FILES))
+
+
 def evaluate_runs(
     run_paths: Sequence[str | Path],
     items: Sequence[QAItem],
@@ -255,7 +264,7 @@ def evaluate_runs(
     if unknown:
         raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(metric_names())}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    eval_folder(out)  # refused before anything is written when it holds files wetqa did not write
     by_id = {it.id: it for it in items}
     files = find_run_files(run_paths)
     cache_path = out / "scores.jsonl"
@@ -345,6 +354,7 @@ def evaluate_runs(
             "min": f"{min(answered.values(), default=0)}/{len(items)}",
         },
         "failed": {"count": len(failed), "examples": failed[:5]},
+        "scored": sum(len(rows) for rows in scores.values()) - len(failed),  # answers with every score
         "metrics": list(metrics),
         "meteor_variant": meteor_variant() if "meteor" in metrics else None,
         "runs": [str(f) for f in files],

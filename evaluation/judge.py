@@ -128,6 +128,10 @@ class OpenAIJudge:
         self.cache = DiskCache(cache_dir)
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        # Whether the judge ever answered, and why it could not be reached: a judge that never answers
+        # is a missing component (exit 3), and once it is known unreachable no more requests are sent.
+        self.answered = 0
+        self.unreachable: str | None = None
 
     def _messages(self, prompt: str) -> list[dict]:
         return [{"role": "user", "content": prompt}]
@@ -135,7 +139,10 @@ class OpenAIJudge:
     def _one(self, prompt: str, scale: Sequence[int]) -> JudgeResult:
         key = DiskCache.key(self.model, prompt, list(scale), self.use_logprobs, self.samples)
         if (hit := self.cache.get(key)) is not None:
+            self.answered += 1
             return _from_cache(hit)
+        if self.unreachable and not self.answered:
+            return JudgeResult(None, "error", error=self.unreachable)
         o = self._openai
         try:
             result = None
@@ -167,9 +174,11 @@ class OpenAIJudge:
                     sum(vals) / len(vals), "samples", {}, resp.usage.prompt_tokens, resp.usage.completion_tokens
                 )
         except (o.APIConnectionError, o.APITimeoutError) as exc:
-            return JudgeResult(None, "error", error=f"judge unreachable at {self.base_url or 'api.openai.com'}: {exc}")
+            self.unreachable = f"judge unreachable at {self.base_url or 'api.openai.com'}: {exc}"
+            return JudgeResult(None, "error", error=self.unreachable)
         except o.APIStatusError as exc:
             return JudgeResult(None, "error", error=f"judge error {exc.status_code}: {getattr(exc, 'message', exc)}")
+        self.answered += 1
         self.prompt_tokens += result.prompt_tokens
         self.completion_tokens += result.completion_tokens
         self.cache.put(key, {"score": result.score, "method": result.method, "distribution": result.distribution})

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from wetqa import __version__
 from wetqa.dataset import QAItem
-from wetqa.io import read_journal, wetqa_made, write_owned_json
+from wetqa.io import OwnedFolder, own_folder, read_journal, recognised, wetqa_made, write_owned_json
 
 from ._base import Answer, GenerationError, Request
 from .pipeline import Pipeline
@@ -112,12 +112,18 @@ def run_inputs(
     }
 
 
+def run_folder(out: str | os.PathLike) -> OwnedFolder:
+    """A run folder under the owned-folder rule (one of an older wetqa is known by its config.json)."""
+    return own_folder(out, ("config.json",), adopt=recognised("config.json", ("config.json", "run-*.jsonl", "eval")))
+
+
 def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) -> None:
     """Refuse (or with ``force`` clear) a run folder made with other inputs; call it before loading a model."""
     _check_inputs(Path(out), inputs, force)
 
 
 def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
+    folder = run_folder(out)  # a folder holding files wetqa did not write is refused before anything else
     config = out / "config.json"
     if config.exists() and not wetqa_made(config):
         raise GenerationError(f"{config} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
@@ -137,8 +143,9 @@ def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
             f"{out} holds runs made with other inputs ({changed}); give another --out, or --force to start "
             "these runs again"
         )
-    for path in runs:  # wetqa's own run files, made with what is no longer asked for
-        path.unlink()
+    for path in runs:  # wetqa's own run files (the folder holds nothing else), made with what is no longer asked for
+        if path.name in folder.names:
+            path.unlink()
 
 
 def generate_runs(
@@ -159,7 +166,7 @@ def generate_runs(
     questions whose earlier attempt failed: the new record is appended and supersedes the old one.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = run_folder(out)
     if inputs is not None:
         _check_inputs(out, inputs, force)  # a no-op when check_run_folder already ran
     write_owned_json(
@@ -179,7 +186,7 @@ def generate_runs(
     run_summaries: list[dict] = []
     summary = {"runs": run_summaries, "out": str(out)}
     for run in range(1, runs + 1):
-        path = run_file(out, run)
+        path = folder.file(run_file(out, run).name)
         done = read_done(path)
         todo = [it for it in items if it.id not in done or done[it.id].get("error")]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)

@@ -93,10 +93,28 @@ def check_query(query: str) -> str:
     return query.strip()
 
 
+# The most hits any search returns, and the most first-stage hits one question re-scores or re-ranks
+# with a model. A question costs at most this much, whatever a client asks for: encoding the passages
+# of 100 articles takes seconds of CPU, and one client asking for k 100000 must not take the server.
+MAX_K = 100
+MAX_RESCORE_DEPTH = 100
+K_RANGE = f"k must be a positive number of hits, at most {MAX_K} (MAX_K: the most wetqa returns)"
+DEPTH_RANGE = (
+    f"hits re-scored or re-ranked must be at least 1 and at most {MAX_RESCORE_DEPTH} "
+    "(MAX_RESCORE_DEPTH: the most one question sends through a model)"
+)
+
+
 def check_k(k: int) -> int:
-    if not isinstance(k, int) or k <= 0:
-        raise RetrievalError(f"k must be a positive number of hits, got {k!r}")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise RetrievalError(f"{K_RANGE}, got {k!r}")
     return k
+
+
+def check_depth(depth: int) -> int:
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_RESCORE_DEPTH:
+        raise RetrievalError(f"{DEPTH_RANGE}, got {depth!r}")
+    return depth
 
 
 def chunks_of(retriever) -> list[Chunk]:

@@ -20,15 +20,17 @@ from wetqa import __version__
 from wetqa.corpus.build import read_manifest
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import DamagedIndex, RetrievalError, Retriever
+from ._base import DamagedIndex, RetrievalError, Retriever, check_depth
 from .impacts import Vocabulary
+from .integrity import file_digests, remember, unreadable, verify_index_files
 from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
-# 3: each law version's kind, jurisdiction and validity (scope filters); 2: the store and memory-mapped arrays
-# (1: chunks.jsonl and bm25s folders, loaded whole).
-INDEX_FORMAT = 3
+# 4: each law version's kind, jurisdiction and validity (scope filters), the passage vectors; 3: every
+# file's content hash in index.json, the build options in the store (2: the store and memory-mapped arrays,
+# sizes only; 1: chunks.jsonl and bm25s folders, loaded whole).
+INDEX_FORMAT = 4
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
@@ -137,10 +139,11 @@ def build_index(
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
             "passages": passages,
-            # Each file's size: a truncated or replaced file is caught when the index is opened.
-            "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
+            # Each file's size and content hash: a truncated, replaced or edited file is caught at open.
+            "files": file_digests(tmp),
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    remember(out, meta["files"])  # just hashed: the first open need not hash the large files again
     return {**meta, "rebuilt": True}
 
 
@@ -226,7 +229,7 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
         raise RetrievalError(f"{corpus_dir}: the corpus has no chunks: nothing to index")
     builder.finish()
     store.add_terms(vocab.items())
-    store.finish({"corpus_hash": manifest["corpus_hash"]})
+    store.finish({"corpus_hash": manifest["corpus_hash"], "options": options})  # options: see open_index
     return store.n_chunks
 
 
@@ -308,6 +311,7 @@ def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | No
         raise RetrievalError(f"re-scoring options must be numbers: {rescore}") from None
     if not 0 <= weight <= 1 or not isinstance(depth, int) or depth < 1 or not 0 <= clause <= 1:
         raise RetrievalError("re-scoring needs 0 <= weight <= 1, a whole depth >= 1 and 0 <= clause_weight <= 1")
+    check_depth(depth)
     return out
 
 
@@ -324,27 +328,20 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             raise RetrievalError(
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
-    if meta.get("format") != INDEX_FORMAT:
-        raise RetrievalError(
-            f"{path} was built by an older wetqa (index format {meta.get('format', 1)}, this one reads "
-            f"{INDEX_FORMAT}); rebuild it with `wetqa index --force --out {path}`"
-        )
-    for name, size in (meta.get("files") or {}).items():
-        try:
-            actual = (path / name).stat().st_size
-        except OSError:
-            actual = None
-        if actual != size:
-            found = "missing" if actual is None else f"{actual} bytes"
-            raise DamagedIndex(path, f"{name} is {found}, index.json says {size} bytes")
+    check_format(path, meta.get("format", 1))
+    verify_index_files(path, meta.get("files"))  # sizes and content hashes, before anything is read
     check_meta(path, meta)
     info = registered(meta["retriever"])
     info.check_available()
+    # The store keeps the options the index was built with: an edited index.json does not change the ranking.
+    expect = {key: meta.get(key) for key in ("corpus_hash", "chunks", "options")}
     try:
-        store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
+        store = ChunkStore(path / STORE, expect=expect)
         index = info.cls.load(path, meta, store)
     except RetrievalError:
         raise  # a loader's own message (a DamagedIndex names the rebuild already)
+    except PermissionError as exc:
+        raise unreadable(path, Path(exc.filename or STORE).name, exc) from None
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
         raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
     spec = meta.get("rescore")
@@ -397,6 +394,30 @@ def article_ranker(index, path: Path | None, model: str | None):
         return None
     encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)
     return ArticleRanker(index, learned, encoder, cache, passages)
+
+
+def check_format(path: Path, fmt: object) -> None:
+    if fmt == INDEX_FORMAT:
+        return
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > INDEX_FORMAT:
+        raise RetrievalError(
+            f"{path} was built by a newer wetqa (index format {fmt}, this one reads {INDEX_FORMAT}); "
+            f"upgrade wetqa, or rebuild it with this one: `wetqa index --force --out {path}`"
+        )
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise DamagedIndex(path, f"index.json gives no index format ({fmt!r})")
+    raise RetrievalError(
+        f"{path} was built by an older wetqa (index format {fmt}, this one reads "
+        f"{INDEX_FORMAT}); rebuild it with `wetqa index --force --out {path}`"
+    )
+
+
+def verify_index(path: str | Path) -> dict:
+    """``wetqa index --verify``: every file of an index hashed against what its build recorded."""
+    path = Path(path)
+    meta = read_index_meta(path)
+    check_format(path, meta.get("format", 1))
+    return verify_index_files(path, meta.get("files"), everything=True)
 
 
 def _check_rescore_probe(path: Path, encoder, model: str) -> None:

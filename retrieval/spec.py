@@ -14,7 +14,7 @@ from pathlib import Path
 from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
-from ._base import RetrievalError, Retriever
+from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RetrievalError, Retriever
 from .scope import BWB_ID, Scope
 
 
@@ -38,7 +38,9 @@ class RetrievalSpec:
     rescore_weight: float | None = setting(
         None, "dense share of the re-scored score (default 0.7)", minimum=0, maximum=1
     )
-    rescore_depth: int | None = setting(None, "hits re-scored (default 30)", minimum=1)
+    rescore_depth: int | None = setting(
+        None, "hits re-scored (default 30)", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
+    )
     rescore_clause_weight: float | None = setting(
         None,
         "weight of the question's overlap with the clause announcing an article's list (default 0.3; 0: off)",
@@ -46,7 +48,9 @@ class RetrievalSpec:
         maximum=1,
     )
     rerank: str | None = setting(None, "re-rank the top hits with this cross-encoder", metavar="MODEL")
-    rerank_top: int = setting(20, "hits re-ranked by --rerank", minimum=1)
+    rerank_top: int = setting(
+        20, "hits re-ranked by --rerank", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
+    )
     corpus: str | None = setting(None, "corpus folder: refuse an index that is stale against it", metavar="DIR")
     kind: tuple[str, ...] = setting(
         (), "rank only regulations of these kinds (soort: wet, AMvB, ministeriele-regeling, ...)", metavar="K1,K2"

@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
+from wetqa.retrieval._base import MAX_K
+
 # ------------------------------------------------------------------------------------------ requests
 
 
@@ -39,7 +41,7 @@ class Message(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: bool = Field(default=False, strict=True)
 
 
 class ChatRequest(BaseModel):
@@ -47,13 +49,14 @@ class ChatRequest(BaseModel):
 
     model: str = Field(description="the pipeline to answer with (GET /v1/models lists them)")
     messages: list[Message] = Field(min_length=1)
-    stream: bool = False
+    # Strict: "true", "5" and true are not read as true, 5 and 1; NaN is no temperature.
+    stream: bool = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    n: int | None = Field(default=None, ge=1)
-    seed: int | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
+    n: int | None = Field(default=None, ge=1, strict=True)
+    seed: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
     user: str | None = None
 
@@ -61,7 +64,7 @@ class ChatRequest(BaseModel):
 class SearchRequest(BaseModel):
     query: Text
     model: str | None = None
-    k: int = Field(default=10, ge=1, le=100)
+    k: int = Field(default=10, ge=1, le=MAX_K, strict=True, description=f"hits, at most {MAX_K}")
 
 
 def text_of(content: str | list[TextPart] | None) -> str:

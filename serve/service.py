@@ -285,9 +285,7 @@ class ChatService:
         """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
         pipeline, timeout = served.loaded, self.config.request_timeout
         if not isinstance(pipeline.backend, AsyncStreamingBackend):
-            return WorkerSource(
-                pipeline, question, sampling, self.workers, timeout, self.too_slow(), self.slots.release
-            )
+            return WorkerSource(pipeline, question, sampling, self.workers, timeout, self.too_slow, self.slots.release)
         try:
             if served.inline_retrieval:
                 request = pipeline.prepare(question, sampling)

@@ -82,7 +82,7 @@ class WorkerSource:
         sampling: Sampling,
         workers: Executor,
         timeout: float,
-        too_slow: APIError,
+        too_slow: Callable[[str], APIError],
         release,
         window: int = STREAM_WINDOW,
     ):
@@ -92,6 +92,7 @@ class WorkerSource:
         self.room = threading.Semaphore(window)
         self.pipeline, self.question, self.sampling = pipeline, question, sampling
         self.timeout, self.too_slow, self.release = timeout, too_slow, _Once(release)
+        self.stage = "retrieval"  # what a deadline waits for: the 504 names it
         try:
             self.loop.run_in_executor(workers, self._work)
         except BaseException:
@@ -118,7 +119,9 @@ class WorkerSource:
         # before the last event is handed over: a client that asks again the moment its stream ends
         # finds its slot free.
         try:
-            items = self.pipeline.stream(self.question, self.sampling)
+            request = self.pipeline.prepare(self.question, self.sampling)
+            self.stage = "model"
+            items = self.pipeline.stream_request(request)
             try:
                 for item in items:
                     if not self._wait_for_room():
@@ -139,7 +142,7 @@ class WorkerSource:
             event = await asyncio.wait_for(self.queue.get(), self.timeout)
         except TimeoutError:
             self.leave.set()
-            return ("error", self.too_slow)
+            return ("error", self.too_slow(self.stage))
         self.room.release()
         return event
 

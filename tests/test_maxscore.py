@@ -11,6 +11,7 @@ import pytest
 
 from wetqa.retrieval import open_index
 from wetqa.retrieval.articles import VIEWS
+from wetqa.retrieval.integrity import file_digests
 from wetqa.retrieval.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
 
 from .conftest import DEV, require_shared
@@ -34,7 +35,7 @@ def _with_blocks(index, tmp_path, block: int):
 
     write_bounds(out, {name: np.load(out / f"{name}.npy") for name in MAPS}, block)
     meta = json.loads((out / "index.json").read_text(encoding="utf-8"))
-    meta["files"] = {p.name: p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != "index.json"}
+    meta["files"] = file_digests(out)
     (out / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     return open_index(out)
 
@@ -148,7 +149,7 @@ def test_damaged_block_maxima_are_named(articles_index, tmp_path):
     shutil.copytree(articles_index, bad)
     np.save(bad / f"chunk.{BLOCK_PARTS[0]}.npy", np.zeros(3, dtype=np.int64))  # another length
     meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
-    meta["files"][f"chunk.{BLOCK_PARTS[0]}.npy"] = (bad / f"chunk.{BLOCK_PARTS[0]}.npy").stat().st_size
+    meta["files"] = file_digests(bad)  # listed as if built so: the loader's own check is what is tried
     (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     from wetqa.retrieval import RetrievalError
 
@@ -166,7 +167,7 @@ def test_a_damaged_block_description_is_named(articles_index, tmp_path, text):
     shutil.copytree(articles_index, bad)
     (bad / BLOCKS_META).write_text(text, encoding="utf-8")
     meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
-    meta["files"][BLOCKS_META] = (bad / BLOCKS_META).stat().st_size
+    meta["files"] = file_digests(bad)
     (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(RetrievalError, match=r"damaged index .*pruning bounds.*wetqa index --force"):
         open_index(bad)

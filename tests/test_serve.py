@@ -562,3 +562,52 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     assert official_url("BWBR0012289", "Bijlage 2", "bijlage").endswith("BWBR0012289&bijlage=2")
     assert official_url("BWBR0012289", "Paragraaf 1.1", "circulaire.divisie").endswith("jci1.3:c:BWBR0012289")
     assert out.citations[0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
+
+
+@pytest.mark.integration
+def test_a_streaming_504_says_which_stage_was_too_slow(index):
+    """The streaming 504 blamed the model when retrieval was the slow part."""
+    body = {"model": "wetqa-bm25s-extractive", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    for retrieval, model, said in ((2.0, 0.0, "retrieval did not finish"), (0.0, 2.0, "the model did not answer")):
+        slow = preset(index)
+        slow.pipeline = Pipeline(SlowRetriever(open_index(index), retrieval), SlowExtractive(model), k=3)
+        with LiveServer(make_app([slow], timeout=0.5)) as s:
+            r = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 504 and said in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.integration
+def test_invalid_requests_name_the_field_and_take_no_loose_types(server):
+    def post(path, content):
+        raw = content if isinstance(content, str) else None
+        kwargs = {"content": raw, "headers": {"Content-Type": "application/json"}} if raw else {"json": content}
+        return httpx.post(server.url + path, **kwargs)
+
+    chat = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    # Loose types are refused, not read as true, 5 or 1.
+    for field, value in (("stream", "true"), ("max_tokens", "5"), ("temperature", "0")):
+        r = post("/v1/chat/completions", {**chat, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
+    r = post("/v1/search", {"query": QUESTION, "k": True})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "k", r.text
+    # NaN is not "more than 2": it is not a number.
+    nan = '{"model": "wetqa-bm25s-extractive", "temperature": NaN, "messages": [{"role": "user", "content": "gezag"}]}'
+    r = post("/v1/chat/completions", nan)
+    assert r.status_code == 400 and "finite" in r.json()["error"]["message"], r.text
+    assert "less than or equal to 2" not in r.json()["error"]["message"]
+    # A body that is not JSON: no byte offset for a param.
+    r = post("/v1/chat/completions", '{"model": "wetqa-bm25s-extractive", "messages": [')
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] is None and "not valid JSON" in error["message"], r.text
+    # Content of the wrong type: the field, not pydantic's names for the union's members.
+    r = post("/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": 5}]})
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] == "messages.0.content", r.text
+    assert "function-after" not in error["message"] and "[" not in error["param"]
+
+
+@pytest.mark.integration
+def test_the_page_has_an_icon(server):
+    r = httpx.get(server.url + "/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/")
+    assert 'rel="icon"' in httpx.get(server.url + "/").text

@@ -150,6 +150,11 @@ def iso_date(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def bounded_int(low: int, high: int, out_of_range: str):
+    """An argparse type: a whole number in ``[low, high]``; ``out_of_range`` says what is allowed."""
+    return _bounded(int, low, high, "a whole number", out_of_range)
+
+
 def float_list(text: str) -> list[float]:
     """argparse type: comma-separated numbers such as ``0.7,0.3``."""
     try:

@@ -29,7 +29,7 @@ from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_tab
 from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
 from .evaluation.significance import LEGEND, correct, mark, randomization_p
-from .io import atomic_file, write_owned_json
+from .io import OwnedFolder, atomic_file, own_folder, recognised, write_owned_json
 
 
 def _source_digests(src: Path) -> dict[str, str]:
@@ -68,9 +68,26 @@ def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
     return target
 
 
+# What an experiment writes into its folder: its files, and the folders of what it builds and runs.
+EXPERIMENT_FILES = (
+    "config.json",
+    "table.md",
+    "results.csv",
+    "results.json",
+    "corpus",
+    "indexes",
+    "runs",
+    "judge-cache",
+)
+
+
+def experiment_folder(out: str | Path) -> OwnedFolder:
+    """The experiment's folder under the owned-folder rule (an older wetqa's is known by its config.json)."""
+    return own_folder(out, EXPERIMENT_FILES, adopt=recognised("config.json", EXPERIMENT_FILES))
+
+
 def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = experiment_folder(cfg.out).path
     write_owned_json(out / "config.json", cfg.to_json(), "experiment/1")
     items = load_dataset(cfg.dataset)
     corpus = _corpus_dir(cfg, out, force)
@@ -282,6 +299,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         from .evaluation.cli import make_judge
         from .evaluation.geval import geval_scores
 
+        experiment_folder(cfg.out)  # checked before the judge's cache is made inside it
         judge = make_judge(cfg.judge, cfg.judge_base_url, 8, Path(cfg.out) / "judge-cache")
         judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
     if "nli" in cfg.metrics:
