@@ -59,12 +59,23 @@ class ModelSettings:
     temperature: float = setting(0.0, "sampling temperature (0: greedy)", minimum=0, output=True)
     top_k: int | None = setting(None, "sample only from the k most likely tokens", minimum=1, output=True)
     max_tokens: int = setting(1000, "most tokens an answer may have", minimum=1, output=True)
+    thinking: bool | None = setting(
+        None,
+        "models with a thinking mode (Qwen3): --no-thinking answers without it (the chat template's "
+        "enable_thinking; with openai, sent to a server at --base-url as chat_template_kwargs)",
+        output=True,
+    )
     structured: bool = setting(
         True,
         "structured answers: JSON sentences, each citing only retrieved DOC ids (constrained decoding); "
         "--no-structured: the ANSWER / DOC IDS text format",
         output=True,
     )
+
+
+def template_kwargs(settings: ModelSettings) -> dict:
+    """What the chat template is given beside the messages (the thinking switch, when set)."""
+    return {} if settings.thinking is None else {"enable_thinking": settings.thinking}
 
 
 # The published sampling of the open models: temperature 0.2, top_k 50, 5000 tokens (capped by the window).

@@ -736,3 +736,54 @@ def test_the_openai_backend_falls_back_when_a_server_refuses_response_format(bm2
 
         gen = backend.generate([build_request("too long", index.search(QUESTION, 1), structured=True)])[0]
         assert gen.error and "context overflow" in gen.error and not gen.rejected_schema
+
+
+@pytest.mark.unit
+def test_presets_name_their_window_availability_and_doctor_says_which_are_cached(monkeypatch, tmp_path):
+    from wetqa.doctor import report
+    from wetqa.generation.presets import PRESETS
+
+    hub = tmp_path / "hub"
+    (hub / "models--Qwen--Qwen3-8B").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    presets = {p["name"]: p for p in report()["presets"]}
+    assert set(presets) == set(PRESETS)
+    assert presets["qwen3-8b"]["in_hf_cache"] is True and presets["qwen3-14b"]["in_hf_cache"] is False
+    assert presets["gpt-4o"]["in_hf_cache"] is None  # nothing to download
+    for name in ("geitje-7b-ultra",):
+        assert presets[name]["note"].startswith("may be unavailable: taken offline in 2025")
+    # Every open-model preset resolves, with the published sampling, its window and (Qwen3) no thinking.
+    for name, preset in PRESETS.items():
+        if preset.kind == "vllm":
+            s = resolve_generator(name).settings
+            assert (s.temperature, s.top_k, s.max_tokens) == (0.2, 50, 5000) and s.structured
+    assert resolve_generator("eurollm-9b-instruct").settings.max_model_len == 4096
+    assert resolve_generator("gemma-3-27b-it").settings.max_model_len == 32768
+    assert resolve_generator("qwen3-8b").settings.thinking is False
+    assert resolve_generator("fietje-2").settings.max_model_len is None  # as the published runs used it
+    # Moved to transformers, the window is the model's own (max_model_len is vLLM's) and thinking stays.
+    moved = resolve_generator("qwen3-8b", backend="transformers").settings
+    assert moved.thinking is False and not hasattr(moved, "max_model_len")
+
+
+@pytest.mark.unit
+def test_chat_templates_without_a_system_role_and_with_a_thinking_switch():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from wetqa.generation.backends.transformers_backend import chat_prompt
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    tok.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+        "{% endif %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if enable_thinking is defined and not enable_thinking %}<no-think>{% endif %}<assistant>"
+    )
+    messages = build_messages("Vraag?", [])
+    text = chat_prompt(tok, messages, tokenize=False, enable_thinking=False)
+    assert text.startswith("<user>" + messages[0]["content"] + "\n\n" + messages[1]["content"][:20])
+    assert text.endswith("<no-think><assistant>")
+    assert "<no-think>" not in chat_prompt(tok, messages, tokenize=False)
+    tok.chat_template = "{{ raise_exception('broken template') }}"
+    with pytest.raises(Exception, match="broken template"):  # other template errors are not hidden
+        chat_prompt(tok, messages, tokenize=False)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from wetqa.settings import setting
 
-from .._base import Generation, GenerationError, ModelSettings, Request, Usage
+from .._base import Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
 from ..structured import SCHEMA_NAME
 
@@ -85,8 +85,13 @@ class OpenAIBackend:
             kwargs["seed"] = s.seed
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
+        extra: dict = {}
         if self.top_k is not None and self.base_url:
-            kwargs["extra_body"] = {"top_k": self.top_k}  # vLLM and llama.cpp accept it; the OpenAI API does not
+            extra["top_k"] = self.top_k  # vLLM and llama.cpp accept it; the OpenAI API does not
+        if self.settings.thinking is not None and self.base_url:
+            extra["chat_template_kwargs"] = template_kwargs(self.settings)  # vLLM's and SGLang's way
+        if extra:
+            kwargs["extra_body"] = extra
         if request.schema is not None:
             kwargs["response_format"] = {
                 "type": "json_schema",

@@ -19,6 +19,7 @@ from .._base import (
     ModelSettings,
     Request,
     Usage,
+    template_kwargs,
 )
 from ..registry import BackendInfo, register
 
@@ -33,6 +34,19 @@ def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | Non
 
         return os.path.dirname(model) or ".", os.path.basename(model)
     return model, gguf_file
+
+
+def chat_prompt(tokenizer, messages: list[dict], **kwargs):
+    """``apply_chat_template`` with the generation prompt; a template without a system role (it raises
+    on one) gets the system text at the head of the first user message instead."""
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - jinja2's TemplateError or a ValueError, by template
+        if not messages or messages[0]["role"] != "system" or "system" not in str(exc).lower():
+            raise
+    system, first, *rest = messages
+    merged = {**first, "content": f"{system['content']}\n\n{first['content']}"}
+    return tokenizer.apply_chat_template([merged, *rest], add_generation_prompt=True, **kwargs)
 
 
 def torch_dtype_for(dtype: str, device: str):
@@ -99,9 +113,9 @@ class TransformersBackend:
 
     def _prepare(self, request: Request) -> tuple:
         """The prompt's token ids, their count, and generate()'s settings for this request."""
-        ids = self.tokenizer.apply_chat_template(
-            request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"].to(self.device)
+        kwargs = template_kwargs(self.settings)
+        ids = chat_prompt(self.tokenizer, request.messages, return_tensors="pt", return_dict=True, **kwargs)
+        ids = ids["input_ids"].to(self.device)
         n_prompt = int(ids.shape[1])
         room = self.context - n_prompt
         if room <= 0:

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from wetqa.settings import setting
 
-from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage
+from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
-from .transformers_backend import DTYPES
+from .transformers_backend import DTYPES, chat_prompt
 
 # Engines constructed in this process: a hook for tests and logs (an experiment grid must build one
 # per generator, not one per cell), counted by the real constructor.
@@ -147,7 +147,7 @@ class VLLMBackend:
         """(index, prompt text, sampling params) per request that fits; a Generation error for those that do not."""
         ready, errors = [], {}
         for i, r in enumerate(requests):
-            prompt = self.tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False)
+            prompt = chat_prompt(self.tokenizer, r.messages, tokenize=False, **template_kwargs(self.settings))
             n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
             room = self.context - n_prompt
             if room <= 0:
