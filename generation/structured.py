@@ -19,17 +19,23 @@ from dataclasses import dataclass, field
 
 # ALCE judges at most three citations per sentence; more would only be cut off there.
 MAX_SOURCES = 3
-# Bounds that keep a small model from writing sentence after sentence until max_tokens.
-MAX_SENTENCES = 12
+# Bounds that keep a small model from repeating itself until max_tokens: a sentence of at most about
+# 60 words (a long sentence of law), at most 8 of them. Without them SmolLM2 looped inside a sentence
+# ("zijn deze vraag, zijn deze vraag, ...") and no sentence was ever closed.
+MAX_SENTENCES = 8
+MAX_SENTENCE_CHARS = 400
 SCHEMA_NAME = "wetqa_answer"
+# JSON-schema keywords OpenAI's strict mode refuses (string lengths); the OpenAI API gets the schema
+# without them, every other engine with them.
+UNPORTABLE = ("minLength", "maxLength")
 
 
 def answer_schema(doc_ids: Sequence[str]) -> dict:
     """The JSON schema of an answer whose sources are exactly ``doc_ids`` (each at most once in the enum).
 
-    With no ids the sources must be empty: the model answers without sources. Only keywords every
-    engine compiles (vLLM's xgrammar and guidance, llguidance, OpenAI's strict mode) are used: no
-    string lengths, no ``uniqueItems`` (duplicates are dropped when parsing).
+    With no ids the sources must be empty: the model answers without sources. Only keywords that
+    vLLM's xgrammar and guidance and llguidance compile are used (no ``uniqueItems``: duplicates are
+    dropped when parsing); :func:`portable` leaves out what OpenAI's strict mode refuses.
     """
     ids = list(dict.fromkeys(doc_ids))
     sources: dict = {"type": "array", "items": {"type": "string", "enum": ids}, "minItems": 1, "maxItems": MAX_SOURCES}
@@ -37,7 +43,7 @@ def answer_schema(doc_ids: Sequence[str]) -> dict:
         sources = {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     sentence = {
         "type": "object",
-        "properties": {"sentence": {"type": "string"}, "sources": sources},
+        "properties": {"sentence": {"type": "string", "maxLength": MAX_SENTENCE_CHARS}, "sources": sources},
         "required": ["sentence", "sources"],
         "additionalProperties": False,
     }
@@ -47,6 +53,15 @@ def answer_schema(doc_ids: Sequence[str]) -> dict:
         "required": ["answer"],
         "additionalProperties": False,
     }
+
+
+def portable(schema):
+    """``schema`` without the keywords OpenAI's strict mode refuses (:data:`UNPORTABLE`)."""
+    if isinstance(schema, dict):
+        return {k: portable(v) for k, v in schema.items() if k not in UNPORTABLE}
+    if isinstance(schema, list):
+        return [portable(v) for v in schema]
+    return schema
 
 
 def schema_ids(schema: dict | None) -> list[str]:

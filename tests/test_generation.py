@@ -436,7 +436,7 @@ class Scripted:
 def test_answer_schema_allows_exactly_the_retrieved_ids():
     import jsonschema
 
-    from wetqa.generation.structured import answer_schema, schema_ids
+    from wetqa.generation.structured import answer_schema, portable, schema_ids
 
     schema = answer_schema(["DOC0226", "DOC0099", "DOC0226"])
     assert schema_ids(schema) == ["DOC0226", "DOC0099"]  # each id once, in retrieval order
@@ -447,10 +447,15 @@ def test_answer_schema_allows_exactly_the_retrieved_ids():
         _json_answer(("Ja.", ["DOC0226"] * 4)),  # more than ALCE's three
         '{"answer": []}',
         '{"answer": [{"sentence": "Ja.", "sources": ["DOC0226"], "extra": 1}]}',
+        _json_answer(("Ja, " * 200, ["DOC0226"])),  # a sentence a looping model never ends
+        _json_answer(*[("Ja.", ["DOC0226"])] * 9),
         '{"antwoord": [{"sentence": "Ja.", "sources": ["DOC0226"]}]}',
     ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(json.loads(bad), schema)
+    # OpenAI's strict mode refuses string lengths: the API gets the schema without them.
+    assert "maxLength" in json.dumps(schema) and "maxLength" not in json.dumps(portable(schema))
+    assert portable(schema)["properties"]["answer"]["maxItems"] == schema["properties"]["answer"]["maxItems"]
     # Nothing retrieved: sentences without sources are the only valid answer.
     empty = answer_schema([])
     jsonschema.validate(json.loads(_json_answer(("Dat staat niet in de wet.", []))), empty)
@@ -720,6 +725,7 @@ def test_the_openai_backend_falls_back_when_a_server_refuses_response_format(bm2
         assert not a.structured and a.format_ok and not p.structured
         sent = bodies[0]["response_format"]
         assert sent["type"] == "json_schema" and sent["json_schema"]["strict"] is True
+        assert "maxLength" in json.dumps(sent)  # a server at a base URL gets the bounds too
         assert sent["json_schema"]["schema"]["properties"]["answer"]["items"]["properties"]["sources"]["items"][
             "enum"
         ] == ["DOC0001"]

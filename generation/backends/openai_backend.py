@@ -20,7 +20,7 @@ from wetqa.settings import setting
 
 from .._base import Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
-from ..structured import SCHEMA_NAME
+from ..structured import SCHEMA_NAME, portable
 
 log = logging.getLogger("wetqa.generation.openai")
 
@@ -93,9 +93,12 @@ class OpenAIBackend:
         if extra:
             kwargs["extra_body"] = extra
         if request.schema is not None:
+            # The OpenAI API's strict mode refuses string lengths; servers at a base URL (vLLM, llama.cpp)
+            # take the whole schema, bounds that keep a small model from looping included.
+            schema = request.schema if self.base_url else portable(request.schema)
             kwargs["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "schema": request.schema, "strict": True},
+                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True},
             }
         return kwargs
 
