@@ -141,8 +141,8 @@ class OpenAIBackend:
         msg = self._failure(exc) or otherwise or self._not_a_completion()
         absent = isinstance(exc, (self._openai.APIConnectionError, self._openai.APITimeoutError))
         refused = self._refuses_schema(request, exc)
-        if refused:
-            msg = f"the model server at {self._where()} refused the answer schema ({msg})"
+        if refused:  # one line: vLLM's grammar errors span several, with a caret under the fault
+            msg = f"the model server at {self._where()} refused the answer schema ({' '.join(msg.split())})"
         return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent, rejected_schema=refused)
 
     def _one(self, request: Request) -> Generation:
