@@ -455,6 +455,7 @@ def test_answer_schema_allows_exactly_the_retrieved_ids():
             jsonschema.validate(json.loads(bad), schema)
     # OpenAI's strict mode refuses string lengths: the API gets the schema without them.
     assert "maxLength" in json.dumps(schema) and "maxLength" not in json.dumps(portable(schema))
+    assert schema["x-guidance"] == {"whitespace_flexible": False} and "x-guidance" not in portable(schema)
     assert portable(schema)["properties"]["answer"]["maxItems"] == schema["properties"]["answer"]["maxItems"]
     # Nothing retrieved: sentences without sources are the only valid answer.
     empty = answer_schema([])
