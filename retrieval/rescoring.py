@@ -180,12 +180,18 @@ def model_identity(model: str) -> str:
     return str(path.resolve()) if path.exists() else model
 
 
-def cache_for(model: str, dim: int) -> EmbeddingCache:
-    """The shared passage-vector cache of a model, under ``$WETQA_CACHE/embeddings``."""
+def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
+    """The shared passage-vector cache of a model (and of its passage graph's ``variant``: the int8 graph's
+    vectors are not the float32 graph's), under ``$WETQA_CACHE/embeddings``."""
     from wetqa.home import cache_root
 
-    ident = model_identity(model)
+    ident = model_identity(model) + (f"#{variant}" if variant else "")
     return EmbeddingCache(cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16], ident, dim)
+
+
+def cache_of(model: str, encoder) -> EmbeddingCache:
+    """The cache of the passage vectors ``encoder`` makes for ``model``."""
+    return cache_for(model, encoder.dim, getattr(encoder, "passage_variant", ""))
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -124,6 +124,9 @@ class RelatedArticle(BaseModel):
 class SentenceSupport(BaseModel):
     text: str
     citation: int | None = Field(description="the citation this sentence rests on, if any")
+    citations: list[int] = Field(
+        default_factory=list, description="every citation of the sentence (a structured answer may give several)"
+    )
     support: list[int] = Field(description="indices of the supporting sentences of that citation")
     supported: bool
     lead: bool = Field(False, description="a line naming the cited article (it introduces the quote; not a claim)")
@@ -169,8 +172,27 @@ class ChunkChoice(BaseModel):
     logprobs: None = None
 
 
+class StreamedSentenceOut(BaseModel):
+    text: str
+    citations: list[int] = Field(description="the n of its [n] markers (the final citations' index)")
+
+
+class SentenceSource(BaseModel):
+    index: int = Field(description="the n of the [n] marker")
+    id: str = Field(description="stable chunk id")
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    text: str
+
+
 class ChatCompletionChunk(BaseModel):
-    """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences."""
+    """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences.
+
+    A structured answer streams sentence by sentence: each such chunk's content is one sentence with its
+    [n] markers, and ``sentence`` / ``sources`` say which sources those are.
+    """
 
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
@@ -178,6 +200,8 @@ class ChatCompletionChunk(BaseModel):
     model: str
     choices: list[ChunkChoice]
     usage: Usage | None = None
+    sentence: StreamedSentenceOut | None = None
+    sources: list[SentenceSource] | None = None
     citations: list[CitationOut] | None = None
     sentences: list[SentenceSupport] | None = None
     confidence: float | None = None

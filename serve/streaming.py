@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling
+from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling, StreamedSentence
+from wetqa.generation.structured import marked_text
 from wetqa.retrieval import RetrievalError
 
 from .errors import APIError, internal_error, upstream_error
@@ -170,17 +171,40 @@ class ChunkWriter:
         return f"data: {json_bytes(body).decode()}\n\n"
 
 
+class SentenceNumbers:
+    """A structured answer's sentences as the client reads them: ``[n]`` numbered as the final
+    ``citations`` are (sources in order of first mention), each chunk naming the sentence's sources."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+        self.count = 0
+
+    def event(self, writer: ChunkWriter, item: StreamedSentence) -> tuple[str, str]:
+        """(the text sent, its event)."""
+        ns = [self.numbers.setdefault(c.doc_id, len(self.numbers) + 1) for c in item.citations]
+        text = (" " if self.count else "") + marked_text(item.text, ns)
+        self.count += 1
+        sources = [{"index": n, **c.to_json()} for n, c in zip(ns, item.citations)]
+        return text, writer.event({"content": text}, sentence={"text": item.text, "citations": ns}, sources=sources)
+
+
 async def sse_events(
     first: Event, source, writer: ChunkWriter, final: Callable[[Answer, str], list[str]]
 ) -> AsyncIterator[str]:
-    """The stream's events: a role chunk, the text pieces, the final chunks (``final``), ``[DONE]``."""
+    """The stream's events: a role chunk, the text pieces (or structured sentences, each with its
+    sources), the final chunks (``final``), ``[DONE]``."""
     sent: list[str] = []
+    numbers = SentenceNumbers()
     kind, item = first
     yield writer.event({"role": "assistant", "content": ""})
     while kind == "item":
         if isinstance(item, Answer):
             for line in final(item, "".join(sent)):
                 yield line
+        elif isinstance(item, StreamedSentence):
+            text, event = numbers.event(writer, item)
+            sent.append(text)
+            yield event
         else:
             sent.append(item)
             yield writer.event({"content": item})
