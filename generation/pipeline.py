@@ -232,13 +232,15 @@ def abstention_text(request: Request, related: Sequence[Citation]) -> str:
 
 def _assess(retriever: Retriever, request: Request, min_confidence: float | None) -> Request:
     """The request with retrieval's confidence, and whether the pipeline abstains from answering it."""
-    from wetqa.retrieval.confidence import estimate, model_for
+    from wetqa.retrieval.confidence import estimate, model_for, names_a_held_law
 
     confidence, signals = estimate(retriever, request.question, request.hits)
     if min_confidence is None:
         model = model_for(signals)
         min_confidence = model.threshold if model is not None else 0.0
-    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence)
+    # A question that names a law the corpus holds ("volgens de Awb") is answered from that law: the
+    # corpus cannot lack it.
+    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence and not names_a_held_law(signals))
     return replace(request, confidence=confidence, signals=signals, abstain=abstain)
 
 

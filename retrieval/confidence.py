@@ -223,6 +223,8 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
     tokens = index.analyzer.tokens(question)
     content = list(dict.fromkeys(t for t in tokens if t not in FRAME_WORDS and len(t) > 1))
+    # Words that frame a question ("voorwaarden", "wanneer") are words of its content too when counting
+    # whether it says enough to point at an article: "Wat zijn de voorwaarden van adoptie?" has two.
     ids = index.chunks.term_ids(tokens)
     view = index.views["article"] if "article" in index.views else next(iter(index.views.values()))
     n = view.num_docs
@@ -230,7 +232,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     weights = {
         t: (_idf(int(view.indptr[ids[t] + 1] - view.indptr[ids[t]]), n) if t in ids else idf_max) for t in content
     }
-    out["content_words"] = float(len(content))  # for the message, not the model
+    out["content_words"] = float(len({t for t in tokens if len(t) > 1}))  # for the rule and the message
     if content:
         out["oov"] = sum(t not in ids for t in content) / len(content)
         doc = f.get("doc")
@@ -248,6 +250,9 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         hbound = sum(_idf(int(hv.indptr[ids[t] + 1] - hv.indptr[ids[t]]), hv.num_docs) for t in in_vocab)
         out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
     out["law_named"] = law_named(question, top.chunk.law, law_titles(index))
+    names = getattr(getattr(retriever, "features", None), "law_names", None)
+    if names is not None and names.named(question):
+        out["named_held"] = 1.0  # the question names a law this corpus holds (for the rule, not the model)
     return out
 
 
@@ -317,3 +322,8 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
     if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
         confidence = min(confidence, SHORT_QUESTION_CAP)
     return confidence, values
+
+
+def names_a_held_law(values: dict[str, float]) -> bool:
+    """The question names a law the corpus holds: it is never refused for lack of that law."""
+    return bool(values.get("named_held"))

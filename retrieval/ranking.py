@@ -233,6 +233,8 @@ class CandidateFeatures:
 
 def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, k: int, name: str) -> list[Hit]:
     """The k best candidates as hits, each carrying its features (confidence and the API read them)."""
+    if not len(c.articles):
+        return []
     a = features.articles
     order = np.lexsort((c.articles, -scores))[:k]
     views = {v: c.raw[f"bm25_{v}"][order] for v in ("chunk", "article", "heading")}
