@@ -70,6 +70,9 @@ class OnnxEncoder(PrefixedEncoder):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
+        # Two sessions (questions, passages) share the cores: a pool that spins between runs takes them
+        # from the other session's run (a rare-word client's passages slowed cached questions 2.2x).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(onnx_dir / GRAPH), options, providers=["CPUExecutionProvider"])
         # Passages through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
         # first needed: a question's encoder never loads it.

@@ -73,7 +73,9 @@ def test_the_upstream_stream_is_passed_through_as_it_comes(index):
         final = [c for c in chunks if c.choices and c.choices[0].finish_reason]
         assert final[-1].choices[0].finish_reason == "stop"
         assert final[-1].model_extra["citations"][0]["article"] == "Artikel 266"
-        assert text.endswith("Bronnen:\n[1] Wet fictief gezag, Artikel 266")
+        # The sources, dated by their text's version, then the note on a text older than a year.
+        assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266 (tekst van 1 januari 2024)\nLet op:" in text
+        assert text.endswith("(controleer de actuele tekst via de link).")
         assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 10
         sent = fake.requests[-1]
         assert sent["stream"] is True and sent["temperature"] == 0.3 and sent["max_tokens"] == 300
