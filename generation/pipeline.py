@@ -437,3 +437,25 @@ class Pipeline:
             raise GenerationError(answer.error)
         yield from reader.finish(answer)
         yield answer
+
+
+class ScopedPipeline:
+    """A pipeline whose questions are asked in one scope (an API request's date, kinds, laws,
+    jurisdiction); everything else is the pipeline's."""
+
+    def __init__(self, pipeline: Pipeline, scope=None):
+        self.pipeline, self.scope = pipeline, scope
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.pipeline, name)
+
+    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
+        return self.pipeline.prepare(question, sampling, self.scope)
+
+    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
+        return self.pipeline.ask(question, sampling, self.scope)
+
+    def stream(self, question: str, sampling: Sampling | None = None):
+        return self.pipeline.stream_request(self.prepare(question, sampling))

@@ -40,6 +40,8 @@ class Hit:
         return self.chunk.id
 
     def to_json(self) -> dict:
+        from wetqa.corpus.bwb import official_url
+
         c = self.chunk
         return {
             "rank": self.rank,
@@ -50,6 +52,9 @@ class Hit:
             "law": c.law,
             "article": c.article,
             "text": c.text,
+            "version_date": c.version_date or None,
+            "valid_until": c.valid_until or None,
+            "url": official_url(c.bwb_id, c.article, c.unit, c.version_date),
         }
 
 

@@ -219,3 +219,31 @@ class ChunkScope:
                 self._masks.pop(next(iter(self._masks)))
             self._masks[key] = law_mask[np.asarray(self.chunk_law)]
         return self._masks[key]
+
+
+def law_table_of(retriever) -> LawTable | None:
+    """The law table behind a retriever (through scoping, ranking, re-scoring, hybrids)."""
+    for _ in range(8):
+        if retriever is None:
+            return None
+        laws = retriever.__dict__.get("laws") if hasattr(retriever, "__dict__") else None
+        scoped = retriever.__dict__.get("scoped") if hasattr(retriever, "__dict__") else None
+        if isinstance(laws, LawTable):
+            return laws
+        if scoped is not None and isinstance(scoped.laws, LawTable):
+            return scoped.laws
+        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
+        if inner is None:
+            parts = getattr(retriever, "retrievers", None)
+            inner = parts[0] if parts else None
+        retriever = inner
+    return None
+
+
+def check_scope(retriever, scope: Scope) -> None:
+    """One clear error (RetrievalError) for a scope the retriever's index cannot answer."""
+    laws = law_table_of(retriever)
+    if laws is not None:
+        laws.check(scope)
+    elif not scope.is_default:
+        raise RetrievalError("this index keeps no law table to filter by; rebuild it with `wetqa index --force`")

@@ -44,7 +44,30 @@ class StreamOptions(BaseModel):
     include_usage: bool = Field(default=False, strict=True)
 
 
-class ChatRequest(BaseModel):
+def _day(text: str) -> str:
+    from wetqa.console import check_day
+
+    return check_day(text)
+
+
+Day = Annotated[StrictStr, AfterValidator(_day)]
+
+
+class ScopeFields(BaseModel):
+    """Which regulations the question is asked of (wetqa's own fields beside OpenAI's); each left out keeps
+    the served pipeline's setting."""
+
+    date: Day | None = Field(
+        default=None, description="answer from the law as it stood on this day (YYYY-MM-DD); default today"
+    )
+    kind: list[Text] | None = Field(default=None, description="only regulations of these kinds (soort: wet, AMvB, ...)")
+    laws: list[Text] | None = Field(default=None, description="only these laws (BWB ids)")
+    jurisdiction: Literal["nl", "bes", "all"] | None = Field(
+        default=None, description="nl: the European Netherlands (default); bes: Caribisch Nederland; all"
+    )
+
+
+class ChatRequest(ScopeFields):
     """OpenAI's chat completion request: the last user message is the question."""
 
     model: str = Field(description="the pipeline to answer with (GET /v1/models lists them)")
@@ -61,7 +84,7 @@ class ChatRequest(BaseModel):
     user: str | None = None
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(ScopeFields):
     query: Text
     model: str | None = None
     k: int = Field(default=10, ge=1, le=MAX_K, strict=True, description=f"hits, at most {MAX_K}")

@@ -611,3 +611,44 @@ def test_the_page_has_an_icon(server):
     r = httpx.get(server.url + "/favicon.ico")
     assert r.status_code == 200 and r.headers["content-type"].startswith("image/")
     assert 'rel="icon"' in httpx.get(server.url + "/").text
+
+
+@pytest.mark.integration
+def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(server):
+    # Both laws answer the question's words; each scope keeps only what it names.
+    base = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 10}
+    every = httpx.post(server.url + "/v1/search", json=base).json()
+    assert {h["bwb_id"] for h in every["data"]} == {"BWBR9990001", "BWBR9990002"} and every["date"] is None
+    only = httpx.post(server.url + "/v1/search", json={**base, "laws": ["BWBR9990002"]}).json()
+    assert only["data"] and {h["bwb_id"] for h in only["data"]} == {"BWBR9990002"}
+    amvb = httpx.post(server.url + "/v1/search", json={**base, "kind": ["AMvB"]}).json()
+    assert {h["bwb_id"] for h in amvb["data"]} == {"BWBR9990002"}
+    # A day between the two versions: the one that had not begun is left out, and the day is echoed.
+    dated = httpx.post(server.url + "/v1/search", json={**base, "date": "2010-06-01"}).json()
+    assert dated["date"] == "2010-06-01" and {h["bwb_id"] for h in dated["data"]} == {"BWBR9990002"}
+    assert all(h["version_date"] and h["url"].startswith("https://wetten.overheid.nl/") for h in every["data"])
+    for field, value, words in [
+        ("kind", ["nonsense"], "no regulation of that kind"),
+        ("laws", ["BWBR0000000"], "not in this index"),
+        ("date", "1900-01-01", "before every version"),
+    ]:
+        r = httpx.post(server.url + "/v1/search", json={**base, field: value})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["param"] == field and words in error["message"] and "--" not in error["message"]
+    for field, value in [("date", "2010-13-01"), ("date", "gisteren"), ("jurisdiction", "mars"), ("kind", "wet")]:
+        r = httpx.post(server.url + "/v1/search", json={**base, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
+    # The chat endpoint: the scope rides beside OpenAI's fields (the client's extra_body).
+    c = client(server)
+    question = "Wanneer heeft een vreemdeling rechtmatig verblijf of gezag?"
+    ask = dict(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": question}])
+    scoped = c.chat.completions.create(**ask, extra_body={"laws": ["BWBR9990002"], "date": "2010-06-01"})
+    extra = scoped.model_extra
+    assert extra["date"] == "2010-06-01" and extra["citations"]
+    assert {x["bwb_id"] for x in extra["citations"]} == {"BWBR9990002"}
+    streamed = list(c.chat.completions.create(**ask, stream=True, extra_body={"laws": ["BWBR9990002"]}))
+    assert {x["bwb_id"] for x in streamed[-1].model_extra["citations"]} == {"BWBR9990002"}
+    with pytest.raises(openai.BadRequestError) as err:
+        c.chat.completions.create(**ask, extra_body={"kind": ["verdrag"]})
+    assert err.value.body["param"] == "kind"
