@@ -154,9 +154,16 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=2.0)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="a few questions per set: seconds, for the test suite")
+    ap.add_argument(
+        "--rows", type=Path, help="keep the questions' signals in this file and read them from it when it exists"
+    )
+    ap.add_argument("--sweep", action="store_true", help="print the abstention per set at several --max-answerable")
     args = ap.parse_args()
     data: dict[str, list] = {}  # model key -> rows (index, set, question, signals, label, right)
-    for path in args.index:
+    if args.rows and args.rows.is_file():
+        data = json.loads(args.rows.read_text(encoding="utf-8"))
+        print(f"signals read from {args.rows}", file=sys.stderr)
+    for path in [] if data else args.index:
         for kind, retriever in pipelines(path).items():
             articles = getattr(retriever, "retriever", retriever)
             held = set(articles.laws.ids)
@@ -168,6 +175,14 @@ def main() -> None:
                     data.setdefault(key, []).append(
                         (Path(path).name, name, question, signals(retriever, question, hits), label)
                     )
+    if args.rows and not args.rows.is_file():
+        args.rows.write_text(json.dumps(data), encoding="utf-8")
+    if args.sweep:
+        for budget in (0.03, 0.05, 0.10, 0.15, 0.20):
+            print(f"\n=== --max-answerable {budget}")
+            for key, rows in data.items():
+                calibrate(key, rows, argparse.Namespace(**{**vars(args), "max_answerable": budget}))
+        return
     out = {}
     for key, rows in data.items():
         out[key] = calibrate(key, rows, args)
