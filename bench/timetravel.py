@@ -183,9 +183,19 @@ def main() -> None:
     print(
         f"| warm search p50 without / with --date | {p_plain * 1000:.2f} / {p_dated * 1000:.2f} ms ({p_dated / p_plain:.2f}x) |"
     )
+    from whole_bwb import serve_latency
+
+    served = {
+        name: serve_latency(both_path, questions[:8], 2.0 if args.smoke else 8.0, extra)
+        for name, extra in (("without", None), ("with", {"date": VALID_ON}))
+    }
+    s0, s1 = served["without"]["p50"], served["with"]["p50"]
+    print(
+        f"| warm serve p50 without / with a date (`/v1/search`, 4 clients) | {s0:.1f} / {s1:.1f} ms ({s1 / s0:.2f}x) |"
+    )
     cold = {"without": [], "with": []}
     base = [sys.executable, "-m", "wetqa", "ask", questions[0], "--index", str(both_path), "--generator", "extractive"]
-    for _ in range(1 if args.smoke else 3):
+    for _ in range(1 if args.smoke else 7):
         for name, extra in (("without", []), ("with", ["--date", VALID_ON])):
             t0 = time.perf_counter()
             subprocess.run(base + extra, check=True, capture_output=True)
