@@ -47,11 +47,14 @@ def bwb_id(path: Path) -> str:
 
 
 def linked_sources(out: Path, files: list[Path]) -> Path:
-    """A folder of symbolic links to ``files`` (the corpus builder reads folders), made afresh."""
+    """A folder of symbolic links to ``files`` (the corpus builder reads folders), made afresh: only
+    links are removed, and a folder holding anything else is refused (it is not one this made)."""
     if out.exists():
+        others = [p.name for p in out.iterdir() if not p.is_symlink()]
+        if others:
+            raise SystemExit(f"bench: {out} holds files that are not links ({others[0]}, ...): choose another --out")
         for link in out.iterdir():
-            if link.is_symlink():
-                link.unlink()
+            link.unlink()
     out.mkdir(parents=True, exist_ok=True)
     for f in files:
         (out / f.name).symlink_to(f.resolve())

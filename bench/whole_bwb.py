@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -198,9 +196,17 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="the 272 laws and 300 of the 2012 files (a minute)")
     ap.add_argument("--seconds", type=float, default=10.0, help="how long the serve latency runs, per index")
     args = ap.parse_args()
-    out = args.out / ("smoke" if args.smoke else "full")
     if args.smoke:
+        import tempfile
+
         print("smoke run: tiny sizes, figures not meaningful")
+        with tempfile.TemporaryDirectory() as tmp:  # its own folder, gone after
+            run(args, Path(tmp))
+    else:
+        run(args, args.out / "full")
+
+
+def run(args: argparse.Namespace, out: Path) -> None:
     current = sorted(CURRENT.glob("*.xml"))
     ids = {bwb_id(f) for f in current}
     old = [f for f in sorted(unpacked().glob("*.xml")) if bwb_id(f) not in ids]
@@ -249,8 +255,6 @@ def main() -> None:
     print(
         "\n(answerable sets: dev, everyday, everyday_bwb, bes, ooc_bwb where the index holds the law; post_2012 is not)"
     )
-    if os.environ.get("WETQA_BENCH_KEEP") != "1" and args.smoke:
-        shutil.rmtree(out, ignore_errors=True)  # the smoke run's own folder
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from ._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
 from .impacts import ImpactBuilder, Vocabulary, load_view
 from .maxscore import MaxScoreRanker, block_files, write_bounds
 from .registry import RetrieverInfo, register
-from .scope import DEFAULT_SCOPE, LawTable, Scope
+from .scope import DEFAULT_SCOPE, BoundedCache, LawTable, Scope, scope_key
 from .selection import ImpactIndex, dense_scores
 from .store import ChunkStore
 from .tokenization import DutchAnalyzer
@@ -159,7 +159,7 @@ class ArticleRetriever:
     ):
         self.views = views
         self.laws = laws  # each law version's kind, jurisdiction and validity: what a scope masks by
-        self._article_masks: dict[tuple, np.ndarray | None] = {}
+        self._article_masks = BoundedCache(32)
         self.pruned = pruned  # None for an index built before term maxima were kept: every posting is read
         self.chunks = store
         self.chunk_article = maps["chunk_article"]  # ranked article of each chunk row, -1 for expired articles
@@ -216,14 +216,8 @@ class ArticleRetriever:
         law_mask = self.laws.mask(scope)
         if law_mask is None:
             return None
-        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date)
-        mask = self._article_masks.get(key)
-        if mask is None:
-            mask = law_mask[np.asarray(self.ranked_law)]
-            if len(self._article_masks) > 32:
-                self._article_masks.pop(next(iter(self._article_masks)))
-            self._article_masks[key] = mask
-        return mask
+        ranked_law = self.ranked_law
+        return self._article_masks.get(scope_key(scope), lambda: law_mask[np.asarray(ranked_law)])
 
     def term_ids(self, query: str) -> list[int]:
         tokens = self.analyzer.tokens(query)

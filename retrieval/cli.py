@@ -135,7 +135,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         "bwb_id": first.bwb_id,
         "law": first.law,
         "article": first.article,
-        "versions": [v.to_json() for v in versions],
+        "data": [v.to_json() for v in versions],  # named as the API's GET .../versions names them
         **change,
     }
 
@@ -245,7 +245,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             for h in hits
         )
 
-    emit(args, {"query": args.query, "retriever": retriever.name, "hits": [h.to_json() for h in hits]}, text)
+    payload = {"query": args.query, "retriever": retriever.name, "date": getattr(args, "date", None)}
+    emit(args, {**payload, "hits": [h.to_json() for h in hits]}, text)
     return 0
 
 

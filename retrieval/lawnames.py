@@ -134,10 +134,13 @@ class LawNames:
             ids = set().union(*(self.by_name[t] for t in titles if t.startswith(full)), set())
             if ids:
                 self.by_abbreviation[abbreviation] = ids
-        # A made abbreviation counts only when it points at one law (several laws share most initials).
+        # A made abbreviation counts only when it points at one law (several laws share most initials), and
+        # only written in capitals (AOW, UWV): among 18,000 laws the initials of some title spell most short
+        # words ("baas", "bus").
+        self.made_abbreviations: dict[str, set[str]] = {}
         for abbreviation, ids in made.items():
             if len(ids) == 1 and abbreviation not in self.by_abbreviation:
-                self.by_abbreviation[abbreviation] = ids
+                self.made_abbreviations[abbreviation] = ids
         self._longest = max((len(k.split()) for k in self.by_name), default=0)
 
     def named(self, question: str) -> set[str]:
@@ -153,6 +156,10 @@ class LawNames:
             for key in (w, " ".join(words[i : i + 2])):
                 # "AOW-leeftijd", "WW-uitkering": an abbreviation that begins a compound counts too.
                 found |= self.by_abbreviation.get(key, set()) | self.by_abbreviation.get(key.split("-")[0], set())
+        for w in _WORD.findall(question):
+            head = w.split("-")[0]
+            if len(head) >= 2 and head.isupper():
+                found |= self.made_abbreviations.get(head.lower(), set())
         return found
 
     def names_absent(self, question: str) -> bool:

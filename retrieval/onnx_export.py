@@ -259,8 +259,14 @@ def quantize_passage_graph(graph: Path, out: Path) -> bool:
         return False
     import logging
 
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing advice
-    quantize_dynamic(str(graph), str(out), weight_type=QuantType.QInt8, per_channel=True)
+    # The quantizer logs its pre-processing advice through the root logger: quiet for this call only.
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))
+    try:
+        quantize_dynamic(str(graph), str(out), weight_type=QuantType.QInt8, per_channel=True)
+    finally:
+        root.setLevel(level)
     return True
 
 

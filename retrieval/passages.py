@@ -29,6 +29,7 @@ EXACT_BELOW = 100_000  # rows: one run, scanned whole (exact)
 ROWS_PER_CLUSTER = 256
 NPROBE = 48
 _BLOCK = 16_384  # rows converted to float32 at a time
+NARROW_SCOPE = 0.25  # a scope allowing fewer of the articles than this is searched exactly, not by the IVF
 
 
 def place_text(law: str, path_label: str, title: str = "") -> str:
@@ -129,6 +130,8 @@ class PassageVectors:
         """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
         with that cosine."""
         clusters = np.arange(len(self.centroids))
+        if len(clusters) > 1 and allowed is not None and allowed.mean() < NARROW_SCOPE:
+            return self._top_in(query, depth, allowed)
         if len(clusters) > 1:
             nprobe = int(self.meta.get("nprobe", NPROBE))
             clusters = np.argpartition(-(self.centroids @ query), nprobe - 1)[:nprobe]
@@ -142,6 +145,23 @@ class PassageVectors:
                 np.maximum.at(best, arts[live], cos[live])
         if allowed is not None:
             best[~allowed] = -2.0
+        found = np.flatnonzero(best > -2.0)
+        top = found[np.lexsort((found, -best[found]))[:depth]]
+        return top, best[top]
+
+    def _top_in(self, query: np.ndarray, depth: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Exact over the chunks of the allowed articles: a narrow scope (a few laws, a date) would find too
+        few of its articles in the probed clusters."""
+        chunk_article = np.asarray(self.chunk_article)
+        live = chunk_article >= 0
+        rows = np.flatnonzero(live & allowed[np.where(live, chunk_article, 0)])
+        best = np.full(self.n_articles, -2.0, dtype=np.float32)
+        positions = self.position[rows]
+        order = np.argsort(positions)  # read the memory-mapped rows in file order
+        for start in range(0, len(rows), _BLOCK):
+            part = order[start : start + _BLOCK]
+            cos = np.asarray(self.vectors[positions[part]], dtype=np.float32) @ query
+            np.maximum.at(best, chunk_article[rows[part]], cos)
         found = np.flatnonzero(best > -2.0)
         top = found[np.lexsort((found, -best[found]))[:depth]]
         return top, best[top]

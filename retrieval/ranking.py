@@ -19,7 +19,7 @@ any candidate of the same law, ``law_share`` that law's share of the ten nearest
 is about a law before it is about an article); ``cited`` how many regulations refer to the article's law
 (log, over the most referred-to: the codes and framework laws come before the regulations under them);
 ``kind_*`` the kind of regulation (a formal law before its decree, unless the decree answers better);
-``bes`` the article is a BES regulation.
+``bes`` the article is a BES regulation (+1 when the question is about Caribisch Nederland, -1 otherwise).
 
 The weights (``ranking.json`` beside this module) are fitted by ``bench/cross_validate.py`` on the
 benchmark's dev questions and the everyday questions of ``bench/data`` together, cross-validated, on the
@@ -39,6 +39,7 @@ import numpy as np
 
 from ._base import Hit
 from .expansion import expand, expanded_question
+from .scope import names_bes
 from .structure import lead_overlap, question_terms
 
 DEPTH = 30  # candidates from each source
@@ -186,8 +187,11 @@ class CandidateFeatures:
         c.raw["named"] = np.asarray([static["bwb_id"][x] in named for x in laws], dtype=np.float64)
         c.values.update({"bm": _minmax(c.raw["bm"]), "xbm": _minmax(c.raw["xbm"])})
         c.values.update({k: c.raw[k] for k in ("clause", "named")})
-        for f in ("cited", "bes", *KIND_FEATURES):
+        for f in ("cited", *KIND_FEATURES):
             c.values[f] = static[f][laws]
+        # A BES regulation answers a question about Caribisch Nederland; for any other question it is a
+        # twin of the law meant (asked with jurisdiction "all", the BES twins came first).
+        c.values["bes"] = static["bes"][laws] * (1.0 if names_bes(c.question) else -1.0)
 
     def _dense_features(self, c: Candidates, vectors: np.ndarray) -> None:
         a = self.articles
@@ -300,7 +304,7 @@ class ArticleRanker:
             v = None if vectors is None else vectors[i]
             if v is not None:
                 if len(self._recent) >= 256:
-                    self._recent.pop(next(iter(self._recent)))
+                    self._recent.pop(next(iter(self._recent), None), None)  # another thread may have taken it
                 self._recent[q] = v[0]
             c = self.features.candidates(q, self.retriever.allowed(scope, q), v)
             scores = self.model.score(c) if len(c.articles) else np.zeros(0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,36 @@ LAWS_FILE = "laws.json"
 def day_number(day: str) -> int:
     """``2012-10-04`` -> 20121004 (comparable as numbers); "" -> 0."""
     return int(day.replace("-", "")) if day else 0
+
+
+class BoundedCache:
+    """A small cache shared by a server's worker threads: the newest ``size`` values by key, made once
+    outside the lock (two threads may both make a missing value; one is kept) and read under it."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._values: dict = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key, make):
+        with self._lock:
+            if key in self._values:
+                return self._values[key]
+        value = make()
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.size:
+                self._values.pop(next(iter(self._values)), None)
+        return value
+
+
+def scope_key(scope: Scope) -> tuple:
+    """What a scope's masks depend on: its kinds, laws, jurisdiction and day (no date: today's, so that a
+    long-running server ranks a version from the day it begins)."""
+    return (scope.kinds, scope.laws, scope.jurisdiction, scope.date or today())
 
 
 def today() -> str:
@@ -102,7 +133,8 @@ class LawTable:
         self.valid_from, self.valid_until = arrays["law_from"], arrays["law_until"]
         self.kinds = kinds  # code -> soort
         self.ids = ids  # law version -> BWB id
-        self._masks: dict[tuple, np.ndarray | None] = {}
+        self.held = frozenset(ids)
+        self._masks = BoundedCache(64)
         self._records: list[dict] | None = None
 
     @classmethod
@@ -134,7 +166,7 @@ class LawTable:
                 f"--kind {','.join(unknown)}: no regulation of that kind in this index; it holds "
                 + ", ".join(sorted(self.kinds))
             )
-        missing = [i for i in scope.laws if i not in set(self.ids)]
+        missing = [i for i in scope.laws if i not in self.held]
         if missing:
             raise RetrievalError(f"--laws: {', '.join(missing[:5])} not in this index (BWB ids such as BWBR0001854)")
         if scope.date is not None and len(self.valid_from):
@@ -148,13 +180,12 @@ class LawTable:
 
     def mask(self, scope: Scope) -> np.ndarray | None:
         """Which law versions the scope ranks (None: all of them), cached per scope."""
-        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date or today())
-        if key not in self._masks:
+
+        def make():
             self.check(scope)
-            self._masks[key] = self._mask(scope)
-            if len(self._masks) > 64:
-                self._masks.pop(next(iter(self._masks)))
-        return self._masks[key]
+            return self._mask(scope)
+
+        return self._masks.get(scope_key(scope), make)
 
     def _mask(self, scope: Scope) -> np.ndarray | None:
         ok = np.ones(len(self.kind), dtype=bool)
@@ -190,7 +221,7 @@ class ChunkScope:
 
     def __init__(self, laws: LawTable | None, chunk_law: np.ndarray | None):
         self.laws, self.chunk_law = laws, chunk_law
-        self._masks: dict[tuple, np.ndarray | None] = {}
+        self._masks = BoundedCache(16)
 
     @classmethod
     def load(cls, folder: Path, n_chunks: int) -> ChunkScope:
@@ -213,12 +244,8 @@ class ChunkScope:
         law_mask = self.laws.mask(scope)
         if law_mask is None:
             return None
-        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date or today())
-        if key not in self._masks:
-            if len(self._masks) > 16:
-                self._masks.pop(next(iter(self._masks)))
-            self._masks[key] = law_mask[np.asarray(self.chunk_law)]
-        return self._masks[key]
+        chunk_law = self.chunk_law
+        return self._masks.get(scope_key(scope), lambda: law_mask[np.asarray(chunk_law)])
 
 
 def law_table_of(retriever) -> LawTable | None:

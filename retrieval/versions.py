@@ -29,6 +29,7 @@ class ArticleVersion:
     valid_until: str  # "" while it is the current text
     text: str
     expired: bool = False
+    place: str = ""  # where in the law it stands (Boek / Titel / ...): two articles may share a label
 
     def valid_on(self, day: str) -> bool:
         """Whether this was the text in force on ``day`` (YYYY-MM-DD; ISO dates compare as text)."""
@@ -68,22 +69,30 @@ def article_versions(store, bwb_id: str, article: str) -> list[ArticleVersion]:
         rows = query(bwb_id, label)
     else:  # a plain list of chunks (small indexes): one scan
         rows = _scan(store, bwb_id, label)
-    versions = [ArticleVersion(*row) for row in rows]
-    return sorted(versions, key=lambda v: v.version_date)
+    versions = sorted((ArticleVersion(*row) for row in rows), key=lambda v: v.version_date)
+    # A label may name two articles of one version (an "Artikel 1" in each of two chapters that number
+    # afresh): their texts are not versions of each other.
+    places: dict[str, set[str]] = {}
+    for v in versions:
+        places.setdefault(v.version_date, set()).add(v.place)
+    shared = next((sorted(p) for p in places.values() if len(p) > 1), None)
+    if shared:
+        where = "; ".join(x or "(top)" for x in shared)
+        raise RetrievalError(f"{bwb_id} {label} names {len(shared)} articles of one version ({where}): not one article")
+    return versions
 
 
 def _scan(chunks, bwb_id: str, label: str) -> list[tuple]:
-    parts: dict[str, list[Chunk]] = {}
+    parts: dict[tuple[str, str], list[Chunk]] = {}
     for c in chunks:
         if c.bwb_id == bwb_id and c.article.lower() == label.lower():
-            parts.setdefault(c.version_date, []).append(c)
+            parts.setdefault((c.version_date, c.path_label), []).append(c)
     rows = []
-    for day, cs in parts.items():
+    for (day, place), cs in parts.items():
         cs.sort(key=lambda c: c.part)
         first = cs[0]
-        rows.append(
-            (bwb_id, first.law, first.article, day, first.valid_until, "\n".join(c.text for c in cs), first.expired)
-        )
+        text = "\n".join(c.text for c in cs)
+        rows.append((bwb_id, first.law, first.article, day, first.valid_until, text, first.expired, place))
     return rows
 
 
@@ -93,10 +102,16 @@ def version_on(versions: list[ArticleVersion], day: str) -> ArticleVersion | Non
     return valid[-1] if valid else None
 
 
+# difflib's matching grows with the product of the lengths: an article of 60,000 words took 10 s.
+MAX_DIFF_WORDS = 20_000
+
+
 def word_diff(old: str, new: str) -> list[dict]:
     """The words that stayed, went and came between two texts: ``[{"op": "equal"|"delete"|"insert", "text"}]``
     in reading order (a replacement is its deletion, then its insertion)."""
     a, b = _PIECE.findall(old), _PIECE.findall(new)
+    if max(len(a), len(b)) > MAX_DIFF_WORDS:
+        raise RetrievalError(f"the texts are too long to compare word by word (over {MAX_DIFF_WORDS:,} words)")
     # Compare words without their trailing space, so a changed line break is no change of wording.
     matcher = difflib.SequenceMatcher(None, [w.strip() for w in a], [w.strip() for w in b], autojunk=False)
     ops: list[dict] = []

@@ -53,6 +53,9 @@ def _day(text: str) -> str:
 Day = Annotated[StrictStr, AfterValidator(_day)]
 
 
+MAX_SCOPE_LAWS = 500  # a request names at most this many laws (each is checked against the index)
+
+
 class ScopeFields(BaseModel):
     """Which regulations the question is asked of (wetqa's own fields beside OpenAI's); each left out keeps
     the served pipeline's setting."""
@@ -60,8 +63,10 @@ class ScopeFields(BaseModel):
     date: Day | None = Field(
         default=None, description="answer from the law as it stood on this day (YYYY-MM-DD); default today"
     )
-    kind: list[Text] | None = Field(default=None, description="only regulations of these kinds (soort: wet, AMvB, ...)")
-    laws: list[Text] | None = Field(default=None, description="only these laws (BWB ids)")
+    kind: list[Text] | None = Field(
+        default=None, max_length=20, description="only regulations of these kinds (soort: wet, AMvB, ...)"
+    )
+    laws: list[Text] | None = Field(default=None, max_length=MAX_SCOPE_LAWS, description="only these laws (BWB ids)")
     jurisdiction: Literal["nl", "bes", "all"] | None = Field(
         default=None, description="nl: the European Netherlands (default); bes: Caribisch Nederland; all"
     )

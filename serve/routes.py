@@ -74,13 +74,13 @@ async def chunk(chunk_id: str, request: Request):
 
 
 @router.get(
-    "/v1/articles/{bwb_id}/{article}/versions",
+    "/v1/articles/{bwb_id}/{article:path}/versions",
     response_model=ArticleVersions,
     response_model_by_alias=True,
     responses=error_responses(400, 401, 404),
     summary="An article's versions in the index and the words that changed between two",
 )
-async def article_versions(
+def article_versions(  # sync: FastAPI runs it in its thread pool (a store scan and a diff off the event loop)
     bwb_id: str,
     article: str,
     request: Request,

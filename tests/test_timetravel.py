@@ -79,6 +79,26 @@ def test_the_version_valid_on_a_day_and_the_words_that_changed():
     assert [article_label(a) for a in ("266", " artikel  266 ", "Bijlage 1")] == ["Artikel 266"] * 2 + ["Bijlage 1"]
 
 
+@pytest.mark.unit
+def test_two_articles_sharing_a_label_in_one_version_are_not_each_others_versions():
+    """The review of issue 28: `wetqa diff BWBR0005537 'Artikel 1'` showed the Artikel 1 of two annexes of
+    one version as two versions of one article, "changed"."""
+    from wetqa.corpus.records import Chunk
+    from wetqa.retrieval import RetrievalError
+    from wetqa.retrieval.versions import article_versions
+
+    def chunk(day, place, text, until=""):
+        return Chunk(
+            f"B_{day}_{place}", "D", "B", day, "Wet", "Artikel 1", 1, text, path_label=place, valid_until=until
+        )
+
+    one_each = [chunk("2012-10-04", "Bijlage 2", "oud", "2024-01-01"), chunk("2024-01-01", "Bijlage 2", "nieuw")]
+    assert [v.text for v in article_versions(one_each, "B", "1")] == ["oud", "nieuw"]
+    two_places = [*one_each, chunk("2024-01-01", "Bijlage 3", "ander artikel")]
+    with pytest.raises(RetrievalError, match="names 2 articles of one version .*Bijlage 2; Bijlage 3"):
+        article_versions(two_places, "B", "Artikel 1")
+
+
 @pytest.mark.integration
 def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_versions, capsys):
     corpus, index = two_versions
@@ -98,7 +118,8 @@ def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_version
     # The law enacted in 2020 is not ranked as of 2012, and is as of today.
     capsys.readouterr()
     assert main(["search", "dronepiloot verblijfsvergunning", "--index", str(index), "--output", "json"]) == 0
-    assert {h["bwb_id"] for h in json.loads(capsys.readouterr().out)["hits"]} == {"BWBR9990003"}
+    found = json.loads(capsys.readouterr().out)
+    assert found["date"] is None and {h["bwb_id"] for h in found["hits"]} == {"BWBR9990003"}
     assert (
         main(
             [
@@ -129,7 +150,7 @@ def test_diff_lists_the_versions_and_the_words_that_changed(two_versions, capsys
     base = ["diff", "BWBR9990001", "Artikel 266", "--index", str(index)]
     assert main([*base, "--from", "2012-10-04", "--to", "2024-01-01", "--output", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [v["version_date"] for v in out["versions"]] == ["2012-10-04", "2024-01-01"]
+    assert [v["version_date"] for v in out["data"]] == ["2012-10-04", "2024-01-01"]
     assert out["from"] == "2012-10-04" and out["to"] == "2024-01-01" and out["changed"]
     assert [o["text"].strip() for o in out["diff"] if o["op"] == "delete"] == [OLD_WORDS]
     assert not [o for o in out["diff"] if o["op"] == "insert"]
@@ -224,3 +245,38 @@ def test_the_page_shows_the_date_asked_the_version_dates_and_the_other_version(d
     page.locator("#source-list li").first.wait_for(timeout=15000)
     page.wait_for_function("document.querySelector('#source-list').innerText.includes('2024-01-01')", timeout=15000)
     assert "(tekst van 2024-01-01)" in page.inner_text("#source-list")
+
+
+@pytest.mark.integration
+def test_a_long_running_process_ranks_tomorrows_version_from_tomorrow(two_versions, monkeypatch):
+    """The review of issue 28: the article mask was cached under "no date", so a server kept the first
+    day's versions after midnight (the law and chunk masks moved on, the article mask did not)."""
+    from wetqa.retrieval import scope as scope_module
+
+    _, index = two_versions
+    retriever = open_index(index, rescore=False)
+    monkeypatch.setattr(scope_module, "today", lambda: "2015-01-01")
+    before = {h.chunk.version_date for h in retriever.search("gezag ouder rechtbank", 10)}
+    assert before == {"2012-10-04"}  # the 2024 text had not begun
+    monkeypatch.setattr(scope_module, "today", lambda: "2024-01-01")
+    after = {h.chunk.version_date for h in retriever.search("gezag ouder rechtbank", 10)}
+    assert "2024-01-01" in after and "2012-10-04" not in after  # valid_until is the day the next begins
+
+
+@pytest.mark.unit
+def test_the_scope_caches_hold_under_many_threads_and_many_scopes():
+    """The review of issue 28: eviction without a lock raised KeyError (a 500) once more than the cached
+    number of (date, kind, laws) combinations were in use by concurrent requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from wetqa.retrieval.scope import BoundedCache
+
+    cache = BoundedCache(4)
+    made = []
+
+    def get(n):
+        return cache.get(n % 9, lambda: made.append(n) or n % 9)
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(get, range(5000)))
+    assert results == [n % 9 for n in range(5000)] and len(cache) <= 4
