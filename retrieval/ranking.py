@@ -304,7 +304,7 @@ class ArticleRanker:
             v = None if vectors is None else vectors[i]
             if v is not None:
                 if len(self._recent) >= 256:
-                    self._recent.pop(next(iter(self._recent), None), None)  # another thread may have taken it
+                    self._recent.pop(next(iter(self._recent), ""), None)  # another thread may have taken it
                 self._recent[q] = v[0]
             c = self.features.candidates(q, self.retriever.allowed(scope, q), v)
             scores = self.model.score(c) if len(c.articles) else np.zeros(0)

@@ -283,7 +283,7 @@ class DenseRescorer:
         query_vectors = encoding.result()
         for q, v in zip(queries, query_vectors):
             if len(self._recent) >= 256:
-                self._recent.pop(next(iter(self._recent), None), None)  # another thread may have taken it
+                self._recent.pop(next(iter(self._recent), ""), None)  # another thread may have taken it
             self._recent[q] = v
         return [self._ranked(q, hits, qv, k) for q, hits, qv in zip(queries, first, query_vectors)]
 
