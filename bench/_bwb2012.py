@@ -59,3 +59,24 @@ def linked_sources(out: Path, files: list[Path]) -> Path:
     for f in files:
         (out / f.name).symlink_to(f.resolve())
     return out
+
+
+FIXTURES_2012 = ROOT / "tests" / "fixtures" / "bwb2012"
+
+
+def smoke_old_texts(current: list[Path], out: Path) -> list[Path]:
+    """For smoke runs, without unpacking the archive: each current file again as an undated "2012" text
+    (no version date in its name or XML) with one word changed, so that both versions differ."""
+    import re
+
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    for f in current:
+        text = f.read_text(encoding="utf-8")
+        text = re.sub(r' inwerkingtreding(sdatum)?="[^"]*"', "", text)
+        text = re.sub(r"\s*<bwb-inputbestand>.*?</bwb-inputbestand>", "", text)
+        text = re.sub(r"(<al>[^<]*?)\bde\b", r"\1het", text, count=1)
+        target = out / f"{bwb_id(f)}.xml"
+        target.write_text(text, encoding="utf-8")
+        made.append(target)
+    return made

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bwb2012 import CURRENT, VALID_ON, bwb_id, linked_sources, unpacked  # noqa: E402
+from _bwb2012 import CURRENT, VALID_ON, bwb_id, linked_sources, smoke_old_texts, unpacked  # noqa: E402
 
 from wetqa.corpus import BuildOptions, build_corpus  # noqa: E402
 from wetqa.dataset import article_key, load_dataset  # noqa: E402
@@ -63,7 +63,10 @@ def build(out: Path, smoke: bool) -> tuple[Path, Path, list]:
         laws = {a.bwb_id for i in items for a in i.articles}
         current = [f for f in current if bwb_id(f) in laws]
     ids = {bwb_id(f) for f in current}
-    old = [f for f in sorted(unpacked().glob("*.xml")) if bwb_id(f) in ids]
+    if smoke:  # made from the current files: no archive to unpack in a smoke run
+        old = smoke_old_texts(current, out / "old-texts")
+    else:
+        old = [f for f in sorted(unpacked().glob("*.xml")) if bwb_id(f) in ids]
     t0 = time.perf_counter()
     src = linked_sources(out / "src-both", current + old)
     report = build_corpus([src], out / "corpus-both", BuildOptions(valid_on=VALID_ON), progress=False)
