@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wetqa.console import install_command
 from wetqa.dataset import QAItem
 
 from .answers import CorpusMap, find_run_files, load_run, question_means, read_score_rows, score_record
@@ -319,7 +320,7 @@ def _compare_rankings(systems, items, keys, base, correction, level, seed, notes
         from ranx import Qrels, Run, evaluate
         from ranx import compare as ranx_compare
     except ImportError:
-        raise CompareError("comparing retrieval runs needs ranx: pip install 'wetqa[eval]'") from None
+        raise CompareError(f"comparing retrieval runs needs ranx: {install_command('ranx')}") from None
     if level == "article":
         qrels_dict = {i.id: {k.replace(" ", "_"): 1 for k in i.gold_keys} for i in items}
     else:

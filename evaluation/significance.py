@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from wetqa.console import install_command
+
 # Per-question scores: a list or a numpy array.
 Scores = Sequence[float] | np.ndarray
 RESAMPLES = 10_000
@@ -27,7 +29,7 @@ def _scipy_stats():
     try:
         from scipy import stats
     except ImportError:  # pragma: no cover - scipy comes with the eval extra
-        raise RuntimeError("confidence intervals and tests need scipy: pip install 'wetqa[eval]'") from None
+        raise RuntimeError(f"confidence intervals and tests need scipy: {install_command('scipy')}") from None
     return stats
 
 

@@ -118,3 +118,26 @@ def test_flags_and_values_from_a_settings_class():
         coerce(settings_of(Example)[2], 2.5)
     with pytest.raises(SystemExit):
         p.parse_args(["--rate", "x"])
+
+
+def test_which_extra_provides_a_package_is_declared_once():
+    # EXTRA_OF is the one table: backends' extras, install hints and `requires` read it, and every
+    # extra it names is one that pyproject.toml offers.
+    import tomllib
+    from pathlib import Path
+
+    from wetqa.console import EXTRA_OF, UnavailableError, install_command, requires
+    from wetqa.generation.registry import backends
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert set(EXTRA_OF.values()) <= set(pyproject["project"]["optional-dependencies"])
+    assert {name: info.extra for name, info in backends().items()} == {
+        "extractive": None,
+        "openai": "openai",
+        "transformers": "dense",
+        "vllm": "gpu",
+    }
+    assert install_command("sentence_transformers.models") == "pip install 'wetqa[dense]'"
+    assert install_command("no_such_package") == "pip install no_such_package"
+    with pytest.raises(UnavailableError, match=r"^wetqa x needs no_such_package: pip install no_such_package$"):
+        requires("json", "no_such_package", command="wetqa x")

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from wetqa.console import install_command
 from wetqa.settings import setting
 
 from .._base import Generation, GenerationError, ModelSettings, Request, Usage
@@ -40,7 +41,7 @@ class OpenAIBackend:
         try:
             import openai
         except ImportError:
-            raise GenerationError("the openai backend needs `pip install 'wetqa[openai]'`") from None
+            raise GenerationError(f"the openai backend needs the openai package: {install_command('openai')}") from None
         s = settings
         base_url = s.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = os.environ.get(s.api_key_env)
@@ -267,7 +268,6 @@ register(
         settings=OpenAISettings,
         create=OpenAIBackend,
         supports=OpenAIBackend.supports,
-        extra="openai",
         requires=("openai",),
         description="the OpenAI API or any OpenAI-compatible server (vllm serve, llama.cpp, wetqa itself)",
     )

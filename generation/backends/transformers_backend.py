@@ -215,7 +215,6 @@ register(
         settings=TransformersSettings,
         create=TransformersBackend,
         supports=TransformersBackend.supports,
-        extra="dense",
         requires=("torch", "transformers"),
         description="a local model with transformers' generate() (also a .gguf file)",
         local_model=True,
