@@ -65,7 +65,7 @@ class OpenAIBackend:
         self.total = Usage()
 
     # Every per-request setting passes through to the server, which applies (or refuses) it.
-    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed", "logprobs"})
 
     def _kwargs(self, request: Request) -> dict:
         s = request.sampling
@@ -79,6 +79,8 @@ class OpenAIBackend:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
             kwargs["seed"] = s.seed
+        if s.logprobs:
+            kwargs.update(logprobs=True, top_logprobs=s.logprobs)
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         if self.top_k is not None and self.base_url:
@@ -128,7 +130,13 @@ class OpenAIBackend:
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)
         finish = (choice.finish_reason or "stop") if choice else "stop"
-        return Generation(text=text, usage=usage, seconds=time.perf_counter() - t0, finish_reason=finish)
+        return Generation(
+            text=text,
+            usage=usage,
+            seconds=time.perf_counter() - t0,
+            finish_reason=finish,
+            top_logprobs=_first_token_logprobs(choice),
+        )
 
     def stream(self, request: Request) -> Iterator[str | Generation]:
         """The upstream's tokens as they arrive (its own stream passed through), then the Generation."""
@@ -211,6 +219,15 @@ class OpenAIBackend:
             self.total.prompt_tokens += g.usage.prompt_tokens
             self.total.completion_tokens += g.usage.completion_tokens
         return out
+
+
+def _first_token_logprobs(choice) -> dict[str, float]:
+    """The alternatives of the first token that is not blank (a server may answer " 4" as " " then "4")."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return {}
+    first = next((c for c in content if c.token.strip()), content[0])
+    return {t.token: t.logprob for t in first.top_logprobs or []}
 
 
 def _is_completion(resp) -> bool:
