@@ -14,12 +14,12 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p = sub.add_parser("eval", help="evaluate retrieval, generation or reference attribution")
     esub = p.add_subparsers(dest="eval_command", metavar="WHAT")
     esub.required = True
+    for add in (_add_retrieval, _add_generation, _add_compare, _add_references, _add_claims):
+        add(esub, output)
 
+
+def _add_retrieval(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     from wetqa.retrieval.spec import RetrievalSpec
-
-    from . import scoring
-    from .methods import ATTRIBUTION, SUPPORT
-    from .significance import CORRECTIONS, DEFAULT_CORRECTION
 
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
     r.add_argument("--dataset", required=True, help="questions with gold articles (JSONL)")
@@ -30,6 +30,10 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         "--out", help="folder for metrics.json, run and qrels files (default runs/eval-retrieval/<index names>)"
     )
     r.set_defaults(func=cmd_eval_retrieval)
+
+
+def _add_generation(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from . import scoring
 
     g = esub.add_parser(
         "generation", parents=[output], help="ROUGE-L, METEOR, citations, G-Eval, NLI citations of runs"
@@ -43,6 +47,10 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     g.add_argument("--force", action="store_true", help="score again what was scored from other inputs")
     g.add_argument("--allow-failures", action="store_true", help="exit 0 even when some answers have no score")
     g.set_defaults(func=cmd_eval_generation)
+
+
+def _add_compare(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .significance import CORRECTIONS, DEFAULT_CORRECTION
 
     cmp = esub.add_parser(
         "compare",
@@ -69,6 +77,10 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     cmp.add_argument("--out", help="folder for compare.json, per_question.csv, table.md and plots")
     cmp.set_defaults(func=cmd_eval_compare)
 
+
+def _add_references(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .methods import ATTRIBUTION
+
     r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
     r2.add_argument("--data", required=True, help="folder of <PARTY>.json files (or one file)")
     ATTRIBUTION.add_cli_args(r2, default="bm25")
@@ -82,6 +94,10 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     )
     r2.add_argument("--out", default="runs/references", help="folder for metrics.json, sweep.json and pr_curve.png")
     r2.set_defaults(func=cmd_eval_references)
+
+
+def _add_claims(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .methods import SUPPORT
 
     c = esub.add_parser(
         "claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)"
@@ -165,8 +181,7 @@ def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
 def cmd_eval_generation(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
 
-    from .answers import evaluate_runs, markdown_table
-    from .metrics import table_columns
+    from .answers import evaluate_runs
     from .scoring import Scoring, from_cli_args, parse_metrics
 
     metrics = parse_metrics(args.metrics)
@@ -179,34 +194,7 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     config = {"name": name, "dataset": str(args.dataset), **scoring.to_json()}
     result = evaluate_runs(args.runs, items, corpus, out, scoring, extra_config=config, force=args.force)
 
-    def text() -> str:
-        lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
-        lines += [
-            f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f} over {v['runs']} run(s), 95% interval over "
-            f"{v.get('questions', '?')} questions [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]  (x100)"
-            for k, v in result["summary"].items()
-        ]
-        if result.get("meteor_variant"):
-            lines.append(f"METEOR variant: {result['meteor_variant']}")
-        ab = result.get("abstention") or {}
-        if ab.get("abstained"):
-            answered = result.get("summary_answered") or {}
-            shown = ", ".join(f"{label} {answered[k]['mean']:.1f}" for label, k in table_columns() if k in answered)
-            lines.append(
-                f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
-            )
-        if ab.get("risk_coverage"):
-            lines.append(
-                "risk-coverage: "
-                + ", ".join(f"{p['coverage']:.0%}: {p['risk']:.3f}" for p in ab["risk_coverage"])
-                + (f" ({ab['risk_coverage_png']})" if ab.get("risk_coverage_png") else "")
-            )
-        if result["problems"]:
-            lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
-        lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")
-        return "\n".join(lines)
-
-    emit(args, result, text)
+    emit(args, result, lambda: _generation_text(result, name, out))
     failed = result["failed"]
     if failed["count"] and not args.allow_failures:
         print(
@@ -217,6 +205,37 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
         )
         return EXIT_PARTIAL
     return 0
+
+
+def _generation_text(result: dict, name: str, out: Path) -> str:
+    from .answers import markdown_table
+    from .metrics import table_columns
+
+    lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
+    lines += [
+        f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f} over {v['runs']} run(s), 95% interval over "
+        f"{v.get('questions', '?')} questions [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]  (x100)"
+        for k, v in result["summary"].items()
+    ]
+    if result.get("meteor_variant"):
+        lines.append(f"METEOR variant: {result['meteor_variant']}")
+    ab = result.get("abstention") or {}
+    if ab.get("abstained"):
+        answered = result.get("summary_answered") or {}
+        shown = ", ".join(f"{label} {answered[k]['mean']:.1f}" for label, k in table_columns() if k in answered)
+        lines.append(
+            f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
+        )
+    if ab.get("risk_coverage"):
+        lines.append(
+            "risk-coverage: "
+            + ", ".join(f"{p['coverage']:.0%}: {p['risk']:.3f}" for p in ab["risk_coverage"])
+            + (f" ({ab['risk_coverage_png']})" if ab.get("risk_coverage_png") else "")
+        )
+    if result["problems"]:
+        lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
+    lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")
+    return "\n".join(lines)
 
 
 def cmd_eval_compare(args: argparse.Namespace) -> int:
