@@ -104,7 +104,7 @@ class Model:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index")
+    ap.add_argument("index", nargs="?", help="an articles index (none with --smoke)")
     ap.add_argument("--rescore", help="re-scoring model (default: what the index records)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--max-dev", type=float, default=0.05)
@@ -116,9 +116,31 @@ def main() -> None:
         default="right",
         help="what the model predicts: the first article is right (dev), or the corpus holds the answer",
     )
+    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if not args.index:
+        ap.error("give the articles index")
     dev = load_dataset(DEV)
     ooc = [json.loads(line) for line in OOC.read_text(encoding="utf-8").splitlines() if line.strip()]
+    calibrate(args, dev, ooc)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    if args.write:
+        raise SystemExit("--smoke writes no confidence.json")
+    _smoke.announce()
+    with tempfile.TemporaryDirectory() as tmp:
+        args.index, args.folds = str(_smoke.index(Path(tmp))), 2
+        calibrate(args, load_dataset(_smoke.dataset(Path(tmp) / "dev.jsonl")), _smoke.out_of_corpus())
+
+
+def calibrate(args: argparse.Namespace, dev: list, ooc: list[dict]) -> None:
     retrievers = {
         "articles+dense": open_retriever([args.index], rescore=args.rescore),
         "articles": open_index(args.index, rescore=False),

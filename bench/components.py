@@ -58,11 +58,30 @@ def row(label: str, retriever, items, corpus: CorpusMap, min_confidence: float =
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus")
+    ap.add_argument("corpus", nargs="?", help="a corpus folder (none with --smoke)")
     ap.add_argument("--dense", help="a dense index built from the same corpus")
     ap.add_argument("--e5", help="a sentence-transformers model folder for dense re-scoring")
+    ap.add_argument("--smoke", action="store_true", help="a few questions over tiny indexes built here (seconds)")
     args = ap.parse_args()
-    items = load_dataset(DEV)
+    if args.smoke:
+        return smoke(args)
+    if not args.corpus:
+        ap.error("give the corpus folder")
+    components(args, load_dataset(DEV))
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import _smoke
+
+    _smoke.announce("dense and re-scoring by a tiny random model")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        args.corpus, args.dense = str(_smoke.corpus(work)), str(_smoke.dense_index(work))
+        args.e5 = str(_smoke.tiny_model(work))
+        components(args, load_dataset(_smoke.dataset(work / "dev.jsonl")))
+
+
+def components(args: argparse.Namespace, items: list) -> None:
     print(
         "| retriever (top 3 to the extractive answer) | art Hit@1 | Hit@3 | Hit@10 | MRR | chunk R@3 | R@10 | "
         "ROUGE-L | METEOR | cit. P / R / Hit |"

@@ -49,11 +49,33 @@ def _minmax(x):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index")
+    ap.add_argument("index", nargs="?", help="an articles index (none with --smoke)")
     ap.add_argument("--dense", help="a dense index over the same corpus")
     ap.add_argument("--dataset", default=str(ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"))
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if not args.index:
+        ap.error("give the articles index")
+    cross_validate(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce("a dense index of a tiny random model")
+    with tempfile.TemporaryDirectory() as tmp:
+        args.index, args.folds = str(_smoke.index(Path(tmp))), 2
+        args.dense = str(_smoke.dense_index(Path(tmp)))
+        args.dataset = str(_smoke.dataset(Path(tmp) / "dev.jsonl"))
+        cross_validate(args)
+
+
+def cross_validate(args: argparse.Namespace) -> None:
     items = load_dataset(args.dataset)
     r = open_index(args.index, rescore=False)
     n_q = len(items)
