@@ -102,6 +102,13 @@ def real_articles_index(real_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def real_bm25_index(real_corpus, tmp_path_factory) -> Path:
+    """Pyserini's (Lucene) index of the shared laws, built once for the tests that read it."""
+    pytest.importorskip("pyserini")
+    return _index(tmp_path_factory, real_corpus, "bm25")
+
+
+@pytest.fixture(scope="session")
 def copied_law_index(tmp_path_factory) -> Path:
     """An articles index of eight copies of one law under their own BWB ids: every article is tied
     with its seven copies (as at the top of the scale benchmark's copied corpora)."""
