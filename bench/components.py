@@ -20,6 +20,7 @@ from pathlib import Path
 
 from wetqa.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, score_record
+from wetqa.evaluation.metrics import DEFAULT_METRICS
 from wetqa.evaluation.ranking import evaluate_retrieval
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import HybridRetriever, build_index, chunks_of, open_index
@@ -38,9 +39,7 @@ def row(label: str, retriever, items, corpus: CorpusMap, min_confidence: float =
     pipeline = Pipeline(retriever, backend, k=3, min_confidence=min_confidence)
     answers = pipeline.ask_many(questions)
     scores = [
-        score_record(
-            {"answer": a.answer, "cited_ids": [c.id for c in a.citations]}, i, corpus, ["rouge", "meteor", "citations"]
-        )
+        score_record({"answer": a.answer, "cited_ids": [c.id for c in a.citations]}, i, corpus, DEFAULT_METRICS)
         for a, i in zip(answers, items)
     ]
 
