@@ -235,6 +235,7 @@ def evaluate_runs(
     for f in files:
         book.read_run(f, progress)
     book.refuse_stale(force, out)
+    book.write_local()
     book.score_models()
     name = (extra_config or {}).get("name", "run")
     result = {
@@ -310,6 +311,9 @@ class _ScoreBook:
                 f"scores in {out} were computed from other inputs ({listing}: the run, the gold data, the corpus "
                 "or the judge/NLI model changed); give another --out, or --force to score them again"
             )
+
+    def write_local(self) -> None:
+        """The rows with new local scores, written once nothing stale stands in the way."""
         self._write(self.pending)
 
     def score_models(self) -> None:
