@@ -1,36 +1,70 @@
 """Fit the confidence model and its abstention threshold, cross-validated, and write confidence.json.
 
-    python bench/calibrate.py INDEX [--rescore MODEL] [--folds 5] [--write]
+    python bench/calibrate.py INDEX [INDEX ...] [--folds 5] [--max-answerable 0.05] [--write] [--smoke]
 
-Questions: the 51 dev questions (label: is the first article a gold article) and the questions about
-laws outside the corpus in bench/data/out_of_corpus.jsonl (label 0: no article in the corpus answers
-them). A logistic regression over the signals of ``wetqa.retrieval.confidence`` (standardised, L2
-penalty) is fitted inside each fold; the threshold is the highest one at which at most ``--max-dev``
-(5%) of the fold's training dev questions abstain. Printed: cross-validated AUC, the abstention rate on
-held-out dev and out-of-corpus questions, a risk-coverage table; with ``--write`` the models fitted on
-all questions (one with the dense signals, one without) go to retrieval/confidence.json.
+Per index, answerable questions (label 1: the corpus holds a law about them) are the question sets whose
+gold laws the index holds (``bench/cross_validate.py``'s: the benchmark's dev questions, the everyday
+questions, and on the whole BWB the everyday and BES questions about its other laws and the
+out-of-corpus questions whose law the 2012 snapshot holds); the others are not answerable (label 0):
+the out-of-corpus questions (``bench/data/out_of_corpus.jsonl``), the questions about laws enacted after
+2012 (``post_2012.jsonl``) and, on an index of part of the BWB, the questions about laws it does not hold.
+
+A logistic regression over the signals of ``wetqa.retrieval.confidence`` (standardised, L2) is fitted
+inside each fold, one per pipeline kind (with the dense signals or without) and per index scale (part of
+the BWB, or "@whole": 10,000 laws or more); the threshold is set so that at most ``--max-answerable`` of
+the fold's answerable questions abstain, in the log-odds gap below the least sure one kept. Printed per
+index and question set: the share abstained of held-out questions; with ``--write`` the models fitted on
+all questions go to retrieval/confidence.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from wetqa.dataset import article_key, load_dataset
-from wetqa.retrieval import open_index, open_retriever
-from wetqa.retrieval.confidence import FEATURES, signals
+from wetqa.retrieval import open_index
+from wetqa.retrieval.confidence import FEATURES, WHOLE_FROM_LAWS, signals
+from wetqa.retrieval.index import article_ranker, read_index_meta
 
 ROOT = Path(__file__).resolve().parent.parent
-DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
-OOC = ROOT / "bench" / "data" / "out_of_corpus.jsonl"
-# The two questions the issue quotes stay out of fitting; they are checked at the end.
+DATA = ROOT / "bench" / "data"
+# The two questions the issue of the first calibration quoted stay out of fitting; checked at the end.
 HELD_OUT = [
     "Wanneer kan de rechter terbeschikkingstelling (tbs) opleggen?",
     "Wanneer moet ik btw betalen over een dienst?",
 ]
+
+
+def _sets():
+    spec = importlib.util.spec_from_file_location("cross_validate", ROOT / "bench" / "cross_validate.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module.question_sets()
+
+
+def labelled(held: set[str], smoke: bool) -> dict[str, list[tuple[str, float]]]:
+    """Each question set's (question, answerable?) on an index that holds the laws ``held``."""
+    sets = _sets()
+    out: dict[str, list[tuple[str, float]]] = {}
+    for name, qs in sets.items():
+        if name == "ooc_bwb":
+            continue  # its questions are among the out-of-corpus ones, labelled below
+        out[name] = [(q["question"], float(q["laws"] <= held)) for q in qs]
+    ooc = [json.loads(x) for x in (DATA / "out_of_corpus.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    out["out_of_corpus"] = [
+        (r["question"], float(bool(r.get("whole_bwb")) and r["whole_bwb"] in held))
+        for r in ooc
+        if r["question"] not in HELD_OUT
+    ]
+    post = [json.loads(x) for x in (DATA / "post_2012.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    out["post_2012"] = [(r["question"], 0.0) for r in post]
+    return {n: qs[:5] if smoke else qs for n, qs in out.items()}
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 50) -> tuple[np.ndarray, float]:
@@ -102,128 +136,77 @@ class Model:
         }
 
 
+def pipelines(path: str) -> dict[str, object]:
+    """The pipelines an index is asked with: its own (dense, when it records a re-scoring model) and the
+    one without dense signals."""
+    raw = open_index(path, rescore=False)
+    out = {"articles": article_ranker(raw, Path(path), None) or raw}
+    if read_index_meta(path).get("rescore"):
+        out["articles+dense"] = open_index(path)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index", nargs="?", help="an articles index (none with --smoke)")
-    ap.add_argument("--rescore", help="re-scoring model (default: what the index records)")
+    ap.add_argument("index", nargs="+")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--max-dev", type=float, default=0.05)
+    ap.add_argument("--max-answerable", type=float, default=0.05)
     ap.add_argument("--l2", type=float, default=2.0)
     ap.add_argument("--write", action="store_true")
-    ap.add_argument(
-        "--label",
-        choices=("right", "answerable"),
-        default="right",
-        help="what the model predicts: the first article is right (dev), or the corpus holds the answer",
-    )
-    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
+    ap.add_argument("--smoke", action="store_true", help="a few questions per set: seconds, for the test suite")
     args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.index:
-        ap.error("give the articles index")
-    dev = load_dataset(DEV)
-    ooc = [json.loads(line) for line in OOC.read_text(encoding="utf-8").splitlines() if line.strip()]
-    calibrate(args, dev, ooc)
-
-
-def smoke(args: argparse.Namespace) -> None:
-    import tempfile
-
-    import _smoke
-
-    if args.write:
-        raise SystemExit("--smoke writes no confidence.json")
-    _smoke.announce()
-    with tempfile.TemporaryDirectory() as tmp:
-        args.index, args.folds = str(_smoke.index(Path(tmp))), 2
-        calibrate(args, load_dataset(_smoke.dataset(Path(tmp) / "dev.jsonl")), _smoke.out_of_corpus())
-
-
-def calibrate(args: argparse.Namespace, dev: list, ooc: list[dict]) -> None:
-    retrievers = {
-        "articles+dense": open_retriever([args.index], rescore=args.rescore),
-        "articles": open_index(args.index, rescore=False),
-    }
-    questions = [(i.question, i.gold_keys, True) for i in dev] + [(q["question"], set(), False) for q in ooc]
+    data: dict[str, list] = {}  # model key -> rows (index, set, question, signals, label, right)
+    for path in args.index:
+        for kind, retriever in pipelines(path).items():
+            articles = getattr(retriever, "retriever", retriever)
+            held = set(articles.laws.ids)
+            key = kind + ("@whole" if len(held) >= WHOLE_FROM_LAWS else "")
+            for name, qs in labelled(held, args.smoke).items():
+                print(f"  {Path(path).name} {key}: {name} ({len(qs)})", file=sys.stderr)
+                for question, label in qs:
+                    hits = retriever.search(question, 3)
+                    data.setdefault(key, []).append(
+                        (Path(path).name, name, question, signals(retriever, question, hits), label)
+                    )
     out = {}
-    for kind, retriever in retrievers.items():
-        rows, labels, is_dev, is_right = [], [], [], []
-        for question, gold, in_dev in questions:
-            hits = retriever.search(question, 30)
-            values = signals(retriever, question, hits)
-            rows.append(values)
-            top = hits[0] if hits else None
-            right = top is not None and article_key(top.chunk.bwb_id, top.chunk.article) in gold
-            labels.append(1.0 if (right if args.label == "right" else in_dev) else 0.0)
-            is_dev.append(in_dev)
-            is_right.append(right)
-        features = [f for f in FEATURES if all(f in r for r in rows)]
-        x = np.asarray([[r[f] for f in features] for r in rows], dtype=np.float64)
-        y, dev_mask, right_mask = np.asarray(labels), np.asarray(is_dev), np.asarray(is_right)
-        # Folds: dev and out-of-corpus questions spread evenly.
-        order = np.random.default_rng(0).permutation(len(y))
-        folds = [order[f :: args.folds] for f in range(args.folds)]
-        held_conf = np.zeros(len(y))
-        held_abstain = np.zeros(len(y), dtype=bool)
-        for test in folds:
-            train = np.setdiff1d(np.arange(len(y)), test)
-            m = Model(features, x[train], y[train], args.l2)
-            t = threshold_for(m(x[train]), dev_mask[train], args.max_dev)
-            held_conf[test] = m(x[test])
-            held_abstain[test] = held_conf[test] < t
-        final = Model(features, x, y, args.l2)
-        threshold = threshold_for(final(x), dev_mask, args.max_dev)
-        print(f"\n{kind}: {len(features)} signals {features}")
-        print("  coefficients (standardised): " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(features, final.coef)))
-        print(f"  {args.folds}-fold CV AUC (the label, {args.label}): {auc(held_conf, y):.3f}")
-        print(
-            f"  CV abstention: dev {held_abstain[dev_mask].mean():.1%} ({held_abstain[dev_mask].sum()}/{dev_mask.sum()}), "
-            f"out of corpus {held_abstain[~dev_mask].mean():.1%} ({held_abstain[~dev_mask].sum()}/{(~dev_mask).sum()})"
-        )
-        for i in np.flatnonzero(held_abstain & dev_mask):
-            print(
-                f"  abstains (dev, first article {'right' if right_mask[i] else 'wrong'}): {held_conf[i]:.3f} {questions[i][0]}"
-            )
-        answered_right = (~held_abstain & right_mask).sum()
-        print(
-            f"  dev answered with a right first article {answered_right}/{dev_mask.sum()}; "
-            f"abstained dev questions whose first article was wrong: {(held_abstain & dev_mask & ~right_mask).sum()}"
-        )
-        print(f"  AUC first article right vs not (CV confidence): {auc(held_conf, right_mask.astype(float)):.3f}")
-        print("  risk-coverage (CV confidence, dev + out of corpus; risk = answered with a wrong first article):")
-        print("    | coverage | risk | dev answered | out of corpus answered | confidence >= |")
-        order_c = np.argsort(-held_conf, kind="stable")
-        for cov in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3):
-            n = max(1, int(round(cov * len(y))))
-            picked = order_c[:n]
-            print(
-                f"    | {cov:.0%} | {1 - right_mask[picked].mean():.3f} | {dev_mask[picked].sum()}/{dev_mask.sum()} "
-                f"| {(~dev_mask[picked]).sum()}/{(~dev_mask).sum()} | {held_conf[picked].min():.3f} |"
-            )
-        for q in HELD_OUT:
-            hits = retriever.search(q, 30)
-            values = signals(retriever, q, hits)
-            p = float(final(np.asarray([[values[f] for f in features]]))[0])
-            print(f"  held-out example: {q!r}: confidence {p:.3f} -> {'abstains' if p < threshold else 'answers'}")
-        out[kind] = final.spec(
-            threshold,
-            {
-                "fitted_on": f"{int(dev_mask.sum())} dev + {int((~dev_mask).sum())} out-of-corpus questions",
-                "label": args.label,
-                "max_dev": args.max_dev,
-                "cv": {
-                    "folds": args.folds,
-                    "auc": round(auc(held_conf, y), 4),
-                    "dev_abstained": round(float(held_abstain[dev_mask].mean()), 4),
-                    "out_of_corpus_abstained": round(float(held_abstain[~dev_mask].mean()), 4),
-                },
-            },
-        )
-    if args.write:
+    for key, rows in data.items():
+        out[key] = calibrate(key, rows, args)
+    if args.write and not args.smoke:
         path = ROOT / "retrieval" / "confidence.json"
         path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
         print(f"\nwrote {path}")
+
+
+def calibrate(key: str, rows: list, args) -> dict:
+    features = [f for f in FEATURES if all(f in r[3] for r in rows)]
+    x = np.asarray([[r[3][f] for f in features] for r in rows], dtype=np.float64)
+    y = np.asarray([r[4] for r in rows])
+    folds = 2 if args.smoke else args.folds
+    order = np.random.default_rng(0).permutation(len(y))
+    held_conf = np.zeros(len(y))
+    held_abstain = np.zeros(len(y), dtype=bool)
+    for f in range(folds):
+        test = order[f::folds]
+        train = np.setdiff1d(np.arange(len(y)), test)
+        m = Model(features, x[train], y[train], args.l2)
+        t = threshold_for(m(x[train]), y[train] == 1, args.max_answerable)
+        held_conf[test] = m(x[test])
+        held_abstain[test] = (held_conf[test] < t) & ~np.asarray([bool(rows[i][3].get("named_held")) for i in test])
+    final = Model(features, x, y, args.l2)
+    threshold = threshold_for(final(x), y == 1, args.max_answerable)
+    print(f"\n{key}: {len(features)} signals; {folds}-fold CV AUC (answerable or not) {auc(held_conf, y):.3f}")
+    print("  coefficients (standardised): " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(features, final.coef)))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r[0], r[1], int(r[4])), []).append(i)
+    for (index, name, label), idx in sorted(groups.items()):
+        what = "answerable" if label else "not answerable"
+        print(f"  {index:14s} {name:14s} {what:15s} n={len(idx):3d}  abstained {held_abstain[idx].mean():.1%}")
+    return final.spec(
+        threshold,
+        {"fitted_on": f"{int(y.sum())} answerable + {int((1 - y).sum())} other questions", "max_answerable": args.max_answerable,
+         "cv": {"folds": folds, "auc": round(auc(held_conf, y), 4)}},
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

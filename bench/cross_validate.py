@@ -1,275 +1,303 @@
-"""End-to-end cross-validation of the retrieval fusion and the extractive answer on the dev questions.
+"""Cross-validated ranking and answers: the benchmark's dev questions and the everyday questions, on the
+272 laws and on the whole BWB, fitted together and measured on questions held out of fitting.
 
-    python bench/cross_validate.py ARTICLES_INDEX [--dense DENSE_INDEX] [--folds 5]
+    python bench/cross_validate.py INDEX [INDEX ...] [--folds 5] [--write] [--smoke]
 
-Everything tuned is chosen inside each fold, on the other folds' questions only: the article
-retriever's view weights (article, heading), the dense share of the re-scored top 30 (with a
-dense index built from the same corpus: the vectors of the chunks, the model's query vectors),
-by MRR; then the extractive paragraph ratio, by ROUGE-L. The held-out questions are answered with
-the fold's choice. Prints the components one at a time, in-sample, and the cross-validated row.
+Every question's candidates and features come from the pipeline's own code
+(``wetqa.retrieval.ranking.CandidateFeatures``), once with the dense signals (the index's re-scoring model
+and passage vectors) and once without. Inside each fold a linear ranking model (softmax over each
+question's candidates, L2) is fitted on the other folds' questions of every set and index, and the
+extractive answer's paragraph ratio chosen by ROUGE-L on their dev questions; the held-out questions are
+ranked and answered with the fold's choice. Printed per index and question set: article Hit@1 / Hit@3 /
+MRR and law Hit@1 of the first article; for the dev questions also ROUGE-L, METEOR and citation P / R /
+Hit of the extractive answer (the published table's row). ``--write`` writes the models fitted on all
+questions to ``retrieval/ranking.json``.
+
+Question sets (``bench/data``): ``dev`` (the benchmark's 51, gold in the 272 laws), ``everyday``
+(questions as people ask them, gold in the 272 laws), ``everyday_bwb`` and ``bes`` (gold only in the
+whole BWB), ``ooc_bwb`` (the out-of-corpus questions whose law the 2012 snapshot holds: law-level gold).
+A set is used on an index that holds its gold laws.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import hashlib
 import json
+import pickle
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from wetqa.dataset import article_key, load_dataset
-from wetqa.evaluation.meteor import meteor
-from wetqa.evaluation.rouge import rouge_l
-from wetqa.generation.backends.extractive import ExtractiveBackend
-from wetqa.generation.parser import parse_output
-from wetqa.retrieval import Hit, open_index
-from wetqa.retrieval.structure import lead_overlap, question_terms
+from wetqa.retrieval import open_index, read_index_meta
+from wetqa.retrieval.ranking import DENSE_FEATURES, FEATURES, CandidateFeatures
 
 ROOT = Path(__file__).resolve().parent.parent
-WEIGHTS = [0.0, 0.3, 0.5, 0.7, 1.0, 1.5]
-DENSE = [0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0]
+DATA = ROOT / "bench" / "data"
+DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
 RATIOS = [0.7, 0.9, 1.0]
-# The second article is quoted too when its fused score is within this share of the first's (0: never).
-GAPS = [0.0, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15]
-# The weight of the announcing clause's overlap with the question (wetqa.retrieval.structure).
-LEADS = [0.0, 0.1, 0.2, 0.3, 0.5, 0.8]
-DEPTH = 30
+L2 = 1.0
 
 
-def _norm(x):
-    top = float(x.max())
-    return x / top if top > 0 else x
+def question_sets() -> dict[str, list[dict]]:
+    """Each set's questions: id, question, gold article keys (may be empty) and gold BWB ids."""
+    sets: dict[str, list[dict]] = {}
+    sets["dev"] = [
+        {"id": f"dev-{i.id}", "question": i.question, "answer": i.answer, "gold": i.gold_keys,
+         "laws": {a.bwb_id for a in i.articles}}
+        for i in load_dataset(DEV)
+    ]  # fmt: skip
+    for name in ("everyday", "everyday_bwb", "bes"):
+        rows = [json.loads(x) for x in (DATA / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+        sets[name] = [
+            {"id": r["id"], "question": r["question"], "answer": "",
+             "gold": {article_key(a["bwb_id"], a["article"]) for a in r["articles"]},
+             "laws": {a["bwb_id"] for a in r["articles"]}}
+            for r in rows
+        ]  # fmt: skip
+    ooc = [json.loads(x) for x in (DATA / "out_of_corpus.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    sets["ooc_bwb"] = [
+        {"id": r["id"], "question": r["question"], "answer": "", "gold": set(), "laws": {r["whole_bwb"]}}
+        for r in ooc
+        if r.get("whole_bwb")
+    ]
+    return sets
 
 
-def _minmax(x):
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+class Prepared:
+    """One index's candidates for every question it can answer, with and without the dense signals."""
+
+    def __init__(self, path: str, sets: dict[str, list[dict]], limit: int | None = None):
+        self.path = path
+        self.articles = open_index(path, rescore=False)
+        self.model = (read_index_meta(path).get("rescore") or {}).get("model")
+        held = set(self.articles.laws.ids)
+        self.sets = {name: [q for q in qs if q["laws"] <= held][:limit] for name, qs in sets.items()}
+        self.sets = {name: qs for name, qs in self.sets.items() if qs}
+        meta = read_index_meta(path)
+        key = json.dumps(
+            [meta["corpus_hash"], meta.get("rescore"), {n: [q["id"] for q in qs] for n, qs in self.sets.items()}]
+        )
+        cache = Path.home() / ".cache" / "wetqa" / "bench" / f"cv-{hashlib.sha1(key.encode()).hexdigest()[:16]}.pkl"
+        if cache.is_file():
+            self.cands = pickle.loads(cache.read_bytes())
+        else:
+            self.cands = self._prepare()
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(pickle.dumps(self.cands))
+        self.key_of = {}  # ranked article -> (article key, bwb id)
+        for name in self.cands:
+            for kind in self.cands[name]:
+                for c in kind:
+                    if c is not None:
+                        self._keys(c.articles)
+
+    def _prepare(self) -> dict:
+        from wetqa.retrieval.index import dense_parts
+
+        with_dense = None
+        if self.model:
+            encoder, cache, passages = dense_parts(self.articles, Path(self.path), self.model)
+            with_dense = CandidateFeatures(self.articles, passages, encoder, cache)
+        plain = CandidateFeatures(self.articles)
+        out = {}
+        for name, qs in self.sets.items():
+            print(f"  {Path(self.path).name}: {name} ({len(qs)} questions)", file=sys.stderr)
+            questions = [q["question"] for q in qs]
+            vectors = with_dense.query_vectors(questions) if with_dense else None
+            dense = [
+                with_dense.candidates(q, self.articles.allowed(None, q), vectors[i]) if with_dense else None
+                for i, q in enumerate(questions)
+            ]
+            out[name] = (dense, [plain.candidates(q, self.articles.allowed(None, q), None) for q in questions])
+        return out
+
+    def _keys(self, articles: np.ndarray) -> None:
+        a = self.articles
+        missing = [int(x) for x in articles if int(x) not in self.key_of]
+        for x, chunk in zip(missing, a.chunks.rows([int(a.first[x]) for x in missing])):
+            self.key_of[x] = (article_key(chunk.bwb_id, chunk.article), chunk.bwb_id)
+
+
+def _labels(prep: Prepared, q: dict, c) -> tuple[np.ndarray, np.ndarray]:
+    keys = [prep.key_of[int(x)] for x in c.articles]
+    return np.asarray([k in q["gold"] for k, _ in keys]), np.asarray([b in q["laws"] for _, b in keys])
+
+
+def fit(rows: list[tuple], l2: float = L2, iterations: int = 400) -> np.ndarray:
+    """Softmax over each question's candidates towards its gold ones (L2), by gradient descent; rows are
+    (features, gold, weight): each question set weighs the same in all (:func:`set_weights`)."""
+    d = rows[0][0].shape[1]
+    w = np.zeros(d)
+    step = 0.5
+    total = sum(r[2] for r in rows)
+    for _ in range(iterations):
+        grad = np.zeros(d)
+        for x, y, weight in rows:
+            s = x @ w
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            grad += weight * (x.T @ (p - y / y.sum()))
+        w -= step * (grad / total + l2 * w / total)
+    return w
+
+
+def set_weights(names: list[str]) -> list[float]:
+    """A weight per question so that every question set (and index) weighs the same: the benchmark's 51
+    questions as much as the 164 everyday ones."""
+    from collections import Counter
+
+    counts = Counter(names)
+    return [len(names) / (len(counts) * counts[n]) for n in names]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index", nargs="?", help="an articles index (none with --smoke)")
-    ap.add_argument("--dense", help="a dense index over the same corpus")
-    ap.add_argument("--dataset", default=str(ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"))
+    ap.add_argument("index", nargs="+")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
+    ap.add_argument("--write", action="store_true", help="write the models fitted on all questions")
+    ap.add_argument("--smoke", action="store_true", help="a few questions per set: seconds, for the test suite")
     args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.index:
-        ap.error("give the articles index")
-    cross_validate(args)
+    sets = question_sets()
+    preps = [Prepared(p, sets, limit=6 if args.smoke else None) for p in args.index]
+    folds = 2 if args.smoke else args.folds
+    qids = sorted({q["id"] for p in preps for qs in p.sets.values() for q in qs})
+    fold_of = {qid: i % folds for i, qid in enumerate(np.random.default_rng(0).permutation(qids))}
+    models = {}
+    for kind, features in (
+        ("articles+dense", list(FEATURES)),
+        ("articles", [f for f in FEATURES if f not in DENSE_FEATURES]),
+    ):
+        slot = 0 if kind == "articles+dense" else 1
+        if slot == 0 and not any(p.cands[n][0][0] is not None for p in preps for n in p.cands):
+            continue
+        examples = []  # (fold, prep, set, question, candidates)
+        for p in preps:
+            for name, qs in p.sets.items():
+                for q, c in zip(qs, p.cands[name][slot]):
+                    examples.append((fold_of[q["id"]], p, name, q, c))
+        held: dict[tuple, list] = {}
+        answers = Answers()
+        for f in range(folds):
+            w = fit(_rows([e for e in examples if e[0] != f], features)) if folds > 1 else np.zeros(len(features))
+            tops = {(p.path, q["id"]): _evaluate(p, q, c, c.matrix(features) @ w) for _g, p, _n, q, c in examples}
+            ratio = answers.best_ratio(
+                [(p, tops[(p.path, q["id"])]) for g, p, n, q, _c in examples if g != f and n == "dev"]
+            )
+            for g, p, n, q, _c in examples:
+                if g == f:
+                    row = tops[(p.path, q["id"])]
+                    if n == "dev" and row["top"] is not None:
+                        row |= answers.scores(p, q, row["top"], ratio)
+                    held.setdefault((p.path, n), []).append(row)
+        report(kind, held)
+        weights = fit(_rows(examples, features))
+        models[kind] = {"features": features, "weights": [round(float(v), 5) for v in weights],
+                        "fitted_on": f"{len(examples)} questions over {len(preps)} index(es)", "l2": L2}  # fmt: skip
+        print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(features, weights)))
+    if args.write and not args.smoke:
+        path = ROOT / "retrieval" / "ranking.json"
+        path.write_text(json.dumps(models, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
 
 
-def smoke(args: argparse.Namespace) -> None:
-    import tempfile
-
-    import _smoke
-
-    _smoke.announce("a dense index of a tiny random model")
-    with tempfile.TemporaryDirectory() as tmp:
-        args.index, args.folds = str(_smoke.index(Path(tmp))), 2
-        args.dense = str(_smoke.dense_index(Path(tmp)))
-        args.dataset = str(_smoke.dataset(Path(tmp) / "dev.jsonl"))
-        cross_validate(args)
+def _rows(examples: list[tuple], features: list[str]) -> list[tuple]:
+    """The fitting rows of the examples that have a gold article among their candidates, weighted by set."""
+    kept = [(p, n, q, c) for _, p, n, q, c in examples if _labels(p, q, c)[0].any()]
+    weights = set_weights([f"{p.path}|{n}" for p, n, _, _ in kept])
+    return [(c.matrix(features), _labels(p, q, c)[0].astype(float), w) for (p, n, q, c), w in zip(kept, weights)]
 
 
-def cross_validate(args: argparse.Namespace) -> None:
-    items = load_dataset(args.dataset)
-    r = open_index(args.index, rescore=False)
-    n_q = len(items)
-    row_key = {}
-    for c, row in zip(r.chunks, r.chunk_article):
-        if row >= 0:
-            row_key.setdefault(int(row), article_key(c.bwb_id, c.article))
-    gold = [{row for row, k in row_key.items() if k in i.gold_keys} for i in items]
-    views = []
-    for i in items:
-        v, _ = r.view_scores(i.question)
-        views.append({n: _norm(s) for n, s in v.items()})
+def _evaluate(p: Prepared, q: dict, c, scores: np.ndarray) -> dict:
+    if not len(c.articles):
+        return {"hit1": 0.0, "hit3": 0.0, "rr": 0.0, "law1": 0.0, "gold": bool(q["gold"]), "top": None}
+    order = np.lexsort((c.articles, -scores))
+    is_gold, is_law = _labels(p, q, c)
+    ranks = np.flatnonzero(is_gold[order])
+    rank = int(ranks[0]) + 1 if len(ranks) else None
+    return {
+        "hit1": float(rank == 1), "hit3": float(rank is not None and rank <= 3), "rr": 1 / rank if rank else 0.0,
+        "law1": float(is_law[order[0]]), "gold": bool(q["gold"]), "top": int(c.articles[order[0]]), "q": q,
+    }  # fmt: skip
 
-    dense_article = None
-    if args.dense:
-        from wetqa.retrieval import read_index_meta
-        from wetqa.retrieval.encoders import make_encoder
 
-        meta = read_index_meta(args.dense)
-        if meta["corpus_hash"] != read_index_meta(args.index)["corpus_hash"]:
-            raise SystemExit("the dense index was built from another corpus")
-        vecs = np.asarray(open_index(args.dense, rescore=False).embeddings, dtype=np.float32)
-        queries = make_encoder(meta["options"]).encode_queries([i.question for i in items])
-        dense_article = []
-        ok = r.chunk_article >= 0
-        for q in queries:
-            cos = vecs @ q
-            best = np.full(r.n_articles, -1.0, dtype=np.float32)
-            np.maximum.at(best, r.chunk_article[ok], cos[ok])
-            dense_article.append(best)
+class Answers:
+    """The extractive answer from a question's first article, scored against the gold answer (cached)."""
 
-    terms = [question_terms(i.question, r.analyzer.tokens) for i in items]
-    lead_cache: dict[tuple[int, int], float] = {}
+    def __init__(self):
+        self._text: dict[tuple, str] = {}
 
-    def lead(q: int, rows: np.ndarray) -> np.ndarray:
-        for row in rows:
-            if (q, int(row)) not in lead_cache:
-                paragraphs = r.chunks.paragraphs([int(r.ranked_row[int(row)])])[0]
-                lead_cache[q, int(row)] = lead_overlap(terms[q], paragraphs, r.analyzer.tokens)
-        return np.asarray([lead_cache[q, int(row)] for row in rows], dtype=np.float32)
+    def text(self, p: Prepared, q: dict, article: int, ratio: float) -> str:
+        from wetqa.generation.backends.extractive import ExtractiveBackend
+        from wetqa.generation.parser import parse_output
+        from wetqa.retrieval import Hit
 
-    def ranking(q: int, wa: float, wh: float, wd: float, wl: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """The ranked article rows and their scores (as the pipeline's hits carry them)."""
-        v = views[q]
-        fused = v["chunk"] + wa * v["article"] + wh * v["heading"]
-        top = np.argsort(-fused, kind="stable")[: max(DEPTH, 10)]
-        if dense_article is None or wd == 0:
-            if wl == 0:
-                return top, fused[top]
-            cand = top[:DEPTH]
-            mixed = _minmax(fused[cand]) + wl * lead(q, cand)
-            by = np.argsort(-mixed, kind="stable")
-            return cand[by], mixed[by]
-        cand = top[:DEPTH]
-        mixed = (1 - wd) * _minmax(fused[cand]) + wd * _minmax(dense_article[q][cand])
-        if wl:
-            mixed = mixed + wl * lead(q, cand)
-        by = np.argsort(-mixed, kind="stable")
-        return cand[by], mixed[by]
+        key = (p.path, q["id"], article, ratio)
+        if key not in self._text:
+            a = p.articles
+            parts = tuple(a.chunks.rows(range(int(a.first[article]), int(a.first[article] + a.count[article]))))
+            paragraphs = a.chunks.paragraphs([int(a.ranked_row[article])])[0]
+            hit = Hit(parts[0], 1.0, 1, "articles", parts, paragraphs)
+            raw = ExtractiveBackend(paragraph_ratio=ratio).answer(q["question"], [hit])
+            self._text[key] = parse_output(raw, [c.doc_id for c in parts]).answer
+        return self._text[key]
 
-    def rank_of(q, order):
-        return next((i for i, d in enumerate(order, 1) if int(d) in gold[q]), None)
+    def best_ratio(self, rows: list[tuple[Prepared, dict]]) -> float:
+        from wetqa.evaluation.rouge import rouge_l
 
-    def metrics(ranks):
-        n = len(ranks)
-        return {
-            "Hit@1": sum(1 for x in ranks if x == 1) / n,
-            "Hit@3": sum(1 for x in ranks if x and x <= 3) / n,
-            "Hit@10": sum(1 for x in ranks if x and x <= 10) / n,
-            "MRR": sum(1 / x for x in ranks if x) / n,
-        }
-
-    grid = [
-        (wa, wh, wd, wl)
-        for wa, wh in itertools.product(WEIGHTS, WEIGHTS)
-        for wd in (DENSE if dense_article else [0.0])
-        for wl in LEADS
-    ]
-    ranked = {w: [ranking(q, *w) for q in range(n_q)] for w in grid}
-    orders = {w: [o for o, _ in ranked[w]] for w in grid}
-    scores = {w: [sc for _, sc in ranked[w]] for w in grid}
-    ranks = {w: [rank_of(q, orders[w][q]) for q in range(n_q)] for w in grid}
-
-    # Answers depend on the top article and the paragraph ratio only.
-    chunks_of_row: dict[int, list] = {}
-    for c, row in zip(r.chunks, r.chunk_article):
-        if row >= 0:
-            chunks_of_row.setdefault(int(row), []).append(c)
-    answer_cache: dict[tuple, str] = {}
-
-    def answer(q: int, row: int, ratio: float, second: int | None = None) -> str:
-        """The extractive answer from the article ``row`` (and the article ``second`` after it)."""
-        key = (q, row, ratio, second)
-        if key not in answer_cache:
-            hits, ids = [], []
-            for rank, article in enumerate([row] if second is None else [row, second], 1):
-                parts = tuple(chunks_of_row[article])
-                paragraphs = r.chunks.paragraphs([int(r.ranked_row[article])])[0]
-                hits.append(Hit(parts[0], 1.0, rank, "articles", parts, paragraphs))
-                ids += [c.doc_id for c in parts]
-            gap = 0.0 if second is None else 1.0
-            raw = ExtractiveBackend(paragraph_ratio=ratio, second_article_gap=gap).answer(items[q].question, hits)
-            answer_cache[key] = parse_output(raw, ids).answer
-        return answer_cache[key]
-
-    def cited(q: int, w, gap: float) -> list[int]:
-        """The article rows the answer cites: the first, and the second when its score is within ``gap``."""
-        order, sc = orders[w][q], scores[w][q]
-        rows = [int(order[0])]
-        if gap > 0 and len(order) > 1 and sc[1] >= (1 - gap) * sc[0]:
-            rows.append(int(order[1]))
-        return rows
-
-    def citation_scores(q: int, rows: list[int]) -> tuple[float, float, float]:
-        """Citation P, R, Hit of the cited article rows (the gold counted as article keys)."""
-        keys = {row_key[row] for row in rows}
-        right = keys & items[q].gold_keys
-        return len(right) / len(keys), len(right) / len(items[q].gold_keys), float(bool(right))
-
-    def text_of(q: int, rows: list[int], ratio: float) -> str:
-        return answer(q, rows[0], ratio, rows[1] if len(rows) > 1 else None)
-
-    def rouge(q: int, row: int, ratio: float) -> float:
-        return rouge_l(answer(q, row, ratio), items[q].answer).fmeasure
-
-    def show(label, w, ratio=1.0):
-        m = metrics(ranks[w])
-        rl = np.mean([rouge(q, int(orders[w][q][0]), ratio) for q in range(n_q)])
-        print(f"{label:44s} " + "  ".join(f"{k} {v:.3f}" for k, v in m.items()) + f"  ROUGE-L {rl:.3f}")
-
-    print(f"{n_q} questions; in-sample rows:")
-    show("chunk view (max of chunk BM25)", (0.0, 0.0, 0.0, 0.0))
-    show("+ whole-article view (w=1.0)", (1.0, 0.0, 0.0, 0.0))
-    show("+ heading view (1.0, 0.5)", (1.0, 0.5, 0.0, 0.0))
-    show("articles default (1.5, 0.7)", (1.5, 0.7, 0.0, 0.0))
-    show("articles default + announcing clause (0.3)", (1.5, 0.7, 0.0, 0.3))
-    if dense_article is not None:
-        dense_only = [np.argsort(-dense_article[q], kind="stable")[:10] for q in range(n_q)]
-        d_ranks = [rank_of(q, dense_only[q]) for q in range(n_q)]
-        print(
-            f"{'dense alone (full corpus, article max cos)':44s} "
-            + "  ".join(f"{k} {v:.3f}" for k, v in metrics(d_ranks).items())
+        rows = [(p, r) for p, r in rows if r["top"] is not None]
+        if not rows:
+            return 1.0
+        return max(
+            RATIOS,
+            key=lambda x: (
+                np.mean([rouge_l(self.text(p, r["q"], r["top"], x), r["q"]["answer"]).fmeasure for p, r in rows]),
+                x,
+            ),
         )
-        best_d = max((w for w in grid if w[:2] == (1.5, 0.7) and w[3] == 0), key=lambda w: metrics(ranks[w])["MRR"])
-        show(f"articles + dense re-scoring {best_d}", best_d)
-        best_l = max((w for w in grid if w[:3] == best_d[:3]), key=lambda w: metrics(ranks[w])["MRR"])
-        show(f"+ announcing clause {best_l}", best_l)
-    best = max(grid, key=lambda w: (metrics(ranks[w])["MRR"], -sum(w)))
-    show(f"in-sample best {best}", best)
 
-    order = np.random.default_rng(0).permutation(n_q)
-    held = {name: [0.0] * n_q for name in ("ROUGE-L", "METEOR", "P", "R", "Hit", "P1", "R1", "METEOR1", "ROUGE1")}
-    held_ranks, chosen = [None] * n_q, []
-    for f in range(args.folds):
-        test = [int(q) for q in order[f :: args.folds]]
-        train = [q for q in range(n_q) if q not in test]
-        w = max(grid, key=lambda w: (metrics([ranks[w][q] for q in train])["MRR"], -sum(w)))
-        ratio = max(RATIOS, key=lambda x: (np.mean([rouge(q, int(orders[w][q][0]), x) for q in train]), x))
+    def scores(self, p: Prepared, q: dict, article: int, ratio: float) -> dict:
+        from wetqa.evaluation.meteor import meteor
+        from wetqa.evaluation.rouge import rouge_l
 
-        def gain(gap: float, w=w, train=train, ratio=ratio) -> tuple:
-            # Recall and METEOR may rise; precision must not fall below the single article's.
-            cs = np.asarray([citation_scores(q, cited(q, w, gap)) for q in train])
-            met = np.mean([meteor(text_of(q, cited(q, w, gap), ratio), items[q].answer) for q in train])
-            return (round(float(cs[:, 0].mean() + cs[:, 1].mean()), 6), met, -gap)
+        text = self.text(p, q, article, ratio)
+        right = float(p.key_of[article][0] in q["gold"])  # one article cited: P = Hit, R = right / gold
+        return {
+            "rouge": rouge_l(text, q["answer"]).fmeasure, "meteor": meteor(text, q["answer"]),
+            "P": right, "R": right / len(q["gold"]), "Hit": right,
+        }  # fmt: skip
 
-        gap = max(GAPS, key=gain)
-        chosen.append((w, ratio, gap))
-        for q in test:
-            held_ranks[q] = ranks[w][q]
-            top = int(orders[w][q][0])
-            rows = cited(q, w, gap)
-            text = text_of(q, rows, ratio)
-            held["ROUGE-L"][q] = rouge_l(text, items[q].answer).fmeasure
-            held["METEOR"][q] = meteor(text, items[q].answer)
-            held["P"][q], held["R"][q], held["Hit"][q] = citation_scores(q, rows)
-            held["ROUGE1"][q] = rouge(q, top, ratio)
-            held["METEOR1"][q] = meteor(answer(q, top, ratio), items[q].answer)
-            held["P1"][q], held["R1"][q], _ = citation_scores(q, [top])
-    m = metrics(held_ranks)
-    mean = {k: float(np.mean(v)) for k, v in held.items()}
-    print(
-        f"{args.folds}-fold cross-validated, first article only: "
-        + "  ".join(f"{k} {v:.3f}" for k, v in m.items())
-        + f"  ROUGE-L {mean['ROUGE1']:.3f}  METEOR {mean['METEOR1']:.3f}"
-        + f"  citation P/Hit {mean['P1']:.3f} R {mean['R1']:.3f}"
-    )
-    print(
-        f"{args.folds}-fold cross-validated, with the second article when close (the default): "
-        + f"ROUGE-L {mean['ROUGE-L']:.3f}  METEOR {mean['METEOR']:.3f}"
-        + f"  citation P {mean['P']:.3f} R {mean['R']:.3f} Hit {mean['Hit']:.3f}"
-    )
-    print(
-        "chosen per fold (article, heading, dense, announcing clause), ratio, second-article gap: " + json.dumps(chosen)
-    )
+
+def report(kind: str, held: dict[tuple, list]) -> None:
+    print(f"\n{kind}: cross-validated, first article")
+    for (path, name), rows in sorted(held.items()):
+        with_gold = [r for r in rows if r["gold"]]
+        line = (
+            f"  {Path(path).name:14s} {name:13s} n={len(rows):3d}  law Hit@1 {np.mean([r['law1'] for r in rows]):.3f}"
+        )
+        if with_gold:
+            line += "  " + "  ".join(
+                f"{m} {np.mean([r[k] for r in with_gold]):.3f}"
+                for m, k in (("Hit@1", "hit1"), ("Hit@3", "hit3"), ("MRR", "rr"))
+            )
+        if name == "dev":
+            line += (
+                "\n"
+                + " " * 33
+                + "  ".join(
+                    f"{m} {np.mean([r.get(k, 0.0) for r in rows]):.3f}"
+                    for m, k in (
+                        ("ROUGE-L", "rouge"),
+                        ("METEOR", "meteor"),
+                        ("citation P", "P"),
+                        ("R", "R"),
+                        ("Hit", "Hit"),
+                    )
+                )
+            )
+        print(line)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import numpy as np
 
 from wetqa.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
-from wetqa.retrieval.confidence import FRAME_WORDS, law_named, law_titles
+from wetqa.retrieval.confidence import FRAME_WORDS, _unwrap, law_names_of
 from wetqa.retrieval.structure import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, lead_overlap
 
 # The same fit as the confidence model's (bench/ is on the path when a script here runs).
@@ -77,7 +77,8 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
     hits = retriever.search(question, k)
     analyzer = retriever.retriever.analyzer if hasattr(retriever, "retriever") else retriever.analyzer
     q_terms = set(analyzer.tokens(question)) - FRAME_WORDS
-    titles = law_titles(retriever.retriever if hasattr(retriever, "retriever") else retriever)
+    names = law_names_of(retriever, _unwrap(retriever))
+    named = names.named(question)
     law_mass: dict[str, float] = {}
     for h in hits:
         law_mass[h.chunk.law] = law_mass.get(h.chunk.law, 0.0) + max(0.0, h.features.get("dense", 0.0) - 0.7)
@@ -114,7 +115,7 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
                 "lead": lead_match(q_terms, h.article_paragraphs, analyzer),
                 "lead_colon": lead_overlap(frozenset(q_terms), h.article_paragraphs, analyzer.tokens),
                 "lead_first": lead_match(q_terms, h.article_paragraphs, analyzer, "first"),
-                "law_named": law_named(question, h.chunk.law, titles),
+                "law_named": 1.0 if h.chunk.bwb_id in named else 0.0,
             }
         )
     return hits, rows

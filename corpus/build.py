@@ -29,9 +29,10 @@ from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
 from .records import Chunk, ParsedLaw, ParseFailure, printable
 
-# Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs), so
+# Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs; 3: units
+# outside articles, kind, jurisdiction and validity on each record, laws named by references), so
 # that the corpus hash, and every index keyed by it, tells an old build from a new one.
-CORPUS_FORMAT = 2
+CORPUS_FORMAT = 3
 MANIFEST = "manifest.json"
 ARTICLES = "articles.jsonl"
 CHUNKS = "chunks.jsonl"
@@ -48,12 +49,15 @@ class BuildOptions:
     strict: bool = False
     workers: int = 0  # 0: one per core, at most 4; 1: in this process
     max_file_mb: int = 200  # a larger file is skipped: parsing it would take many times its size in memory
+    # The date on which files that state no version date (the 2012 snapshot) hold the text in force.
+    valid_on: str = ""
 
     def to_json(self) -> dict:
         return {
             "chunking": asdict(self.chunking),
             "exclude_technical": self.exclude_technical,
             "strict": self.strict,
+            "valid_on": self.valid_on,
         }
 
 
@@ -69,6 +73,7 @@ class BuildReport:
     seconds: float
     skipped: list[dict] = field(default_factory=list)  # links to nothing, FIFOs, folders named *.xml
     duplicates: list[dict] = field(default_factory=list)  # the same law version again: left out
+    undated: list[dict] = field(default_factory=list)  # files that state no version date
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -76,7 +81,10 @@ class BuildReport:
         return d
 
 
-_GENERATION = re.compile(r"^(BWBR\d{7})_(\d{4}-\d{2}-\d{2})_(\d+)\.xml$")
+_GENERATION = re.compile(r"^(BWB[RVW][0-9]{1,8})_([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)\.xml$", re.ASCII)
+# A file of one id and version date, with or without a generation: its id and date from the name.
+_DATED = re.compile(r"^(BWB[RVW][0-9]{1,8})_([0-9]{4}-[0-9]{2}-[0-9]{2})(?:_[0-9]+)?\.xml$", re.ASCII)
+_UNDATED = re.compile(r"^(BWB[RVW][0-9]{1,8})\.xml$", re.ASCII)
 
 
 def display_name(path: str | os.PathLike) -> str:
@@ -240,6 +248,184 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, m
         bar.close()
 
 
+def dated_versions(files: Sequence[Path]) -> dict[str, list[tuple[str, str]]]:
+    """Each id's dated files, from their names: id -> [(version date, file name)], by date."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for f in files:
+        m = _DATED.match(f.name)
+        if m:
+            out.setdefault(m.group(1), []).append((m.group(2), f.name))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def same_dated_version(dated: list[tuple[str, str]], valid_on: str) -> str | None:
+    """The dated file that an undated one valid on ``valid_on`` is the same version as: the last version
+    that starts on or before that day (None when every dated version starts after it: the undated text is
+    an older version)."""
+    before = [name for day, name in dated if day <= valid_on]
+    return before[-1] if before else None
+
+
+class _Writer:
+    """Writes the laws of a build into articles.jsonl and chunks.jsonl and keeps the manifest's rows."""
+
+    def __init__(self, tmp: Path, options: BuildOptions, provenance: dict[str, dict]):
+        self.options, self.provenance = options, provenance
+        self.fa = open(tmp / ARTICLES, "w", encoding="utf-8")
+        self.fc = open(tmp / CHUNKS, "w", encoding="utf-8")
+        self.laws = self.articles = self.expired = self.chunks = 0
+        self.rows: list[dict] = []
+
+    def close(self) -> None:
+        self.fa.close()
+        self.fc.close()
+
+    def add(self, path: str, digest: str, parsed: ParsedLaw) -> ParseFailure | None:
+        """Write one law; a law that yields no chunk is a failure (listed), never a silent success."""
+        law = parsed.law
+        first = self.chunks + 1
+        chunks = list(chunk_articles(parsed.articles, self.options.chunking, start=first))
+        if not chunks:
+            why = "every article has expired" if parsed.articles else "no article or text in it"
+            return ParseFailure(display_name(path), f"no chunk: {why}")
+        self.laws += 1
+        self.articles += len(parsed.articles)
+        for article in parsed.articles:
+            self.expired += article.expired
+            self.fa.write(json.dumps(article.to_json(), ensure_ascii=False) + "\n")
+        for chunk in chunks:
+            self.fc.write(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n")
+        self.chunks += len(chunks)
+        name = Path(path).name
+        self.rows.append(
+            {
+                "file": name,
+                "sha256": digest,
+                "bwb_id": law.bwb_id,
+                "version_date": law.version_date,
+                "valid_until": "",
+                "title": law.title,
+                "titled": law.titled,
+                "long_title": law.long_title,
+                "kind": law.kind,
+                "jurisdiction": law.jurisdiction,
+                "format": law.source_format,
+                "articles": len(parsed.articles),
+                "chunks": len(chunks),
+                # Where `wetqa corpus download` got it: generation, validity, visibility, URL.
+                **({"download": self.provenance[name]} if name in self.provenance else {}),
+            }
+        )
+        return None
+
+
+def _date_undated(parsed: ParsedLaw, path: str, options: BuildOptions, report: dict) -> None:
+    """A file that states no version date holds the text in force on ``--valid-on``: that is its date."""
+    if parsed.law.version_date:
+        return
+    entry = {"file": display_name(path), "bwb_id": parsed.law.bwb_id}
+    if options.valid_on:
+        parsed.law.version_date = options.valid_on
+        for article in parsed.articles:
+            article.version_date = options.valid_on
+        entry["valid_on"] = options.valid_on
+    report["undated"].append(entry)
+
+
+def valid_until(rows: list[dict]) -> dict[tuple[str, str], str]:
+    """Each version's end: the date the next version of the same law starts (absent: still current)."""
+    versions: dict[str, set[str]] = {}
+    for r in rows:
+        versions.setdefault(r["bwb_id"], set()).add(r["version_date"])
+    until: dict[tuple[str, str], str] = {}
+    for bwb_id, days in versions.items():
+        ordered = sorted(days)
+        until.update(((bwb_id, a), b) for a, b in zip(ordered, ordered[1:]) if a)
+    return until
+
+
+# A name other regulations give one that states no short title must be given this often, by this many
+# different regulations, to become its title ("Wetboek van Strafrecht" for "Wet van 3 maart 1881").
+MIN_NAME_USES = 3
+MIN_NAME_CITERS = 2
+
+
+# A long title that names no subject: "Wet van 3 maart 1881", "Besluit van 10 september 1936, tot ...",
+# "Wet van den 18den April 1827, op ...": the dated form old regulations were enacted under. A long title
+# this long is not a name either ("Wet van 2 juli 1959, houdende regelen, welke aan een aantal ...").
+_DATED_TITLE = re.compile(r"^\S+(?:\s+\S+)?\s+van\s+(?:den\s+)?[0-9]", re.IGNORECASE)
+MAX_NAME_LENGTH = 100
+
+
+def nameless(title: str) -> bool:
+    """Whether a regulation's title is no name a person would use (a dated or overlong long title)."""
+    return bool(_DATED_TITLE.match(title)) or len(title) > MAX_NAME_LENGTH
+
+
+class ReferenceNames:
+    """How the corpus names each regulation in its references: id -> name -> (uses, citing regulations)."""
+
+    def __init__(self) -> None:
+        self.uses: dict[str, dict[str, int]] = {}
+        self.citers: dict[str, dict[str, set[str]]] = {}
+
+    def add(self, citing: str, references: Iterable[tuple[str, str]]) -> None:
+        for target, name in references:
+            self.uses.setdefault(target, {}).setdefault(name, 0)
+            self.uses[target][name] += 1
+            self.citers.setdefault(target, {}).setdefault(name, set()).add(citing)
+
+    def cited_by(self, bwb_id: str) -> int:
+        """How many other regulations refer to this one (by any name): how central it is to the law."""
+        return len(set().union(*self.citers.get(bwb_id, {}).values()))
+
+    def names(self, bwb_id: str, top: int = 3) -> list[str]:
+        """The names used often enough by enough regulations, most used first."""
+        uses, citers = self.uses.get(bwb_id, {}), self.citers.get(bwb_id, {})
+        ok = [n for n, u in uses.items() if u >= MIN_NAME_USES and len(citers[n]) >= MIN_NAME_CITERS]
+        return sorted(ok, key=lambda n: (-uses[n], n))[:top]
+
+
+def finish_records(folder: Path, rows: list[dict], names: ReferenceNames) -> None:
+    """What is known only once every law is read: each version's end (``valid_until``), and the title of a
+    regulation that states no short title, from how the others refer to it. Written into the manifest rows,
+    and into the records of the laws concerned (only their lines are decoded again)."""
+    until = valid_until(rows)
+    titles: dict[str, str] = {}
+    for r in rows:
+        r["valid_until"] = until.get((r["bwb_id"], r["version_date"]), "")
+        r["names"] = names.names(r["bwb_id"])
+        r["cited_by"] = names.cited_by(r["bwb_id"])
+        if not r.pop("titled") and r["names"] and nameless(r["title"]):
+            titles[r["bwb_id"]] = r["title"] = r["names"][0]
+    changed = {i for i, _ in until} | set(titles)
+    if not changed:
+        return
+
+    def fix(record: dict) -> None:
+        if record["bwb_id"] in titles:
+            record["law"] = titles[record["bwb_id"]]
+        end = until.get((record["bwb_id"], record["version_date"]))
+        if end and "valid_until" in record:
+            record["valid_until"] = end
+
+    for name in (ARTICLES, CHUNKS):
+        _rewrite(folder / name, changed, fix)
+
+
+def _rewrite(path: Path, ids: set[str], fix) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
+        for line in src:
+            at = line.find('"bwb_id": "') + 11
+            if line[at : line.find('"', at)] in ids:
+                record = json.loads(line)
+                fix(record)
+                line = json.dumps(record, ensure_ascii=False) + "\n"
+            dst.write(line)
+    tmp.replace(path)
+
+
 def build_corpus(
     sources: Iterable[str | os.PathLike],
     out: str | os.PathLike,
@@ -249,68 +435,44 @@ def build_corpus(
     options = options or BuildOptions()
     t0 = time.perf_counter()
     files, skipped, duplicates = scan_sources(sources)
-    provenance = download_records(files)
+    dated = dated_versions(files)
     failures: list[ParseFailure] = []
     excluded: list[dict] = []
-    source_rows: list[dict] = []
+    listed: dict = {"undated": []}
+    names = ReferenceNames()
     digests: dict[str, str] = {}  # every file read, built or not: what a rebuild would read again
-    n_laws = n_articles = n_expired = n_chunks = 0
     out = Path(out)
     with atomic_dir(out, marker=MANIFEST, kind="corpus") as tmp:
-        with open(tmp / ARTICLES, "w", encoding="utf-8") as fa, open(tmp / CHUNKS, "w", encoding="utf-8") as fc:
+        writer = _Writer(tmp, options, download_records(files))
+        try:
             built: dict[tuple[str, str], str] = {}
             for path, digest, result in parse_many(files, options.workers, progress, options.max_file_mb << 20):
                 if digest:
                     digests[Path(path).name] = digest
+                if isinstance(result, ParsedLaw):
+                    names.add(result.law.bwb_id, result.references)
+                    _date_undated(result, path, options, listed)
+                    result = _place(result, path, dated, built, duplicates, excluded, options)
+                    if result is None:
+                        continue
+                    result = writer.add(path, digest, result) or result
                 if isinstance(result, ParseFailure):
                     failures.append(result)
                     if options.strict:
                         raise CorpusBuildError(f"--strict: {result}")
-                    continue
-                law = result.law
-                key = (law.bwb_id, law.version_date)
-                if key in built:  # the same version again (a copy under another name): ids would repeat
-                    duplicates.append(
-                        {"file": Path(path).name, "kept": built[key], "reason": "the same law version as another file"}
-                    )
-                    continue
-                built[key] = Path(path).name
-                if options.exclude_technical and (word := technical_title_word(law.title)):
-                    excluded.append({"file": Path(path).name, "bwb_id": law.bwb_id, "title": law.title, "word": word})
-                    continue
-                n_laws += 1
-                n_articles += len(result.articles)
-                for article in result.articles:
-                    n_expired += article.expired
-                    fa.write(json.dumps(article.to_json(), ensure_ascii=False) + "\n")
-                first = n_chunks + 1
-                for chunk in chunk_articles(result.articles, options.chunking, start=first):
-                    fc.write(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n")
-                    n_chunks += 1
-                source_rows.append(
-                    {
-                        "file": Path(path).name,
-                        "sha256": digest,
-                        "bwb_id": law.bwb_id,
-                        "version_date": law.version_date,
-                        "title": law.title,
-                        "kind": law.kind,
-                        "format": law.source_format,
-                        "articles": len(result.articles),
-                        "chunks": n_chunks - first + 1,
-                        # Where `wetqa corpus download` got it: generation, validity, visibility, URL.
-                        **({"download": provenance[Path(path).name]} if Path(path).name in provenance else {}),
-                    }
-                )
-        if n_laws == 0:
+        finally:
+            writer.close()
+        if writer.laws == 0:
             raise CorpusBuildError("no law could be built; failures:\n" + "\n".join(f"  {f}" for f in failures))
+        finish_records(tmp, writer.rows, names)
         options_json = options.to_json()
         corpus_hash = hashlib.sha256(
             json.dumps(
-                {"sources": [r["sha256"] for r in source_rows], "options": options_json, "format": CORPUS_FORMAT},
+                {"sources": [r["sha256"] for r in writer.rows], "options": options_json, "format": CORPUS_FORMAT},
                 sort_keys=True,
             ).encode()
         ).hexdigest()
+        counts = {"laws": writer.laws, "articles": writer.articles, "expired_articles": writer.expired}
         manifest = {
             FORMAT_KEY: f"corpus/{CORPUS_FORMAT}",
             "tool": "wetqa",
@@ -318,27 +480,78 @@ def build_corpus(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "corpus_hash": corpus_hash,
             "options": options_json,
-            "counts": {"laws": n_laws, "articles": n_articles, "expired_articles": n_expired, "chunks": n_chunks},
-            "sources": source_rows,
+            "counts": {**counts, "chunks": writer.chunks},
+            "holds": corpus_summary(writer.rows),
+            "sources": writer.rows,
             "excluded": excluded,
             "failures": [{"file": f.file, "problem": f.problem} for f in failures],
             "source_sha256": digests,
             "skipped": skipped,
             "duplicates": duplicates,
+            "undated": listed["undated"],
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return BuildReport(
         out=str(out),
-        laws=n_laws,
-        articles=n_articles,
-        expired_articles=n_expired,
-        chunks=n_chunks,
+        laws=writer.laws,
+        articles=writer.articles,
+        expired_articles=writer.expired,
+        chunks=writer.chunks,
         excluded=excluded,
         failures=failures,
         seconds=time.perf_counter() - t0,
         skipped=skipped,
         duplicates=duplicates,
+        undated=listed["undated"],
     )
+
+
+def _place(
+    parsed: ParsedLaw,
+    path: str,
+    dated: dict[str, list[tuple[str, str]]],
+    built: dict[tuple[str, str], str],
+    duplicates: list[dict],
+    excluded: list[dict],
+    options: BuildOptions,
+) -> ParsedLaw | None:
+    """The law to build, or None when it is a duplicate of another file's version or excluded."""
+    law, name = parsed.law, Path(path).name
+    if _UNDATED.match(name) and options.valid_on:
+        same = same_dated_version(dated.get(law.bwb_id, []), options.valid_on)
+        if same is not None:
+            duplicates.append(
+                {
+                    "file": name,
+                    "kept": same,
+                    "reason": f"the same version as a dated file (in force on --valid-on {options.valid_on})",
+                }
+            )
+            return None
+    key = (law.bwb_id, law.version_date)
+    if key in built:  # the same version again (a copy under another name): ids would repeat
+        duplicates.append({"file": name, "kept": built[key], "reason": "the same law version as another file"})
+        return None
+    built[key] = name
+    if options.exclude_technical and (word := technical_title_word(law.title)):
+        excluded.append({"file": name, "bwb_id": law.bwb_id, "title": law.title, "word": word})
+        return None
+    return parsed
+
+
+def corpus_summary(rows: list[dict]) -> dict:
+    """What a corpus holds, in the words a user needs: laws by kind and jurisdiction, versions, dates."""
+    from collections import Counter
+
+    dates = sorted(r["version_date"] for r in rows if r["version_date"])
+    return {
+        "laws": len({r["bwb_id"] for r in rows}),
+        "versions": len(rows),
+        "kinds": dict(Counter(r["kind"] or "?" for r in rows).most_common()),
+        "jurisdictions": dict(Counter(r["jurisdiction"] for r in rows).most_common()),
+        "oldest_version": dates[0] if dates else "",
+        "newest_version": dates[-1] if dates else "",
+    }
 
 
 def read_manifest(corpus_dir: str | os.PathLike) -> dict:

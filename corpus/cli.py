@@ -10,6 +10,7 @@ from wetqa.console import (
     UnavailableError,
     UsageError,
     emit,
+    iso_date,
     non_negative_int,
     positive_float,
     positive_int,
@@ -58,6 +59,14 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         type=positive_int,
         default=MAX_FILE_MB,
         help="skip (and list) a law file larger than this: parsing takes several times a file's size in memory",
+    )
+    b.add_argument(
+        "--valid-on",
+        type=iso_date,
+        default=None,
+        metavar="YYYY-MM-DD",
+        help="files that state no version date (no date in the name or the XML) hold the text in force on this "
+        "day (the 2012 snapshot: 2012-10-04); without it they are built with an empty date and listed as undated",
     )
     b.add_argument("--no-progress", action="store_true")
     b.set_defaults(func=cmd_build)
@@ -116,6 +125,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         strict=args.strict,
         workers=args.workers,
         max_file_mb=args.max_file_mb,
+        valid_on=args.valid_on or "",
     )
     try:
         report = build_corpus(args.source, args.out or default_corpus(), opts, progress=not args.no_progress)
@@ -135,6 +145,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             lines.append(f"skipped {s['file']}: {s['reason']}")
         for d in report.duplicates:
             lines.append(f"left out {d['file']}: {d['reason']} ({d['kept']} kept)")
+        if report.undated:
+            dated = sum(1 for u in report.undated if u.get("valid_on"))
+            lines.append(
+                f"{len(report.undated)} file(s) state no version date: "
+                + (f"dated {args.valid_on} (--valid-on)" if dated else "built with an empty date (give --valid-on)")
+            )
         if report.failures:
             lines.append(f"{len(report.failures)} file(s) failed:")
             lines.extend(f"  {f}" for f in report.failures)
@@ -166,7 +182,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         raise UsageError("give BWB ids (or --reference), or --query/--all, not both")
     if not targets and not query:
         raise UsageError("name at least one BWB id (e.g. BWBR0002656), or pass --reference, --query or --all")
-    out = args.out or default_cache_dir()
+    out = args.out or default_cache_dir()  # shown; the download functions are given args.out (None: the cache)
     client = Client(
         timeout=args.timeout,
         retries=args.retries,
@@ -179,7 +195,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     try:
         if query:
             paths, failed = download_query(
-                query, out, args.date, client, progress=not args.no_progress, workers=args.concurrency
+                query, args.out, args.date, client, progress=not args.no_progress, workers=args.concurrency
             )
             done = [{"path": str(p)} for p in paths]
         else:
@@ -187,7 +203,7 @@ def cmd_download(args: argparse.Namespace) -> int:
                 targets, unit="law", desc="downloading", disable=len(targets) < 3 or args.no_progress
             ):
                 try:
-                    path = download_law(bwb_id, date, out, client=client, version_date=version)
+                    path = download_law(bwb_id, date, args.out, client=client, version_date=version)
                     done.append({"bwb_id": bwb_id, "path": str(path)})
                 except DownloadUnavailable as exc:
                     raise UnavailableError(str(exc)) from None  # no point trying the other laws

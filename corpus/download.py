@@ -34,7 +34,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from wetqa.io import atomic_file
+from wetqa.io import OwnedFolder, atomic_file, own_folder
 
 from .bwb import BWBParseError, parse_law_bytes
 
@@ -48,10 +48,12 @@ DEADLINE = 600.0  # seconds a whole file may take, however steadily it trickles 
 MAX_RETRY_AFTER = 120.0  # a service that asks to wait longer is not waited for
 MAX_REDIRECTS = 5
 USER_AGENT = "wetqa/0.1 (corpus download; +https://pypi.org/project/wetqa)"
-_ID = re.compile(r"^BWBR\d{7}$")
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_LABEL = re.compile(r"(\d{4}-\d{2}-\d{2})_(\d+)")
-_FULL_LABEL = re.compile(r"^\d{4}-\d{2}-\d{2}_\d+$")
+# ASCII digits only: \d matches any script's digits (BWBR０００１８５４, BWBR١٢٣٤٥٦٧), which are no BWB ids and
+# would become file names. \Z, not $: $ lets a trailing newline through.
+_ID = re.compile(r"\ABWBR[0-9]{7}\Z")
+_DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+_LABEL = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)")
+_FULL_LABEL = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]+\Z")
 DOWNLOADS = "downloads.jsonl"  # in the output folder: what each file is, where it came from, its checksum
 
 
@@ -343,15 +345,16 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
         location = _first(record, "locatie_toestand")
         bwb_id = _first(record, "identifier")
         m = _LABEL.search(location)
-        if not (location and bwb_id and m):
-            continue
         problem = "" if _ID.match(bwb_id) else f"not a BWB id: {bwb_id[:80]!r} (from the search service); not fetched"
+        if not (location and m) and not problem:
+            # Listed, not skipped: a record the listing counts but wetqa cannot use is a failure to report.
+            problem = f"a search record of {bwb_id} without a usable file location ({location[:80]!r}); not fetched"
         versions.append(
             LawVersion(
                 bwb_id if not problem else bwb_id[:80],
-                m.group(1),
-                int(m.group(2)),
-                valid_from=_first(record, "geldigheidsperiode_startdatum") or m.group(1),
+                m.group(1) if m else "",
+                int(m.group(2)) if m else 0,
+                valid_from=_first(record, "geldigheidsperiode_startdatum") or (m.group(1) if m else ""),
                 valid_until=_first(record, "geldigheidsperiode_einddatum") or OPEN_END,
                 visible_from=_first(record, "zichtperiode_startdatum"),
                 visible_until=_first(record, "zichtperiode_einddatum") or OPEN_END,
@@ -363,39 +366,59 @@ def parse_sru(data: bytes) -> tuple[list[LawVersion], int, int | None]:
 
 
 def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVersion]:
-    """Every record of an SRU query, page after page."""
+    """Every record of an SRU query, page after page, following ``nextRecordPosition``.
+
+    A service may send fewer records a page than ``maximumRecords`` asks (SRU allows it), so pages are
+    not counted by the size asked for: paging ends when the announced ``numberOfRecords`` have arrived
+    or the service names no next page. Each page must bring records and move forward, so paging is
+    bounded by the announced total. A listing that ends short of what was announced is an error: a
+    missing record may be the current version of a law, and choosing from the rest would fetch a
+    superseded text without a word.
+    """
     from urllib.parse import urlencode
 
     from tqdm import tqdm
 
     start: int | None = 1
     bar = None
-    pages, max_pages = 0, MAX_PAGES
-    while start and pages < max_pages:
-        params = {
-            "operation": "searchRetrieve",
-            "version": "2.0",
-            "x-connection": "BWB",
-            "query": query,
-            "startRecord": str(start),
-            "maximumRecords": str(PAGE_SIZE),
-        }
-        versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
-        pages += 1
-        if bar is None:
-            needed = -(-total // PAGE_SIZE)
-            if needed > MAX_PAGES:
+    total, received = 0, 0
+    try:
+        while start:
+            params = {
+                "operation": "searchRetrieve",
+                "version": "2.0",
+                "x-connection": "BWB",
+                "query": query,
+                "startRecord": str(start),
+                "maximumRecords": str(PAGE_SIZE),
+            }
+            versions, total, nxt = parse_sru(client.get(f"{sru_url()}?{urlencode(params)}"))
+            if bar is None:
+                if total > MAX_PAGES * PAGE_SIZE:
+                    raise DownloadError(
+                        f"the search service announces {total} records, more than wetqa pages through "
+                        f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
+                    )
+                bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
+            if not versions and received < total:
                 raise DownloadError(
-                    f"the search service announces {total} records, more than wetqa pages through "
-                    f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
+                    f"the search service announced {total} records but sent "
+                    + (f"only {received}" if received else "none")
+                    + f" (an empty page at record {start}); try again later"
                 )
-            max_pages = max(1, needed)  # a service that keeps saying "next page" is not followed past it
-            bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
-        bar.update(len(versions))
-        yield from versions
-        start = nxt if nxt and nxt > start else None
-    if bar is not None:
-        bar.close()
+            received += len(versions)
+            bar.update(len(versions))
+            yield from versions
+            # Only a next page that moves forward, and only while announced records are missing.
+            start = nxt if nxt and nxt > start and received < total else None
+        if received < total:
+            raise DownloadError(
+                f"the search service announced {total} records but sent {received}; the listing is "
+                "incomplete, so no version is chosen from it; try again later"
+            )
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def versions_of(client: Client, bwb_id: str) -> list[LawVersion]:
@@ -421,17 +444,43 @@ def _record(out: Path, version: LawVersion, sha256: str, size: int) -> None:
         fh.write(json.dumps({**version.to_json(), "file": version.file_name, "sha256": sha256, "size": size}) + "\n")
 
 
-def fetch(client: Client, version: LawVersion, out: Path) -> Path:
+def download_folder(out_dir: str | os.PathLike | None) -> OwnedFolder:
+    """The output folder under the owned-folder rule; a folder of an older wetqa is known by its
+    downloads.jsonl (the files it records); wetqa's own cache folder is wetqa's whatever it holds."""
+    if out_dir is None:
+        return own_folder(default_cache_dir(), (DOWNLOADS,), adopt=lambda p: {e.name for e in p.iterdir()})
+    return own_folder(out_dir, (DOWNLOADS,), adopt=_recorded)
+
+
+def _recorded(folder: Path) -> set[str]:
+    """downloads.jsonl and the files it records, read without changing it (it may be a user's file)."""
+    try:
+        lines = (folder / DOWNLOADS).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    names = set()
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return set()  # not wetqa's journal
+        if isinstance(rec, dict) and isinstance(rec.get("file"), str) and "sha256" in rec:
+            names.add(rec["file"])
+    return names | {DOWNLOADS} if names else set()
+
+
+def fetch(client: Client, version: LawVersion, out: OwnedFolder) -> Path:
     """Download one version into ``out`` (atomically; kept when already there), checked by the parser."""
     if version.problem:
         raise DownloadError(version.problem)
     if not (_ID.match(version.bwb_id) and _FULL_LABEL.match(version.label)):
         raise DownloadError(f"not a BWB id and version label: {version.bwb_id[:80]!r} {version.label[:40]!r}")
-    target = out / version.file_name
-    if target.resolve().parent != out.resolve():
-        raise DownloadError(f"{version.file_name!r} would be written outside {out}; not fetched")
+    target = out.path / version.file_name
+    if target.resolve().parent != out.path.resolve():
+        raise DownloadError(f"{version.file_name!r} would be written outside {out.path}; not fetched")
     if target.is_file() and target.stat().st_size > 0:
         return target
+    out.file(version.file_name)
     with atomic_file(target, "w+b") as fh:
 
         def sink(chunk):
@@ -445,10 +494,12 @@ def fetch(client: Client, version: LawVersion, out: Path) -> Path:
         fh.seek(0)
         data = fh.read()
         try:
-            parse_law_bytes(data, version.url)
+            law = parse_law_bytes(data, version.url).law
         except BWBParseError as exc:
             raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
-    _record(out, version, hashlib.sha256(data).hexdigest(), len(data))
+        if law.bwb_id != version.bwb_id:  # never saved under the name of a law it is not
+            raise DownloadError(f"{version.url} holds {law.bwb_id}, not {version.bwb_id}; not kept")
+    _record(out.path, version, hashlib.sha256(data).hexdigest(), len(data))
     return target
 
 
@@ -465,8 +516,7 @@ def download_law(
     for d in (date, version_date):
         if d is not None and not _DATE.match(d):
             raise DownloadError(f"not a date: {d!r} (expected YYYY-MM-DD)")
-    out = Path(out_dir) if out_dir else default_cache_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    out = download_folder(out_dir)
     own = client is None
     client = client or Client()
     try:
@@ -481,7 +531,7 @@ def download_law(
 
 def download_query(
     query: str,
-    out_dir: str | os.PathLike,
+    out_dir: str | os.PathLike | None,
     date: str | None = None,
     client: Client | None = None,
     progress: bool = True,
@@ -493,8 +543,7 @@ def download_query(
 
     from tqdm import tqdm
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = download_folder(out_dir)
     own = client is None
     client = client or Client(concurrency=workers)
     try:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# How a division is named where its tag is not its name.
+DIVISION_NAMES = {"titeldeel": "Titel", "circulaire.divisie": "Paragraaf", "verdragtekst": "Tekst"}
+
 
 @dataclass(frozen=True, slots=True)
 class Division:
@@ -14,7 +17,7 @@ class Division:
     title: str
 
     def label(self) -> str:
-        name = "Titel" if self.kind == "titeldeel" else self.kind.capitalize()
+        name = DIVISION_NAMES.get(self.kind) or self.kind.capitalize()
         head = f"{name} {self.number}".strip()
         return f"{head}. {self.title}" if self.title else head
 
@@ -28,6 +31,8 @@ class Law:
     version_date: str  # YYYY-MM-DD of the consolidated version (toestand)
     source_format: str  # "toestand" or "wetgeving"
     source_file: str = ""
+    jurisdiction: str = "nl"  # "bes": a regulation of Caribisch Nederland (Bonaire, Sint Eustatius, Saba)
+    titled: bool = False  # the title is a short title the regulation states (citeertitel, "aangehaald als")
 
 
 @dataclass(slots=True)
@@ -43,6 +48,12 @@ class Article:
     expired: bool
     ordinal: int = 0  # position of the article inside its law, 0-based
     xml_id: str = ""  # bwb-ng-variabel-deel, e.g. "/Boek1/Titeldeel14/Artikel266"
+    # What kind of unit: "artikel", "enig-artikel", or text outside articles: "bijlage", "circulaire.divisie"
+    # (a circulaire's paragraph), "verdragtekst" (a treaty's text), "aanhef" (the preamble), "tekst".
+    unit: str = "artikel"
+    kind: str = ""  # the law's soort: wet, AMvB, ministeriele-regeling, verdrag, wet-BES, ...
+    jurisdiction: str = "nl"  # "bes" for the regulations of Caribisch Nederland
+    valid_until: str = ""  # the date the next version of the law starts ("" while this one is current)
 
     @property
     def text(self) -> str:
@@ -63,6 +74,10 @@ class Article:
             "path_label": self.path_label(),
             "expired": self.expired,
             "xml_id": self.xml_id,
+            "unit": self.unit,
+            "kind": self.kind,
+            "jurisdiction": self.jurisdiction,
+            "valid_until": self.valid_until,
             "text": self.text,
             "paragraphs": self.paragraphs,
         }
@@ -81,6 +96,11 @@ class Chunk:
     search_text: str = ""  # what retrieval indexes; defaults to ``text``
     expired: bool = False
     path_label: str = ""
+    # Of the chunk's law and article (an index's store joins them in; chunks.jsonl leaves them out).
+    kind: str = ""  # the law's soort
+    jurisdiction: str = "nl"
+    valid_until: str = ""  # the date the next version of the law starts ("": current)
+    unit: str = "artikel"
 
     def to_json(self) -> dict:
         # Written by hand: dataclasses.asdict deep-copies and was a third of the build time.
@@ -128,3 +148,5 @@ def printable(text: str) -> str:
 class ParsedLaw:
     law: Law
     articles: list[Article] = field(default_factory=list)
+    # (referenced BWB id, the name the reference gives it): how this text names other regulations.
+    references: list[tuple[str, str]] = field(default_factory=list)

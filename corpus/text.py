@@ -8,6 +8,7 @@ Tables become one line per row with cells separated by `` | ``.
 from __future__ import annotations
 
 import re
+from itertools import zip_longest
 
 from lxml import etree
 
@@ -44,11 +45,32 @@ def _with_marker(marker: str, lines: list[str]) -> list[str]:
     return [f"{marker} {lines[0]}".strip(), *lines[1:]]
 
 
+def _row_cells(row: etree._Element) -> list[str]:
+    return [inline_text(entry) for entry in row.iter("entry")]
+
+
 def _table_lines(table: etree._Element) -> list[str]:
-    lines = []
-    for row in table.iter("row"):
-        cells = [inline_text(entry) for entry in row.iter("entry")]
-        if any(cells):
+    """One line per body row, each cell after its column's header ("Zaak: verzoek; Bedrag: € 85"), so
+    that a chunk cut from the middle of a long table still says what each value is. Header rows of
+    several lines are joined per column; a table without a header gives its cells separated by `` | ``.
+    """
+    lines = [t for t in (inline_text(x) for x in table.iter("title")) if t]
+    headers: list[str] = []
+    for head in table.iter("thead"):
+        for row in head.iter("row"):
+            cells = _row_cells(row)
+            headers = [" ".join(x for x in pair if x) for pair in zip_longest(headers, cells, fillvalue="")]
+    body_rows = [r for r in table.iter("row") if not any(a.tag == "thead" for a in r.iterancestors())]
+    if headers and not body_rows:  # a header-only table: its cells are the text
+        return lines + [" | ".join(h for h in headers if h)]
+    for row in body_rows:
+        cells = _row_cells(row)
+        if not any(cells):
+            continue
+        if headers:
+            named = [f"{h}: {c}" if h else c for h, c in zip_longest(headers, cells, fillvalue="") if c]
+            lines.append("; ".join(named))
+        else:
             lines.append(" | ".join(cells))
     return lines
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from wetqa.corpus.build import read_chunks
 from wetqa.corpus.records import Chunk
 from wetqa.dataset import QAItem, article_key, first_problem
-from wetqa.io import atomic_file, read_journal, write_owned_json
+from wetqa.io import OwnedFolder, atomic_file, own_folder, read_journal, recognised, write_owned_json
 
 from .abstention import answered_only, at_coverages, plot_risk_coverage, risk_coverage, zeroed
 from .metrics import DEFAULT_METRICS, metric, score_keys, table_columns
@@ -212,6 +212,15 @@ def csv_text(summary: dict) -> str:
     return buf.getvalue()
 
 
+# What `eval generation` writes into its folder (the judge's cache folder too).
+EVAL_FILES = ("scores.jsonl", "metrics.json", "metrics.csv", "table.md", "risk_coverage.png", "cache")
+
+
+def eval_folder(out: str | Path) -> OwnedFolder:
+    """An evaluation folder under the owned-folder rule (one of an older wetqa is known by its metrics.json)."""
+    return own_folder(out, EVAL_FILES, adopt=recognised("metrics.json", EVAL_FILES))
+
+
 def evaluate_runs(
     run_paths: Sequence[str | Path],
     items: Sequence[QAItem],
@@ -229,7 +238,7 @@ def evaluate_runs(
     out = Path(out)
     if not isinstance(scoring, Scoring):
         scoring = Scoring(scoring, folder=out / "cache")
-    out.mkdir(parents=True, exist_ok=True)
+    eval_folder(out)  # refused before anything is written when it holds files wetqa did not write
     files = find_run_files(run_paths)
     book = _ScoreBook(out / "scores.jsonl", scoring, corpus, {it.id: it for it in items})
     for f in files:
@@ -343,6 +352,7 @@ def _summary(scores: dict[str, list[dict]], n_items: int, scoring: Scoring) -> d
     return {
         "answered": {"per_run": answered, "total": n_items, "min": f"{min(answered.values(), default=0)}/{n_items}"},
         "failed": {"count": len(failed), "examples": failed[:5]},
+        "scored": sum(len(rows) for rows in scores.values()) - len(failed),  # answers with every score
         "metrics": list(scoring.names),
         **scoring.notes(),
         **agg,

@@ -7,7 +7,16 @@ import json
 import sys
 from pathlib import Path
 
-from wetqa.console import EXIT_PARTIAL, UsageError, check_model_ref, emit, positive_int
+from wetqa.console import (
+    EXIT_PARTIAL,
+    EXIT_UNAVAILABLE,
+    UsageError,
+    bounded_int,
+    check_model_ref,
+    emit,
+    positive_int,
+)
+from wetqa.retrieval._base import K_RANGE, MAX_K
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -55,7 +64,7 @@ def _add_compare(esub: argparse._SubParsersAction, output: argparse.ArgumentPars
     cmp = esub.add_parser(
         "compare",
         parents=[output],
-        help="compare systems per question: paired 95% intervals and significance tests against a baseline",
+        help="compare systems per question: paired 95%% intervals and significance tests against a baseline",
     )
     cmp.add_argument(
         "systems",
@@ -118,14 +127,17 @@ def _ks(text: str) -> list[int]:
         ks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
         raise UsageError(f"-k takes comma-separated positive numbers, got {text!r}") from None
-    if not ks or ks[0] <= 0:
-        raise UsageError(f"-k values must be positive, got {text!r}")
+    if not ks or ks[0] <= 0 or ks[-1] > MAX_K:
+        raise UsageError(f"-k cut-offs: {K_RANGE}, got {text!r}")
     return ks
+
+
+RETRIEVAL_FILES = ("run.chunk.trec", "run.article.trec", "qrels.chunk.txt", "qrels.article.txt", "metrics.json")
 
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, recognised, write_json
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .ranking import article_qrels, chunk_qrels, evaluate_retrieval, write_qrels, write_trec_run
@@ -134,6 +146,10 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     items = load_dataset(args.dataset)
     spec = RetrievalSpec.from_cli_args(args)
     retriever = spec.build()
+    # Not inside the index folder: a rebuild of the index replaces that folder whole.
+    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in spec.index_paths)
+    older = recognised("metrics.json", RETRIEVAL_FILES, lambda p: _has_keys(p, "chunk", "article", "retriever"))
+    own_folder(out, RETRIEVAL_FILES, adopt=older)
     depth = max(max(ks), 10)  # nDCG@10 needs ten
     hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
     results = {item.id: h for item, h in zip(items, hits)}
@@ -144,8 +160,6 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     metrics["retriever"] = retriever.name
     metrics["indexes"] = [str(p) for p in spec.index_paths]
     metrics["dataset"] = str(args.dataset)
-    # Not inside the index folder: a rebuild of the index replaces that folder whole.
-    out = Path(args.out) if args.out else Path("runs") / "eval-retrieval" / "+".join(p.name for p in spec.index_paths)
     write_trec_run(out / "run.chunk.trec", results, retriever.name, "chunk")
     write_trec_run(out / "run.article.trec", results, retriever.name, "article")
     write_qrels(out / "qrels.chunk.txt", chunk_qrels(items, chunks))
@@ -165,14 +179,19 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
 
 
 def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
-    from .answers import CorpusMap, RunFileError
+    from .answers import CorpusMap, RunFileError, find_run_files
 
+    find_run_files(run_paths)  # a run folder that is not there is named first
     if args.corpus:
         return CorpusMap.from_folder(args.corpus)
     for p in map(Path, run_paths):
         cfg = (p if p.is_dir() else p.parent) / "config.json"
         if cfg.is_file():
-            indexes = json.loads(cfg.read_text(encoding="utf-8")).get("indexes") or []
+            try:
+                config = json.loads(cfg.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise RunFileError(f"{cfg} is not readable JSON ({exc}): pass --corpus DIR") from None
+            indexes = (config.get("indexes") if isinstance(config, dict) else None) or []
             if indexes and Path(indexes[0]).is_dir():
                 return CorpusMap.from_folder(indexes[0])
     raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
@@ -189,20 +208,44 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     corpus = _corpus_for(args, args.runs)
     first = Path(args.runs[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "eval"
-    scoring = Scoring(metrics, from_cli_args(args), out / "cache")
+    scoring = Scoring(metrics, from_cli_args(args), out / "cache")  # the judge's cache is made when written
     name = args.name or (first.name if first.is_dir() else first.parent.name)
     config = {"name": name, "dataset": str(args.dataset), **scoring.to_json()}
     result = evaluate_runs(args.runs, items, corpus, out, scoring, extra_config=config, force=args.force)
 
     emit(args, result, lambda: _generation_text(result, name, out))
-    failed = result["failed"]
-    if failed["count"] and not args.allow_failures:
+    return _generation_exit(args, result, out, scoring.unavailable())
+
+
+def _generation_exit(args: argparse.Namespace, result: dict, out: Path, unreachable: list[str]) -> int:
+    """1 when an answer has no complete score (a line or a question that could not be scored counts too;
+    --allow-failures keeps 0 unless the runs held nothing to score at all), 3 when a judge was never reached."""
+    failed, problems = result["failed"], result["problems"]
+    if unreachable:
         print(
-            f"wetqa: {failed['count']} answer(s) have no complete score (e.g. {', '.join(failed['examples'][:3])}): "
-            f"a failed generation or a metric that failed; details in {out / 'scores.jsonl'} (rerun to retry them, "
-            "or pass --allow-failures)",
+            f"wetqa: error: cannot reach {'; '.join(unreachable)}; the other metrics' scores are in {out}",
             file=sys.stderr,
         )
+        return EXIT_UNAVAILABLE
+    if result["scored"] + failed["count"] <= 0:  # not one answer of a question of the dataset in the runs
+        where = "; ".join(f"{p['file']}: {p['problem']}" for p in problems[:2]) or "the run files hold no answers"
+        print(f"wetqa: no answer was scored ({where})", file=sys.stderr)
+        return EXIT_PARTIAL
+    if (failed["count"] or problems) and not args.allow_failures:
+        if failed["count"]:
+            print(
+                f"wetqa: {failed['count']} answer(s) have no complete score (e.g. {', '.join(failed['examples'][:3])}): "
+                f"a failed generation or a metric that failed; details in {out / 'scores.jsonl'} (rerun to retry "
+                "them, or pass --allow-failures)",
+                file=sys.stderr,
+            )
+        if problems:
+            first = problems[0]
+            print(
+                f"wetqa: {len(problems)} line(s) or question(s) of the run files could not be scored (e.g. "
+                f"{first['file']}: {first['problem']}); listed in {out / 'metrics.json'} (or pass --allow-failures)",
+                file=sys.stderr,
+            )
         return EXIT_PARTIAL
     return 0
 
@@ -240,7 +283,7 @@ def _generation_text(result: dict, name: str, out: Path) -> str:
 
 def cmd_eval_compare(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
-    from wetqa.io import atomic_file, wetqa_made, write_owned_json
+    from wetqa.io import atomic_file, own_folder, recognised, write_owned_json
 
     from .answers import CorpusMap, RunFileError
     from .compare import CompareError, compare, markdown, per_question_csv, plot
@@ -249,8 +292,8 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     items = load_dataset(args.dataset)
     names = "-vs-".join(Path(p).name for p in args.systems[:4])
     out = Path(args.out) if args.out else Path("runs") / "compare" / names
-    if out.is_dir() and any(out.iterdir()) and not wetqa_made(out / "compare.json"):
-        raise UsageError(f"{out} holds files of another program: give an empty or new --out folder")
+    written = ("compare.json", "per_question.csv", "table.md", "means.png", "diffs.png")
+    own_folder(out, written, adopt=recognised("compare.json", written))
     maps: dict[str, CorpusMap] = {}
 
     def corpus_for(path: Path) -> CorpusMap:
@@ -266,7 +309,6 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
         )
     except (CompareError, RunFileError) as exc:
         raise UsageError(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
     with atomic_file(out / "per_question.csv") as fh:
         fh.write(per_question_csv(result))
     with atomic_file(out / "table.md") as fh:
@@ -284,8 +326,17 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_keys(path: Path, *keys: str) -> bool:
+    """Whether a JSON file holds an object with these keys (how an older wetqa's unmarked results are known)."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and set(keys) <= set(d)
+
+
 def cmd_eval_references(args: argparse.Namespace) -> int:
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, recognised, write_json
 
     from .methods import ATTRIBUTION
     from .references import compute_scores, load_reference_items, plot_pr_curve, score_items, sweep
@@ -293,6 +344,8 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
     items, problems = load_reference_items(args.data)
     if not items:
         raise UsageError(f"no usable items in {args.data}: " + "; ".join(p["problem"] for p in problems[:3]))
+    files = ("metrics.json", "sweep.json", "pr_curve.png")
+    own_folder(args.out, files, adopt=recognised("metrics.json", files, lambda p: _has_keys(p, "per_party", "method")))
     attributor = ATTRIBUTION.from_cli_args(args)
     threshold = attributor.default_threshold if args.threshold is None else args.threshold
     scores, failed = compute_scores(attributor, items)
@@ -335,7 +388,7 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
 def cmd_eval_claims(args: argparse.Namespace) -> int:
     from collections import Counter
 
-    from wetqa.io import write_json
+    from wetqa.io import own_folder, write_json
 
     from .expertqa import choose, load_claims, score_claims, scores_file, support_metrics
     from .methods import SUPPORT
@@ -353,6 +406,11 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     model = SUPPORT.given(args).get("model")
     threshold = scorer.default_threshold if args.threshold is None else args.threshold
     out = Path(args.out)
+    own_folder(
+        out,
+        (f"metrics_{args.method}.json", scores_file(out, args.method, model).name),
+        adopt=lambda p: {e.name for e in p.glob("scores_*.jsonl")} | {e.name for e in p.glob("metrics_*.json")},
+    )
     scores, failed = score_claims(scorer, chosen, scores_file(out, args.method, model), progress=not args.no_progress)
     scored = [i for i in chosen if i.key in scores]
     result = support_metrics([scores[i.key] for i in scored], [bool(i.label) for i in scored], threshold)
@@ -413,7 +471,7 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
     a.add_argument("--llm-base-url")
     a.add_argument("--classify", action="store_true", help="also judge check-worthiness and independence (needs --llm)")
     a.add_argument("--nli-model", help="label each evidence relation with this NLI model")
-    a.add_argument("-k", type=int, default=3, help="chunks searched per unit")
+    a.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=3, help="chunks searched per unit")
     a.add_argument("--out", required=True, help="JSONL with the answers and their evidence (resumable)")
     a.set_defaults(func=cmd_attribute)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ import numpy as np
 from wetqa.console import install_command
 from wetqa.dataset import QAItem
 
-from .answers import CorpusMap, find_run_files, load_run, question_means, read_score_rows, score_record
+from .answers import CorpusMap, find_run_files, load_run, question_means, score_record
 from .metrics import metric, metrics
 from .significance import DEFAULT_CORRECTION, LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
 
@@ -50,6 +52,7 @@ class System:
     failed: list[str] = field(default_factory=list)  # question ids with a failed answer in some run
     runs: int = 1
     trec: Path | None = None
+    problems: list[str] = field(default_factory=list)  # lines that are no records, scores that are no numbers
 
 
 def kind_of(path: Path) -> str:
@@ -91,8 +94,10 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
     files = find_run_files([path])
     rows: list[dict] = []
     failed: set[str] = set()
+    problems: list[str] = []
     for f in files:
-        records, _ = load_run(f)
+        records, bad = load_run(f)
+        problems += [f"{f.name}:{b['line']}: {b['problem']}" for b in bad]
         for rec in records:
             qid = str(rec["id"])
             if qid not in items:
@@ -102,7 +107,8 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
                 continue
             row = score_record(rec, items[qid], corpus, groups)
             rows.append({"id": qid, **{k: 0.0 if rec.get("abstained") else float(row.get(k, 0.0)) for k in keys}})
-    return System(path.name, path, "answers", _per_question(rows, keys, failed), sorted(failed), len(files))
+    scores = _per_question(rows, keys, failed)
+    return System(path.name, path, "answers", scores, sorted(failed), len(files), problems=problems)
 
 
 def _per_question(rows: list[dict], keys: Sequence[str], failed: set[str]) -> dict[str, dict[str, float]]:
@@ -113,7 +119,7 @@ def _per_question(rows: list[dict], keys: Sequence[str], failed: set[str]) -> di
 
 def load_scores(path: Path, items: dict[str, QAItem], keys: Sequence[str]) -> System:
     """An `eval generation` folder: its scores.jsonl as scored (a metric it lacks is refused)."""
-    rows = read_score_rows(path / "scores.jsonl")
+    rows, problems = _score_lines(path / "scores.jsonl")
     present = {k for r in rows for k in r}
     missing = [k for k in keys if k not in present]
     if missing:
@@ -130,9 +136,39 @@ def load_scores(path: Path, items: dict[str, QAItem], keys: Sequence[str]) -> Sy
         if r.get("generation_error"):
             failed.add(qid)
             continue
+        odd = [k for k in keys if k in r and not _finite(r[k])]
+        if odd and not r.get("abstained"):
+            problems.append(f"question {qid}: {odd[0]} {r[odd[0]]!r} is not a finite score; left out")
+            failed.add(qid)
+            continue
         kept.append({**r, **dict.fromkeys(keys, 0.0)} if r.get("abstained") else r)  # an abstention scores 0
     runs = len({r.get("run") for r in rows}) or 1
-    return System(path.name, path, "scores", _per_question(kept, keys, set()), sorted(failed), runs)
+    kept = [r for r in kept if str(r.get("id")) not in failed]
+    return System(path.name, path, "scores", _per_question(kept, keys, set()), sorted(failed), runs, problems=problems)
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _score_lines(path: Path) -> tuple[list[dict], list[str]]:
+    """A scores.jsonl's rows, and its lines that are no records (a torn last line, an interrupted
+    evaluation's, is left out without a word: the evaluation that owns the file cuts it off)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    rows, problems = [], []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if isinstance(row, dict):
+            rows.append(row)
+        elif n < len(lines):  # the last piece has no newline after it: torn, not garbage
+            problems.append(f"{path.name}:{n}: not a record; left out")
+    return rows, problems
 
 
 def ranx_name(name: str) -> str:
@@ -143,12 +179,21 @@ def ranx_name(name: str) -> str:
     return _RANX[base] + (f"@{k}" if k else "")
 
 
-def _read_trec(path: Path) -> dict[str, dict[str, float]]:
+def _read_trec(path: Path, problems: list[str]) -> dict[str, dict[str, float]]:
+    """A TREC run; a line that is not ``query Q0 doc rank score tag`` with a finite score is named in ``problems``."""
     run: dict[str, dict[str, float]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
         parts = line.split()
-        if len(parts) >= 5:
-            run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+        try:
+            score = float(parts[4]) if len(parts) == 6 else None
+        except ValueError:
+            score = None
+        if score is None or not math.isfinite(score):
+            problems.append(f"{path.name}:{n}: not a TREC run line with a finite score; left out")
+            continue
+        run.setdefault(parts[0], {})[parts[2]] = score
     return run
 
 
@@ -203,7 +248,15 @@ class Comparison:
         }
 
 
+def _name_problems(systems: list[System], notes: list[str]) -> None:
+    for s in systems:
+        if s.problems:
+            more = f" and {len(s.problems) - 3} more" if len(s.problems) > 3 else ""
+            notes.append(f"{s.name}: {len(s.problems)} problem(s): {'; '.join(s.problems[:3])}{more}")
+
+
 def _intersect(systems: list[System], keys: Sequence[str], items: dict[str, QAItem], notes: list[str]) -> list[str]:
+    _name_problems(systems, notes)
     for s in systems:
         if s.failed:
             notes.append(f"{s.name}: {len(s.failed)} failed answer(s) left out ({', '.join(s.failed[:5])})")
@@ -330,7 +383,8 @@ def _compare_rankings(systems, items, keys, base, correction, level, seed, notes
                 "chunk-level comparison needs qrels.chunk.txt beside the runs (eval retrieval writes it)"
             )
         qrels_dict = _read_qrels(qrels_path)
-    runs = {s.name: _read_trec(s.trec) for s in systems}
+    runs = {s.name: _read_trec(s.trec, s.problems) for s in systems}
+    _name_problems(systems, notes)
     per_system = {n: set(r) for n, r in runs.items()}
     common = set(qrels_dict).intersection(*per_system.values())
     if not common:

@@ -129,8 +129,22 @@ def make_scorer(settings: GEvalSettings, folder: Path | None) -> Scorer:
             "with --judge-base-url for a local OpenAI-compatible server"
         )
     config = model_config(settings.judge, settings.judge_base_url, "judge", concurrency=settings.judge_concurrency)
-    judge = LLMJudge(config, folder, settings.judge_samples)
-    return lambda pairs, corpus: geval_scores(judge, pairs)
+    return GEvalScorer(LLMJudge(config, folder, settings.judge_samples))
+
+
+class GEvalScorer:
+    """The geval metric's scorer: its judge's scores, and whether the judge was ever reached."""
+
+    def __init__(self, judge: LLMJudge):
+        self.judge = judge
+
+    def __call__(self, pairs: Sequence[tuple[dict, QAItem]], corpus) -> list[dict]:
+        return geval_scores(self.judge, pairs)
+
+    def unavailable(self) -> str | None:
+        """Why the judge never answered, when it could not be reached (a missing component: exit 3)."""
+        j = self.judge
+        return f"the G-Eval judge ({j.unreachable})" if j.unreachable and not j.answered else None
 
 
 register(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from wetqa.generation import (
+    Generation,
     GeneratorConfig,
     Request,
     Sampling,
@@ -30,7 +31,7 @@ from wetqa.generation import (
     make_backend,
     resolve_generator,
 )
-from wetqa.io import read_journal
+from wetqa.io import own_folder, read_journal
 
 log = logging.getLogger("wetqa.evaluation.judge")
 
@@ -77,12 +78,15 @@ def parse_score(text: str, scale: Sequence[int]) -> int | None:
 
 
 class DiskCache:
+    """Judge answers by key, in ``judge-cache.jsonl`` of ``folder``: a folder wetqa owns, made (or checked
+    under the owned-folder rule) when the first answer is written, not when a judge is set up."""
+
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
         self._lock = threading.Lock()
         self._mem: dict[str, dict] = {}
+        self._owned = False
         if self.folder:
-            self.folder.mkdir(parents=True, exist_ok=True)
             for rec in read_journal(self.folder / "judge-cache.jsonl"):  # a torn last line is cut off
                 self._mem[rec["key"]] = rec["value"]
 
@@ -97,6 +101,9 @@ class DiskCache:
         with self._lock:
             self._mem[key] = value
             if self.folder:
+                if not self._owned:
+                    own_folder(self.folder)
+                    self._owned = True
                 with open(self.folder / "judge-cache.jsonl", "a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
 
@@ -112,6 +119,10 @@ class LLMJudge:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self._backend = None
+        # Whether the judge ever answered, and why it could not be reached: a judge that never answers
+        # is a missing component (exit 3), and once it is known unreachable no more requests are sent.
+        self.answered = 0
+        self.unreachable: str | None = None
 
     @property
     def backend(self):
@@ -129,6 +140,7 @@ class LLMJudge:
     def score(self, prompts: Sequence[str], scale: Sequence[int]) -> list[JudgeResult]:
         keys = [DiskCache.key(self.config.kind, self.model, p, list(scale), self.samples) for p in prompts]
         out: list[JudgeResult | None] = [_cached(self.cache.get(k)) for k in keys]
+        self.answered += sum(r is not None for r in out)  # a cached score was answered once
         fresh = todo = [i for i, r in enumerate(out) if r is None]
         if todo and self._logprobs():
             sampling = Sampling(temperature=0.0, max_tokens=2, logprobs=TOP_LOGPROBS)
@@ -152,13 +164,30 @@ class LLMJudge:
         return [r or JudgeResult(None, "error", error="no score") for r in out]
 
     def _ask(self, prompts: Sequence[str], sampling: Sampling, scale: Sequence[int], n: int, read) -> list:
-        """Each prompt ``n`` times to the backend (one batch), then ``read`` turns its generations into a result."""
+        """Each prompt ``n`` times to the backend (one batch), then ``read`` turns its generations into a result.
+
+        Until the judge has answered once, the first prompt goes alone: a judge that cannot be reached is
+        asked that once, and the rest get its error without a request of their own.
+        """
         requests = [Request("", [], [{"role": "user", "content": p}], sampling) for p in prompts for _ in range(n)]
+        head = 0 if self.answered else n
+        gens = self._generate(requests[:head]) + self._generate(requests[head:])
+        return [read(gens[i * n : (i + 1) * n], scale) for i in range(len(prompts))]
+
+    def _generate(self, requests: Sequence[Request]) -> list[Generation]:
+        if not requests:
+            return []
+        if self.unreachable and not self.answered:
+            return [Generation(error=self.unreachable, unavailable=True) for _ in requests]
         gens = self.backend.generate(requests)
         for g in gens:
             self.prompt_tokens += g.usage.prompt_tokens
             self.completion_tokens += g.usage.completion_tokens
-        return [read(gens[i * n : (i + 1) * n], scale) for i in range(len(prompts))]
+            if g.error is None:
+                self.answered += 1
+            elif g.unavailable and self.unreachable is None:
+                self.unreachable = g.error
+        return gens
 
     @property
     def cost_usd(self) -> float:

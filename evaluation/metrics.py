@@ -31,7 +31,8 @@ BUILTIN = {
 # What `eval generation` and an experiment score when no metrics are named: the local ones.
 DEFAULT_METRICS = ("rouge", "meteor", "citations")
 
-# (answers with their questions, the corpus mapping) -> one score row per answer
+# (answers with their questions, the corpus mapping) -> one score row per answer. A scorer whose model
+# may be out of reach (a judge's server) also has ``unavailable() -> str | None``: see Scoring.unavailable.
 Scorer = Callable[[Sequence[tuple[dict, Any]], Any], list[dict]]
 
 

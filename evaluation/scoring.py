@@ -100,6 +100,12 @@ class Scoring:
     def input_hash(self, m: Metric, rec: dict, item, corpus) -> str:
         return m.input_hash(rec, item, corpus, self.settings.get(m.name))
 
+    def unavailable(self) -> list[str]:
+        """The models that were never reached (a judge's server that is down), each saying why: a
+        scorer tells by an ``unavailable()`` method of its own; one without it always answers."""
+        reasons = (getattr(s, "unavailable", lambda: None)() for s in self.scorers.values())
+        return [r for r in reasons if r]
+
     def notes(self) -> dict:
         return {k: v for m in self.metrics.values() if m.notes for k, v in m.notes().items()}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
@@ -117,4 +118,7 @@ def load_wordnet(nltk_data: Path | None = None):
     base = str(root.parent.parent)
     if base not in nltk.data.path:
         nltk.data.path.insert(0, base)
-    return WordNetCorpusReader(str(root), None)
+    with warnings.catch_warnings():
+        # Debian's English WordNet has no multilingual tables; nltk says so on every load, to every user.
+        warnings.filterwarnings("ignore", message="The multilingual functions", category=UserWarning)
+        return WordNetCorpusReader(str(root), None)

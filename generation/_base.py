@@ -9,6 +9,8 @@ from typing import Protocol, runtime_checkable
 from wetqa.retrieval._base import Hit
 from wetqa.settings import setting
 
+from .structured import StructuredSentence, marked_text
+
 
 class GenerationError(RuntimeError):
     """A backend could not produce an answer; the message names the problem."""
@@ -61,6 +63,23 @@ class ModelSettings:
     temperature: float = setting(0.0, "sampling temperature (0: greedy)", minimum=0, output=True)
     top_k: int | None = setting(None, "sample only from the k most likely tokens", minimum=1, output=True)
     max_tokens: int = setting(1000, "most tokens an answer may have", minimum=1, output=True)
+    thinking: bool | None = setting(
+        None,
+        "models with a thinking mode (Qwen3): --no-thinking answers without it (the chat template's "
+        "enable_thinking; with openai, sent to a server at --base-url as chat_template_kwargs)",
+        output=True,
+    )
+    structured: bool = setting(
+        True,
+        "structured answers: JSON sentences, each citing only retrieved DOC ids (constrained decoding); "
+        "--no-structured: the ANSWER / DOC IDS text format",
+        output=True,
+    )
+
+
+def template_kwargs(settings: ModelSettings) -> dict:
+    """What the chat template is given beside the messages (the thinking switch, when set)."""
+    return {} if settings.thinking is None else {"enable_thinking": settings.thinking}
 
 
 # The published sampling of the open models: temperature 0.2, top_k 50, 5000 tokens (capped by the window).
@@ -86,11 +105,17 @@ class Request:
     hits: list[Hit]
     messages: list[dict]  # OpenAI chat format: [{"role": ..., "content": ...}]
     sampling: Sampling = field(default_factory=Sampling)
+    # Structured mode: the JSON schema the answer must follow (its sources an enum of the retrieved DOC
+    # ids; generation.structured); None: the text format. ``language`` rebuilds the prompt in the text
+    # format when a server refuses the schema.
+    schema: dict | None = None
+    language: str = "nl"
     # How sure retrieval is that the first hit answers the question (None: not estimated), the signals
     # it rests on, and whether the pipeline abstains (answers that no article in the corpus answers it).
     confidence: float | None = None
     signals: dict = field(default_factory=dict)
     abstain: bool = False
+    date: str | None = None  # the day the question is asked of (None: today)
 
 
 @dataclass(slots=True)
@@ -120,11 +145,17 @@ class Generation:
     finish_reason: str = "stop"  # "length" when max_tokens cut the output
     # With Sampling.logprobs: the first non-blank token's most likely alternatives -> log-probability.
     top_logprobs: dict[str, float] = field(default_factory=dict)
+    # The server refused the request's answer schema (a 400 about response_format): ask again in text.
+    rejected_schema: bool = False
 
 
 @runtime_checkable
 class Backend(Protocol):
-    """Turns requests into raw model output (expected: ``ANSWER: ... DOC IDS: ...``)."""
+    """Turns requests into raw model output (``ANSWER: ... DOC IDS: ...``, or JSON under ``request.schema``).
+
+    A backend that can hold its output to a request's schema says so with ``structured = True``; the
+    pipeline then builds structured requests for it.
+    """
 
     name: str
 
@@ -152,6 +183,33 @@ class AsyncStreamingBackend(Backend, Protocol):
     def astream(self, request: Request) -> AsyncIterator[str | Generation]: ...
 
 
+# A cited text whose version is older than this (before the day asked of) may have changed since.
+STALE_AFTER_DAYS = 365
+
+
+def age_note(citations: Sequence[Citation], day: str | None = None) -> str:
+    """One line when an answer rests on a text older than a year (the corpus may hold no later version)."""
+    import datetime
+
+    from wetqa.corpus.bwb import dutch_date
+
+    asked = datetime.date.fromisoformat(day) if day else datetime.date.today()
+    old = sorted(
+        {c.version_date for c in citations if c.version_date and not c.valid_until}
+        & {
+            c.version_date
+            for c in citations
+            if c.version_date and (asked - datetime.date.fromisoformat(c.version_date)).days > STALE_AFTER_DAYS
+        }
+    )
+    if not old:
+        return ""
+    return (
+        f"Let op: de aangehaalde tekst is van {dutch_date(old[0])}, meer dan een jaar oud; de wet kan sindsdien "
+        "gewijzigd zijn (controleer de actuele tekst via de link)."
+    )
+
+
 @dataclass(slots=True)
 class Citation:
     id: str  # stable chunk id
@@ -160,11 +218,17 @@ class Citation:
     law: str
     article: str
     text: str
+    version_date: str = ""  # the version of the law the text is from ("" when the corpus does not know)
+    valid_until: str = ""  # when the next version started ("": the newest version the corpus holds)
+    url: str = ""  # the cited text on wetten.overheid.nl, as valid on its version date
 
     @classmethod
     def from_hit(cls, hit: Hit) -> Citation:
+        from wetqa.corpus.bwb import official_url
+
         c = hit.chunk
-        return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text)
+        url = official_url(c.bwb_id, c.article, c.unit, c.version_date)
+        return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text, c.version_date, c.valid_until, url)
 
     def to_json(self) -> dict:
         return {
@@ -174,7 +238,23 @@ class Citation:
             "law": self.law,
             "article": self.article,
             "text": self.text,
+            "version_date": self.version_date or None,
+            "valid_until": self.valid_until or None,
+            "url": self.url,
         }
+
+
+@dataclass(slots=True)
+class StreamedSentence:
+    """A sentence of a structured answer, handed out as soon as the model has written it."""
+
+    text: str  # as the model wrote it
+    citations: list[Citation]  # its sources (retrieved hits)
+    markers: list[int]  # the n of each source's [n] in the answer: its rank among the retrieved hits
+
+    def render(self) -> str:
+        """The sentence as it stands in the answer text, with its [n] markers."""
+        return marked_text(self.text, self.markers)
 
 
 @dataclass(slots=True)
@@ -193,6 +273,14 @@ class Answer:
     confidence: float | None = None  # that the first retrieved article answers the question, in [0, 1]
     abstained: bool = False  # no article found: the answer says so and cites nothing
     related: list[Citation] = field(default_factory=list)  # when abstained: the closest articles, not cited
+    date: str | None = None  # the day the question was asked of (its --date / "date"; None: today)
+    structured: bool = False  # answered in the structured (JSON) format
+    # Structured: the sentences with the DOC ids each cites (all retrieved); the answer text carries them
+    # as inline [n] markers, n the rank of the source among the retrieved hits (ALCE's convention).
+    sentences: list[StructuredSentence] = field(default_factory=list)
+    note: str | None = None  # what the reader should know about the answer (no sources, broken JSON)
+    # One line when the answer rests on a text older than a year: the law may have changed since.
+    validity_note: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -205,6 +293,18 @@ class Answer:
             "retrieved": [h.to_json() for h in self.retrieved],
             "format_ok": self.format_ok,
             "dropped_ids": self.dropped_ids,
+            "structured": self.structured,
+            "sentences": [{"sentence": s.text, "sources": list(s.sources)} for s in self.sentences],
+            "note": self.note or None,
             "usage": self.usage.to_json(),
             "error": self.error,
+            "date": self.date,
+            "validity_note": self.validity_note,
         }
+
+    def marker(self, doc_id: str) -> int | None:
+        """The n of a source's ``[n]`` marker: its rank among the retrieved hits (None: not retrieved)."""
+        for n, h in enumerate(self.retrieved, 1):
+            if h.chunk.doc_id == doc_id:
+                return n
+        return None

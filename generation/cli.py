@@ -8,7 +8,7 @@ from pathlib import Path
 
 from wetqa.console import EXIT_PARTIAL, EXIT_UNAVAILABLE, UsageError, emit, positive_int, wants_json
 
-from ._base import Answer
+from ._base import Answer, StreamedSentence
 
 
 def register_ask(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -54,10 +54,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise UsageError("--stream prints text as it comes; leave out --output json (which prints one document)")
     pipeline = PipelineSpec.from_cli_args(args).build()
     if args.stream:
-        answer = None
+        answer, sentences = None, 0
         for item in pipeline.stream(args.question):
             if isinstance(item, Answer):
                 answer = item
+            elif isinstance(item, StreamedSentence):  # structured: each sentence once written, with its [n]
+                print((" " if sentences else "") + item.render(), end="", flush=True)
+                sentences += 1
             else:
                 print(item, end="", flush=True)
         assert answer is not None  # a stream always ends with its Answer
@@ -69,16 +72,25 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def sources(answer: Answer) -> str:
+    from wetqa.corpus.bwb import dutch_date
+
     lines = []
     if answer.abstained:
         return "(niet beantwoord uit het corpus: niets aangehaald)"
     if answer.citations:
         lines.append("Bronnen:")
         for i, c in enumerate(answer.citations, 1):
-            lines.append(f"[{i}] {c.law}, {c.article} ({c.doc_id}, {c.id})")
+            # A structured answer's [n] is the source's rank among the retrieved hits (ALCE's convention).
+            n = answer.marker(c.doc_id) if answer.structured else i
+            dated = f", tekst van {dutch_date(c.version_date)}" if c.version_date else ""
+            lines.append(f"[{n}] {c.law}, {c.article}{dated} ({c.doc_id}, {c.id})")
+        if answer.validity_note:
+            lines.append(answer.validity_note)
     else:
         lines.append("(geen bronnen aangehaald)")
-    if not answer.format_ok:
+    if answer.note:
+        lines.append(f"({answer.note})")
+    elif not answer.format_ok:
         lines.append("(the model did not follow the ANSWER/DOC IDS format; parsed leniently)")
     return "\n".join(lines)
 
@@ -122,8 +134,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     def text() -> str:
         return "\n".join(
-            f"run {r['run']}: {r['questions']} answers in {r['file']} ({r['failed']} failed, "
-            f"{r['parse_failures']} not in the ANSWER/DOC IDS format, {r['dropped_ids']} cited ids not retrieved)"
+            f"run {r['run']}: {r['questions']} answers in {r['file']} ({r['failed']} failed, {r['structured']} "
+            f"structured, {r['parse_failures']} not in their format, {r['dropped_ids']} cited ids not retrieved)"
             for r in summary["runs"]
         )
 

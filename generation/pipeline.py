@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Generator, Iterator, Sequence
+import logging
+import threading
+from collections.abc import AsyncGenerator, Generator, Iterator, MutableSequence, Sequence
 from dataclasses import replace
 
 from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k
@@ -17,11 +19,16 @@ from ._base import (
     ModelUnavailable,
     Request,
     Sampling,
+    StreamedSentence,
     StreamingBackend,
+    age_note,
     check_sampling,
 )
 from .parser import AnswerStream, parse_output
-from .prompt import build_request
+from .prompt import as_text, build_request
+from .structured import SentenceStream, SourceResolver, looks_structured, marked_text, parse_structured
+
+log = logging.getLogger("wetqa.generation")
 
 
 def check_question(question: str) -> str:
@@ -43,7 +50,10 @@ def to_answer(request: Request, gen: Generation) -> Answer:
             error=gen.error,
             unavailable=gen.unavailable,
             confidence=request.confidence,
+            structured=request.schema is not None,
         )
+    if request.schema is not None:
+        return _structured_answer(request, gen)
     # A hit stands for its chunk, and for an article retriever also for the article's other chunks:
     # an answer may cite the part of the article it quotes.
     by_doc: dict[str, Hit] = {}
@@ -54,10 +64,13 @@ def to_answer(request: Request, gen: Generation) -> Answer:
                 c.doc_id, Hit(c, h.score, h.rank, h.retriever, h.article_chunks, h.article_paragraphs, h.features)
             )
     parsed = parse_output(gen.text, list(by_doc))
+    citations = [Citation.from_hit(by_doc[d]) for d in parsed.cited]
     return Answer(
         question=request.question,
         answer=parsed.answer,
-        citations=[Citation.from_hit(by_doc[d]) for d in parsed.cited],
+        citations=citations,
+        date=request.date,
+        validity_note=age_note(citations, request.date) or None,
         retrieved=request.hits,
         raw=gen.text,
         format_ok=parsed.format_ok,
@@ -66,6 +79,112 @@ def to_answer(request: Request, gen: Generation) -> Answer:
         finish_reason=gen.finish_reason,
         confidence=request.confidence,
     )
+
+
+def hits_by_doc(request: Request) -> dict[str, Hit]:
+    """The hits by DOC id (the ids the prompt showed, which a structured answer may cite)."""
+    by_doc: dict[str, Hit] = {}
+    for h in request.hits:
+        by_doc.setdefault(h.chunk.doc_id, h)
+    return by_doc
+
+
+def markers_of(request: Request, doc_ids: Sequence[str]) -> list[int]:
+    """The ``[n]`` of each DOC id: its rank among the retrieved hits, the passage ALCE's ``[n]`` names."""
+    ranks: dict[str, int] = {}
+    for n, h in enumerate(request.hits, 1):
+        ranks.setdefault(h.chunk.doc_id, n)
+    return [ranks[d] for d in doc_ids if d in ranks]
+
+
+NO_SOURCES = "no article was retrieved: the answer cites no sources"
+
+
+def _structured_answer(request: Request, gen: Generation) -> Answer:
+    """A JSON answer -> the answer text with inline [n] markers, its citations and its sentences.
+
+    Output that holds no sentence at all (a server that ignored the schema and wrote text) is read by
+    the forgiving text parser instead, and the answer's note says so.
+    """
+    by_doc = hits_by_doc(request)
+    parsed = parse_structured(gen.text, list(by_doc))
+    if not parsed.sentences:
+        answer = to_answer(replace(request, schema=None), gen)
+        answer.format_ok = False  # JSON was asked for
+        answer.note = f"the model did not answer in the JSON format ({parsed.problem}); read as text"
+        return answer
+    note = None
+    if not parsed.format_ok:
+        cut = " (cut off at max_tokens)" if gen.finish_reason == "length" else ""
+        note = f"the model's JSON is broken{cut}: {parsed.problem}; kept its {len(parsed.sentences)} complete sentences"
+    elif not by_doc:
+        note = NO_SOURCES
+    text = " ".join(marked_text(s.text, markers_of(request, s.sources)) for s in parsed.sentences)
+    citations = [Citation.from_hit(by_doc[d]) for d in parsed.cited]
+    return Answer(
+        question=request.question,
+        answer=text,
+        citations=citations,
+        date=request.date,
+        retrieved=request.hits,
+        raw=gen.text,
+        format_ok=parsed.format_ok,
+        dropped_ids=parsed.dropped,
+        usage=gen.usage,
+        finish_reason=gen.finish_reason,
+        confidence=request.confidence,
+        structured=True,
+        sentences=parsed.sentences,
+        note=note,
+        validity_note=age_note(citations, request.date) or None,
+    )
+
+
+class ResponseReader:
+    """The part of a growing model output that can be shown: answer text, or whole structured sentences.
+
+    A structured request's output is read as JSON when it starts like JSON, and as the text format
+    otherwise (a server that ignored the schema); a text request's always as text.
+    """
+
+    def __init__(self, request: Request):
+        self.request = request
+        self.json: bool | None = None if request.schema is not None else False
+        self.pending = ""
+        self.text = AnswerStream()
+        self.sentences = SentenceStream()
+        self.resolver = SourceResolver(list(hits_by_doc(request)))
+        self.streamed = 0  # structured sentences handed out
+
+    def feed(self, piece: str) -> list[str | StreamedSentence]:
+        if self.json is None:
+            self.pending += piece
+            self.json = looks_structured(self.pending)
+            if self.json is None:
+                return []
+            piece, self.pending = self.pending, ""
+        if not self.json:
+            text = self.text.feed(piece)
+            return [text] if text else []
+        out = [self.sentence(self.resolver.resolve(s)) for s in self.sentences.feed(piece)]
+        self.streamed += len(out)
+        return list(out)
+
+    def sentence(self, s) -> StreamedSentence:
+        by_doc = hits_by_doc(self.request)
+        citations = [Citation.from_hit(by_doc[d]) for d in s.sources]
+        return StreamedSentence(s.text, citations, markers_of(self.request, s.sources))
+
+    def finish(self, answer: Answer) -> list[str | StreamedSentence]:
+        """What the final answer holds beyond what was handed out."""
+        if answer.structured:
+            unsent = answer.sentences[self.streamed :]
+            self.streamed = len(answer.sentences)
+            return [self.sentence(s) for s in unsent]
+        if self.json:  # read as JSON, but no sentence came of it: the answer was read as text at the end
+            return [answer.answer] if answer.answer else []
+        rest = self.text.finish(answer.answer)
+        return [rest] if rest else []
 
 
 def abstained_answer(request: Request) -> Answer:
@@ -85,6 +204,7 @@ def abstained_answer(request: Request) -> Answer:
         confidence=request.confidence,
         abstained=True,
         related=related[:3],
+        date=request.date,
     )
 
 
@@ -112,13 +232,15 @@ def abstention_text(request: Request, related: Sequence[Citation]) -> str:
 
 def _assess(retriever: Retriever, request: Request, min_confidence: float | None) -> Request:
     """The request with retrieval's confidence, and whether the pipeline abstains from answering it."""
-    from wetqa.retrieval.confidence import estimate, model_for
+    from wetqa.retrieval.confidence import estimate, model_for, names_a_held_law
 
     confidence, signals = estimate(retriever, request.question, request.hits)
     if min_confidence is None:
         model = model_for(signals)
         min_confidence = model.threshold if model is not None else 0.0
-    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence)
+    # A question that names a law the corpus holds ("volgens de Awb") is answered from that law: the
+    # corpus cannot lack it.
+    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence and not names_a_held_law(signals))
     return replace(request, confidence=confidence, signals=signals, abstain=abstain)
 
 
@@ -137,17 +259,31 @@ class Pipeline:
         self.k = check_k(k)
         self.language = language
         self.min_confidence = min_confidence
+        # Structured answers when the backend can hold its output to a schema (and is set to);
+        # turned off, once and with a warning, when the model server refuses the schema.
+        self.structured = bool(getattr(backend, "structured", False))
+        self._fallback_lock = threading.Lock()
 
-    def requests(self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None) -> list[Request]:
+    def requests(
+        self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None, scope=None
+    ) -> list[Request]:
+        """Retrieval and prompts; ``scope`` (a :class:`~wetqa.retrieval.scope.Scope`) replaces the pipeline's."""
+        from wetqa.retrieval._base import search_in
+
         qs = [check_question(q) for q in questions]
         if sampling is not None:
             check_sampling(self.backend, sampling)  # before any retrieval or model work
         try:
-            hits = self.retriever.batch_search(qs, self.k, threads)
+            hits = search_in(self.retriever, qs, self.k, threads, scope)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
+        day = scope.date if scope is not None else getattr(getattr(self.retriever, "scope", None), "date", None)
         built = [
-            _assess(self.retriever, build_request(q, h, self.language), self.min_confidence) for q, h in zip(qs, hits)
+            replace(
+                _assess(self.retriever, build_request(q, h, self.language, self.structured), self.min_confidence),
+                date=day,
+            )
+            for q, h in zip(qs, hits)
         ]
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
@@ -157,8 +293,31 @@ class Pipeline:
         gens = self.backend.generate(todo) if todo else []
         if len(gens) != len(todo):
             raise GenerationError(f"backend {self.backend.name} returned {len(gens)} outputs for {len(todo)} prompts")
-        made = iter(gens)
-        return [abstained_answer(r) if r.abstain else to_answer(r, next(made)) for r in requests]
+        pairs = iter(self._in_text_if_refused(todo, gens))
+        return [abstained_answer(r) if r.abstain else to_answer(*next(pairs)) for r in requests]
+
+    def _in_text_if_refused(
+        self, requests: Sequence[Request], gens: Sequence[Generation]
+    ) -> list[tuple[Request, Generation]]:
+        """Each request with its generation; those whose schema the server refused asked again in text."""
+        refused = [i for i, g in enumerate(gens) if g.rejected_schema]
+        pairs = list(zip(requests, gens))
+        if refused:
+            self.refused_schema(gens[refused[0]])
+            again = [as_text(requests[i]) for i in refused]
+            for i, r, g in zip(refused, again, self.backend.generate(again)):
+                pairs[i] = (r, g)
+        return pairs
+
+    def refused_schema(self, gen: Generation) -> None:
+        """The model server refused the answer schema: from now on the text format, said once."""
+        with self._fallback_lock:
+            if self.structured:
+                self.structured = False
+                log.warning(
+                    "wetqa: warning: %s; answering in the text format (ANSWER / DOC IDS) instead",
+                    gen.error or "the model server refused the answer schema",
+                )
 
     def generate_stream(self, requests: Sequence[Request]) -> Iterator[tuple[int, Answer]]:
         """``(index, Answer)`` as each is ready: abstentions at once, the rest as the engine finishes them
@@ -173,15 +332,18 @@ class Pipeline:
                 yield i, answer
             return
         for j, gen in stream([requests[i] for i in todo]):
-            yield todo[j], to_answer(requests[todo[j]], gen)
+            request, gen = self._in_text_if_refused([requests[todo[j]]], [gen])[0]
+            if isinstance(requests, MutableSequence):
+                requests[todo[j]] = request  # what was asked in the end (a run records its prompt)
+            yield todo[j], to_answer(request, gen)
 
     def ask_many(self, questions: Sequence[str], threads: int = 1) -> list[Answer]:
         """Answers to several questions (retrieved together, generated as one batch); failures are recorded
         in each answer's ``error``."""
         return self.answer_requests(self.requests(questions, threads))
 
-    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
-        return self.answer_one(self.requests([question], sampling=sampling)[0])
+    def ask(self, question: str, sampling: Sampling | None = None, scope=None) -> Answer:
+        return self.answer_one(self.requests([question], sampling=sampling, scope=scope)[0])
 
     def answer_one(self, request: Request) -> Answer:
         """The answer of one prepared request; a failed generation raises (ModelUnavailable: no server)."""
@@ -190,26 +352,29 @@ class Pipeline:
             raise (ModelUnavailable if answer.unavailable else GenerationError)(answer.error)
         return answer
 
-    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
+    def prepare(self, question: str, sampling: Sampling | None = None, scope=None) -> Request:
         """Retrieval and the prompt for one question (what comes before the model)."""
-        return self.requests([question], sampling=sampling)[0]
+        return self.requests([question], sampling=sampling, scope=scope)[0]
 
-    def stream(self, question: str, sampling: Sampling | None = None) -> Generator[str | Answer, None, None]:
-        """The answer's text as the backend produces it, then the whole :class:`Answer`.
+    def stream(
+        self, question: str, sampling: Sampling | None = None
+    ) -> Generator[str | StreamedSentence | Answer, None, None]:
+        """The answer as the backend produces it, then the whole :class:`Answer`.
 
-        Only answer text is handed out (never the ids list the model writes after it); the final
-        Answer carries the citations. A backend that cannot stream gives its answer as one piece.
-        Closing this iterator early stops the backend's work.
+        In the text format, pieces of answer text (never the ids list the model writes after it); in the
+        structured format, each sentence as soon as the model has closed it, with its sources
+        (:class:`StreamedSentence`). The final Answer carries the citations. A backend that cannot
+        stream gives its answer in one go. Closing this iterator early stops the backend's work.
         """
         return self.stream_request(self.prepare(question, sampling))
 
-    def stream_request(self, request: Request) -> Generator[str | Answer, None, None]:
+    def stream_request(self, request: Request) -> Generator[str | StreamedSentence | Answer, None, None]:
         if request.abstain:
             answer = abstained_answer(request)
             yield answer.answer
             yield answer
             return
-        parser = AnswerStream()
+        reader = ResponseReader(request)
         gen: Generation | None = None
         if isinstance(self.backend, StreamingBackend):
             pieces = self.backend.stream(request)
@@ -218,18 +383,20 @@ class Pipeline:
                     if isinstance(item, Generation):
                         gen = item
                         break
-                    text = parser.feed(item)
-                    if text:
-                        yield text
+                    yield from reader.feed(item)
             finally:
                 close = getattr(pieces, "close", None)
                 if close is not None:
                     close()
         else:
             gen = self.backend.generate([request])[0]
-        yield from self._finish(request, gen, parser)
+        if gen is not None and gen.rejected_schema:  # refused before anything was written: ask again in text
+            self.refused_schema(gen)
+            yield from self.stream_request(as_text(request))
+            return
+        yield from self._finish(request, gen, reader)
 
-    async def astream_request(self, request: Request) -> AsyncGenerator[str | Answer, None]:
+    async def astream_request(self, request: Request) -> AsyncGenerator[str | StreamedSentence | Answer, None]:
         """:meth:`stream_request` on an event loop, for a backend that is :class:`AsyncStreamingBackend`."""
         if request.abstain:
             answer = abstained_answer(request)
@@ -238,7 +405,7 @@ class Pipeline:
             return
         if not isinstance(self.backend, AsyncStreamingBackend):
             raise TypeError(f"backend {self.backend.name} has no asynchronous stream")
-        parser = AnswerStream()
+        reader = ResponseReader(request)
         gen: Generation | None = None
         pieces = self.backend.astream(request)
         try:
@@ -246,23 +413,49 @@ class Pipeline:
                 if isinstance(item, Generation):
                     gen = item
                     break
-                text = parser.feed(item)
-                if text:
-                    yield text
+                for piece in reader.feed(item):
+                    yield piece
         finally:
             aclose = getattr(pieces, "aclose", None)
             if aclose is not None:
                 await aclose()
-        for out in self._finish(request, gen, parser):
-            yield out
+        if gen is not None and gen.rejected_schema:
+            self.refused_schema(gen)
+            async for again in self.astream_request(as_text(request)):
+                yield again
+            return
+        for last in self._finish(request, gen, reader):
+            yield last
 
-    def _finish(self, request: Request, gen: Generation | None, parser: AnswerStream) -> Iterator[str | Answer]:
+    def _finish(
+        self, request: Request, gen: Generation | None, reader: ResponseReader
+    ) -> Iterator[str | StreamedSentence | Answer]:
         if gen is None:
             raise GenerationError(f"backend {self.backend.name} ended its stream without a result")
         answer = to_answer(request, gen)
         if answer.error:
             raise GenerationError(answer.error)
-        rest = parser.finish(answer.answer)
-        if rest:
-            yield rest
+        yield from reader.finish(answer)
         yield answer
+
+
+class ScopedPipeline:
+    """A pipeline whose questions are asked in one scope (an API request's date, kinds, laws,
+    jurisdiction); everything else is the pipeline's."""
+
+    def __init__(self, pipeline: Pipeline, scope=None):
+        self.pipeline, self.scope = pipeline, scope
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.pipeline, name)
+
+    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
+        return self.pipeline.prepare(question, sampling, self.scope)
+
+    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
+        return self.pipeline.ask(question, sampling, self.scope)
+
+    def stream(self, question: str, sampling: Sampling | None = None):
+        return self.pipeline.stream_request(self.prepare(question, sampling))

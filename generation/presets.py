@@ -22,16 +22,42 @@ from .registry import BackendInfo, all_settings, backend, backends, output_setti
 class Preset:
     kind: str
     values: dict  # settings of the backend
+    note: str = ""  # what a user should know before choosing it (availability, licence gate)
 
 
 _GPT = {"temperature": 0.0, "max_tokens": 1000}
+_OPEN = OPEN_MODEL_DEFAULTS
+GEITJE_OFFLINE = "may be unavailable: taken offline in 2025 (a demand by BREIN about its training data)"
+GATED = "gated: accept the licence on the model's Hugging Face page first"
+
+
+def _open(model: str, window: int | None = None, note: str = "", **more) -> Preset:
+    """An open model on vLLM with the published sampling. ``window``: the context vLLM reserves (a model
+    whose own window is far longer than a prompt and 5000 tokens need gets a bound that fits one GPU);
+    None keeps the model's own, as the published runs did."""
+    values = {"model": model, **_OPEN, **more}
+    if window:
+        values["max_model_len"] = window
+    return Preset("vllm", values, note)
+
+
 PRESETS: dict[str, Preset] = {
     "extractive": Preset("extractive", {}),
     "gpt-4o": Preset("openai", {"model": "gpt-4o", **_GPT}),
     "gpt-3.5-turbo": Preset("openai", {"model": "gpt-3.5-turbo", **_GPT}),
-    "geitje-7b-ultra": Preset("vllm", {"model": "BramVanroy/GEITje-7B-ultra", **OPEN_MODEL_DEFAULTS}),
-    "llama-3-8b-dutch": Preset("vllm", {"model": "ReBatch/Llama-3-8B-dutch", **OPEN_MODEL_DEFAULTS}),
-    "fietje-2": Preset("vllm", {"model": "BramVanroy/fietje-2-instruct", **OPEN_MODEL_DEFAULTS}),
+    # The published comparison's open models (kept as they were run).
+    "geitje-7b-ultra": _open("BramVanroy/GEITje-7B-ultra", note=GEITJE_OFFLINE),
+    "llama-3-8b-dutch": _open("ReBatch/Llama-3-8B-dutch"),
+    "fietje-2": _open("BramVanroy/fietje-2-instruct"),
+    # Open models with good Dutch that can be downloaded today.
+    "fietje-2-chat": _open("BramVanroy/fietje-2-chat", 2048),  # Phi-2 based, 2.7B, Dutch; its window is 2048
+    "eurollm-9b-instruct": _open("utter-project/EuroLLM-9B-Instruct", 4096, GATED),  # EU languages, Apache 2.0
+    "gemma-3-12b-it": _open("google/gemma-3-12b-it", 32768, GATED),  # 128k window, 140+ languages
+    "gemma-3-27b-it": _open("google/gemma-3-27b-it", 32768, GATED),
+    # Qwen3 thinks aloud by default; its chat template's enable_thinking=False answers directly (and a
+    # schema-constrained answer leaves it no room to think anyway). 32k is its native window.
+    "qwen3-8b": _open("Qwen/Qwen3-8B", 32768, thinking=False),
+    "qwen3-14b": _open("Qwen/Qwen3-14B", 32768, thinking=False),
 }
 
 

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from wetqa import __version__
 from wetqa.dataset import QAItem
-from wetqa.io import read_journal, wetqa_made, write_owned_json
+from wetqa.io import OwnedFolder, own_folder, read_journal, recognised, wetqa_made, write_owned_json
 
 from ._base import Answer, GenerationError, Request
 from .pipeline import Pipeline
@@ -61,6 +61,9 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
         "cited_ids": [c.id for c in answer.citations],
         "dropped_ids": answer.dropped_ids,
         "format_ok": answer.format_ok,
+        "structured": answer.structured,
+        "sentences": [{"sentence": x.text, "sources": list(x.sources)} for x in answer.sentences],
+        "note": answer.note,
         "retrieved": [
             {
                 "id": h.chunk.id,
@@ -81,15 +84,17 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
     }
 
 
-def prompt_fingerprint(language: str = "nl") -> str:
-    """A hash of the prompt as rendered: any change of instructions, example or layout changes it."""
+def prompt_fingerprint(language: str = "nl", structured: bool = False) -> str:
+    """A hash of the prompt as rendered (in the text or the structured format): any change of
+    instructions, example or layout changes it."""
     from wetqa.corpus.records import Chunk
     from wetqa.retrieval._base import Hit
 
     from .prompt import build_messages
 
     hit = Hit(Chunk("X_1", "DOC0001", "BWBR0000000", "2000-01-01", "Wet", "Artikel 1", 1, "Tekst."), 1.0, 1)
-    rendered = json.dumps(build_messages("Vraag?", [hit], language), ensure_ascii=False, sort_keys=True)
+    messages = build_messages("Vraag?", [hit], language, structured)
+    rendered = json.dumps(messages, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]
 
 
@@ -108,8 +113,20 @@ def run_inputs(
         "generator": {key: generator.get(key) for key in ("kind", *output_setting_names())},
         "k": k,
         "language": language,
-        "prompt": prompt_fingerprint(language),
+        "prompt": prompt_fingerprint(language, bool(generator.get("structured"))),
     }
+
+
+def run_folder(out: str | os.PathLike) -> OwnedFolder:
+    """A run folder under the owned-folder rule (one of an older wetqa is known by its config.json)."""
+    return own_folder(out, ("config.json",), adopt=recognised("config.json", ("config.json", "run-*.jsonl", "eval")))
+
+
+def _settled(inputs: dict) -> dict:
+    """Inputs with the generator settings that are None left out: a setting a later wetqa added, which
+    this generator does not have (None), changes nothing a folder made before it holds."""
+    generator = {k: v for k, v in (inputs.get("generator") or {}).items() if v is not None}
+    return {**inputs, "generator": generator}
 
 
 def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) -> None:
@@ -118,6 +135,7 @@ def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) 
 
 
 def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
+    folder = run_folder(out)  # a folder holding files wetqa did not write is refused before anything else
     config = out / "config.json"
     if config.exists() and not wetqa_made(config):
         raise GenerationError(f"{config} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
@@ -125,7 +143,7 @@ def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
     if not runs:
         return
     old = json.loads(config.read_text(encoding="utf-8")).get("inputs") if config.is_file() else None
-    if old == inputs:
+    if old is not None and _settled(old) == _settled(inputs):
         return
     changed = (
         "no inputs recorded (an older wetqa)"
@@ -137,8 +155,9 @@ def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
             f"{out} holds runs made with other inputs ({changed}); give another --out, or --force to start "
             "these runs again"
         )
-    for path in runs:  # wetqa's own run files, made with what is no longer asked for
-        path.unlink()
+    for path in runs:  # wetqa's own run files (the folder holds nothing else), made with what is no longer asked for
+        if path.name in folder.names:
+            path.unlink()
 
 
 def generate_runs(
@@ -159,7 +178,7 @@ def generate_runs(
     questions whose earlier attempt failed: the new record is appended and supersedes the old one.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = run_folder(out)
     if inputs is not None:
         _check_inputs(out, inputs, force)  # a no-op when check_run_folder already ran
     write_owned_json(
@@ -179,7 +198,7 @@ def generate_runs(
     run_summaries: list[dict] = []
     summary = {"runs": run_summaries, "out": str(out)}
     for run in range(1, runs + 1):
-        path = run_file(out, run)
+        path = folder.file(run_file(out, run).name)
         done = read_done(path)
         todo = [it for it in items if it.id not in done or done[it.id].get("error")]
         bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
@@ -213,6 +232,7 @@ def generate_runs(
                 "unavailable": sum(1 for r in recs if r.get("error") and r.get("unavailable")),
                 "first_error": next((r["error"] for r in recs if r.get("error")), None),
                 "parse_failures": sum(1 for r in recs if not r.get("error") and not r.get("format_ok")),
+                "structured": sum(1 for r in recs if not r.get("error") and r.get("structured")),
                 "dropped_ids": sum(len(r.get("dropped_ids", [])) for r in recs),
             }
         )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from wetqa.retrieval._base import RetrievalError
+from wetqa.retrieval._base import K_RANGE, MAX_K, RetrievalError
 from wetqa.retrieval.spec import RETRIEVAL_SETTINGS, RetrievalSpec
 from wetqa.settings import SettingError, add_arguments, build, coerce, given, setting, settings_of
 
@@ -30,7 +30,9 @@ from .registry import all_settings, backends
 class PipelineOptions:
     """The pipeline's own settings (beside retrieval and the generator)."""
 
-    k: int = setting(3, "retrieved hits given to the generator", minimum=1, flag="-k", output=True)
+    k: int = setting(
+        3, "retrieved hits given to the generator", minimum=1, maximum=MAX_K, invalid=K_RANGE, flag="-k", output=True
+    )
     language: str = setting("nl", "prompt language", choices=("nl", "en"), output=True)
     min_confidence: float | None = setting(
         None,

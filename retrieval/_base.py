@@ -40,6 +40,8 @@ class Hit:
         return self.chunk.id
 
     def to_json(self) -> dict:
+        from wetqa.corpus.bwb import official_url
+
         c = self.chunk
         return {
             "rank": self.rank,
@@ -50,6 +52,9 @@ class Hit:
             "law": c.law,
             "article": c.article,
             "text": c.text,
+            "version_date": c.version_date or None,
+            "valid_until": c.valid_until or None,
+            "url": official_url(c.bwb_id, c.article, c.unit, c.version_date),
         }
 
 
@@ -59,9 +64,19 @@ class Retriever(Protocol):
 
     name: str
 
-    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+    def search(self, query: str, k: int = 10, scope=None) -> list[Hit]: ...
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]: ...
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1, scope=None) -> list[list[Hit]]:
+        """``scope`` (a :class:`~.scope.Scope`, None: the default) says which regulations are ranked."""
+        ...
+
+
+def search_in(retriever, queries: Sequence[str], k: int, threads: int = 1, scope=None) -> list[list[Hit]]:
+    """``retriever.batch_search`` in a scope; without one, called as a retriever of any kind takes it
+    (a registered retriever written before scopes existed has no ``scope`` parameter)."""
+    if scope is None:
+        return retriever.batch_search(queries, k, threads)
+    return retriever.batch_search(queries, k, threads, scope=scope)
 
 
 def warm_up(retriever) -> None:
@@ -83,10 +98,28 @@ def check_query(query: str) -> str:
     return query.strip()
 
 
+# The most hits any search returns, and the most first-stage hits one question re-scores or re-ranks
+# with a model. A question costs at most this much, whatever a client asks for: encoding the passages
+# of 100 articles takes seconds of CPU, and one client asking for k 100000 must not take the server.
+MAX_K = 100
+MAX_RESCORE_DEPTH = 100
+K_RANGE = f"k must be a positive number of hits, at most {MAX_K} (MAX_K: the most wetqa returns)"
+DEPTH_RANGE = (
+    f"hits re-scored or re-ranked must be at least 1 and at most {MAX_RESCORE_DEPTH} "
+    "(MAX_RESCORE_DEPTH: the most one question sends through a model)"
+)
+
+
 def check_k(k: int) -> int:
-    if not isinstance(k, int) or k <= 0:
-        raise RetrievalError(f"k must be a positive number of hits, got {k!r}")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise RetrievalError(f"{K_RANGE}, got {k!r}")
     return k
+
+
+def check_depth(depth: int) -> int:
+    if not isinstance(depth, int) or isinstance(depth, bool) or not 1 <= depth <= MAX_RESCORE_DEPTH:
+        raise RetrievalError(f"{DEPTH_RANGE}, got {depth!r}")
+    return depth
 
 
 def chunks_of(retriever) -> list[Chunk]:

@@ -61,9 +61,10 @@ def _slots(q):
 
 
 @njit(cache=True, nogil=True)
-def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep, start):
+def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep, start, allowed):
     """The largest score of a view over its documents (over live chunks when ``use_live``), exact, and
-    up to ``keep`` of the best documents scored on the way (seeds for the fused bar).
+    up to ``keep`` of the best documents scored on the way (seeds for the fused bar). ``allowed`` (one
+    byte per article, empty: all) leaves out the articles outside the search's scope.
 
     Documents in order, a running best (from ``start``: a score some document is known to reach, so
     pruning begins at once); terms whose largest impacts add up to less than the best are only
@@ -104,7 +105,12 @@ def view_max(data, idx, ptr, tmax, q, chunk_article, use_live, keep, start):
             j = order[r]
             if pos[j] < end[j] and idx[pos[j]] == d:
                 bound += ub[j]
-        live = (not use_live) or (d < len(chunk_article) and chunk_article[d] >= 0)
+        if use_live:
+            live = d < len(chunk_article) and chunk_article[d] >= 0
+            if live and len(allowed):
+                live = allowed[chunk_article[d]] != 0
+        else:
+            live = len(allowed) == 0 or (d < len(allowed) and allowed[d] != 0)
         if live and bound * (1 + _MARGIN) > best:
             s = np.float32(0.0)
             for i in range(len(q)):
@@ -244,9 +250,10 @@ def top_fused(
     c_data, c_idx, c_ptr, c_max, c_bptr, c_bblock, c_bmax,
     a_data, a_idx, a_ptr, a_max, a_bptr, a_bblock, a_bmax,
     h_data, h_idx, h_ptr, h_max, h_bptr, h_bblock, h_bmax,
-    block, chunk_article, first, count, max_count, q, k, maxima, weights, floor,
+    block, chunk_article, first, count, max_count, q, k, maxima, weights, floor, allowed,
 ):  # fmt: skip
-    """The top k articles by fused score (ties: the lower article), with their three view scores.
+    """The top k articles by fused score (ties: the lower article), with their three view scores; only
+    articles ``allowed`` (one byte per article; empty: all) are scored.
 
     ``maxima`` (float32: chunk, article, heading) are the views' exact maxima; ``weights`` (float32)
     the article and heading weights; ``floor`` a fused score at least k articles reach (0 if unknown),
@@ -325,6 +332,8 @@ def top_fused(
                     bound += gb[j]
             lo = first[a]
             hi = lo + count[a]
+            if len(allowed) and allowed[a] == 0:
+                bound = -1.0  # outside the scope: never scored
             if bound * (1 + _MARGIN) >= bar:
                 bound = _tighten(
                     bound, bar, a, lo, hi, local, lp, gb, nxt, mult, mc, ma, mh, wa, wh,

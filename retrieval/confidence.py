@@ -40,64 +40,6 @@ from ._base import Hit
 # "wanner", "omstandigheden" "omstand"; "onder", "hoe", "wat", "kan" are stop words already).
 FRAME_WORDS = frozenset("wanner welk voorwaard waarom war mag mog gevall geval situatie omstand bepaald slecht".split())
 
-# Abbreviations of laws, as people write them (the law's title must be in the corpus to match it).
-ABBREVIATIONS = {
-    "awb": "Algemene wet bestuursrecht",
-    "bw": "Burgerlijk Wetboek",
-    "wob": "Wet openbaarheid van bestuur",
-    "vw": "Vreemdelingenwet 2000",
-    "ww": "Werkloosheidswet",
-    "aow": "Algemene Ouderdomswet",
-    "anw": "Algemene nabestaandenwet",
-    "akw": "Algemene Kinderbijslagwet",
-    "zvw": "Zorgverzekeringswet",
-    "wia": "Wet werk en inkomen naar arbeidsvermogen",
-    "wajong": "Wet arbeidsongeschiktheidsvoorziening jonggehandicapten",
-    "awr": "Algemene wet inzake rijksbelastingen",
-    "wsf": "Wet studiefinanciering 2000",
-    "wpo": "Wet op het primair onderwijs",
-    "wvo": "Wet voortgezet onderwijs 2020",
-    "wvw": "Wegenverkeerswet 1994",
-    "arbowet": "Arbeidsomstandighedenwet",
-    "atw": "Arbeidstijdenwet",
-    "wav": "Wet arbeid vreemdelingen",
-    "wazo": "Wet arbeid en zorg",
-    "wpg": "Wet politiegegevens",
-    "wwm": "Wet wapens en munitie",
-    "fw": "Faillissementswet",
-    "mw": "Mededingingswet",
-}
-# Laws people name that are not in the reference corpus: naming one says the corpus cannot answer.
-# (Titles and the abbreviations lawyers use; matched only when the corpus does not hold the law.)
-KNOWN_LAWS = (
-    "wetboek van strafrecht",
-    "wetboek van strafvordering",
-    "wetboek van burgerlijke rechtsvordering",
-    "burgerlijk wetboek boek 7",
-    "omgevingswet",
-    "wet milieubeheer",
-    "wet op de omzetbelasting",
-    "wet inkomstenbelasting",
-    "wet op de loonbelasting",
-    "wet op de vennootschapsbelasting",
-    "successiewet",
-    "wet langdurige zorg",
-    "wet maatschappelijke ondersteuning",
-    "pensioenwet",
-    "ziektewet",
-    "wet op de ondernemingsraden",
-    "wet minimumloon",
-    "woningwet",
-    "politiewet",
-    "paspoortwet",
-    "rijkswet op het nederlanderschap",
-    "telecommunicatiewet",
-    "mediawet",
-    "wet op het financieel toezicht",
-    "wet op de rechterlijke organisatie",
-)
-KNOWN_ABBREVIATIONS = ("sr", "sv", "rv", "wlz", "wmo", "wft", "wor", "wib", "wvggz", "wzd", "avg", "whw", "web", "wwft")
-
 FEATURES = (
     "oov",
     "coverage",
@@ -111,7 +53,12 @@ FEATURES = (
     "same_law",
     "law_named",
     "clause",
+    "xde",
+    "law_share",
 )
+# An index of this many laws or more holds (nearly) all of Dutch law: its own calibration ("@whole"),
+# since "answerable" means there "the corpus holds a law about it".
+WHOLE_FROM_LAWS = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
 _ENGLISH = frozenset(
@@ -130,22 +77,28 @@ def _rescorer(retriever):
     for _ in range(8):
         if retriever is None:
             return None
-        if hasattr(retriever, "passage_vectors"):
+        if hasattr(retriever, "passage_vectors") and getattr(retriever, "encoder", None) is not None:
             return retriever
         retriever = getattr(retriever, "retriever", None)
     return None
 
 
 def _unwrap(retriever):
-    """The BM25 index under a retriever (through re-scoring and re-ranking; a hybrid's first component)."""
-    seen = 0
-    while retriever is not None and not hasattr(retriever, "views") and seen < 8:
-        inner = getattr(retriever, "retriever", None)
+    """The BM25 index under a retriever (through scoping, ranking, re-scoring and re-ranking; a hybrid's
+    first component)."""
+    for _ in range(8):
+        if retriever is None:
+            return None
+        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
+        if inner is None:
+            inner = getattr(retriever, "retriever", None) if not hasattr(retriever, "views") else None
         if inner is None:
             parts = getattr(retriever, "retrievers", None)
             inner = parts[0] if parts else None
-        retriever, seen = inner, seen + 1
-    return retriever if hasattr(retriever, "views") else None
+        if inner is None:
+            return retriever if hasattr(retriever, "views") else None
+        retriever = inner
+    return None
 
 
 def _idf(df: int, n: int) -> float:
@@ -166,20 +119,6 @@ def law_titles(index) -> frozenset[str]:
         titles = frozenset(t.lower() for t in index.chunks.law_titles())
         index._law_titles = titles
     return titles
-
-
-def law_named(question: str, top_law: str, titles: frozenset[str]) -> float:
-    """+1: the question names the first hit's law; -1: it names a law the corpus does not hold; 0: neither."""
-    q = question.lower()
-    words = set(_WORD.findall(q))
-    named = [t for t in titles if len(t) > 6 and t in q]
-    named += [ABBREVIATIONS[w].lower() for w in words if w in ABBREVIATIONS]
-    top = top_law.lower()
-    if any(top.startswith(n) or n.startswith(top) for n in named):
-        return 1.0
-    outside = [n for n in KNOWN_LAWS if n in q and not any(t.startswith(n) for t in titles)]
-    outside += [w for w in words if w in KNOWN_ABBREVIATIONS]
-    return -1.0 if outside and not named else 0.0
 
 
 def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
@@ -203,7 +142,9 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     out["same_law"] = sum(h.chunk.law == top.chunk.law for h in hits[1:3]) / 2 if len(hits) > 1 else 1.0
     out["english"] = 1.0 if looks_english(question) else 0.0  # for the message, not the model
     rescorer = _rescorer(retriever)
-    if rescorer is not None:
+    if "place" in f:  # the ranking measured it already
+        out["law_dense"] = float(f["place"])
+    elif rescorer is not None:
         # Is the question about this law at all: the dense cosine of the question and the article's place
         # (law title, Boek / Titel / Afdeling, article heading). A question about another law's subject
         # finds words in this article, but not its law.
@@ -215,6 +156,8 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
     tokens = index.analyzer.tokens(question)
     content = list(dict.fromkeys(t for t in tokens if t not in FRAME_WORDS and len(t) > 1))
+    # Words that frame a question ("voorwaarden", "wanneer") are words of its content too when counting
+    # whether it says enough to point at an article: "Wat zijn de voorwaarden van adoptie?" has two.
     ids = index.chunks.term_ids(tokens)
     view = index.views["article"] if "article" in index.views else next(iter(index.views.values()))
     n = view.num_docs
@@ -222,7 +165,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     weights = {
         t: (_idf(int(view.indptr[ids[t] + 1] - view.indptr[ids[t]]), n) if t in ids else idf_max) for t in content
     }
-    out["content_words"] = float(len(content))  # for the message, not the model
+    out["content_words"] = float(len({t for t in tokens if len(t) > 1}))  # for the rule and the message
     if content:
         out["oov"] = sum(t not in ids for t in content) / len(content)
         doc = f.get("doc")
@@ -239,8 +182,35 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         hv = index.views["heading"]
         hbound = sum(_idf(int(hv.indptr[ids[t] + 1] - hv.indptr[ids[t]]), hv.num_docs) for t in in_vocab)
         out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
-    out["law_named"] = law_named(question, top.chunk.law, law_titles(index))
+    names = law_names_of(retriever, index)
+    held = names.named(question)
+    if held:
+        out["named_held"] = 1.0  # the question names a law this corpus holds (for the rule, not the model)
+    out["law_named"] = 1.0 if top.chunk.bwb_id in held else -1.0 if names.names_absent(question) and not held else 0.0
+    if "xde" in f:
+        out["xde"] = float(f["xde"])
+    if "f_law_share" in f:
+        out["law_share"] = float(f["f_law_share"])
+    laws = getattr(index, "laws", None)
+    out["whole"] = 1.0 if laws is not None and len(set(laws.ids)) >= WHOLE_FROM_LAWS else 0.0
     return out
+
+
+def law_names_of(retriever, index):
+    """The law names of a pipeline's index (its ranking's, or made once from the index's law table)."""
+    from .lawnames import LawNames
+
+    names = getattr(getattr(retriever, "features", None), "law_names", None)
+    if names is None:
+        names = index.__dict__.get("_law_names") if hasattr(index, "__dict__") else None
+        if names is None:
+            laws = getattr(index, "laws", None)
+            names = LawNames(
+                laws.records if laws is not None else [{"title": t, "bwb_id": t} for t in law_titles(index)]
+            )
+            if hasattr(index, "__dict__"):
+                index._law_names = names
+    return names
 
 
 class ConfidenceModel:
@@ -288,6 +258,8 @@ def model_for(values: dict[str, float]) -> ConfidenceModel | None:
         return None
     models = shipped_models()
     kind = "articles+dense" if "dense" in values else "articles"
+    if values.get("whole") and f"{kind}@whole" in models:
+        kind += "@whole"
     return models.get(kind)
 
 
@@ -309,3 +281,8 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
     if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
         confidence = min(confidence, SHORT_QUESTION_CAP)
     return confidence, values
+
+
+def names_a_held_law(values: dict[str, float]) -> bool:
+    """The question names a law the corpus holds: it is never refused for lack of that law."""
+    return bool(values.get("named_held"))

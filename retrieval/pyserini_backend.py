@@ -25,7 +25,12 @@ from wetqa.settings import setting
 
 from ._base import Hit, RetrievalError, check_k, check_query
 from .registry import RetrieverInfo, register
+from .scope import ChunkScope, Scope
 from .store import ChunkStore
+
+# A scoped search fetches this many times deeper, again, until k chunks in the scope are found.
+SCOPE_OVERFETCH = 4
+MAX_SCOPED_DEPTH = 100_000
 
 
 # rm3: [feedback terms, feedback documents, original query weight] turns on Anserini's RM3
@@ -142,6 +147,7 @@ class PyseriniRetriever:
         # One Java searcher, called from a server's worker threads: concurrent calls into it failed
         # (IncompatibleClassChangeError, NullPointerException in batch_search), so one call at a time.
         self._lock = threading.Lock()
+        self.scoped = ChunkScope(None, None)
         self.chunks = store
         self.options = options
 
@@ -187,27 +193,35 @@ class PyseriniRetriever:
         if rm3:
             terms, docs, weight = rm3
             searcher.set_rm3(int(terms), int(docs), float(weight))
-        return cls(searcher, store, meta["options"])
+        retriever = cls(searcher, store, meta["options"])
+        retriever.scoped = ChunkScope.load(path, len(store))
+        return retriever
 
     def _hits(self, raw) -> list[Hit]:
         # The Lucene id is the chunk's row in the store.
         chunks = self.chunks.rows([int(h.docid) for h in raw])
         return [Hit(c, float(h.score), i, self.name) for i, (c, h) in enumerate(zip(chunks, raw), 1)]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        check_k(k)
-        query = check_query(query)
-        with self._lock:
-            raw = self._searcher.search(query, k)
-        return self._hits(raw)
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
         qids = [str(i) for i in range(len(queries))]
         checked = [check_query(q) for q in queries]
-        with self._lock:
-            raw = self._searcher.batch_search(checked, qids, k, max(1, threads))
-        return [self._hits(raw.get(q, [])) for q in qids]
+        allowed = [self.scoped.allowed(scope, q) for q in checked]
+        # Lucene ranks every chunk: a scope is applied to its ranking, fetched deeper until k are in it.
+        depth = k if all(a is None for a in allowed) else k * SCOPE_OVERFETCH
+        while True:
+            with self._lock:
+                raw = self._searcher.batch_search(checked, qids, depth, max(1, threads))
+            kept = [[h for h in raw.get(q, []) if a is None or a[int(h.docid)]][:k] for q, a in zip(qids, allowed)]
+            short = any(len(x) < k and len(raw.get(q, [])) == depth for x, q in zip(kept, qids))
+            if not short or depth >= MAX_SCOPED_DEPTH:
+                return [self._hits(x) for x in kept]
+            depth *= SCOPE_OVERFETCH
 
 
 register(

@@ -14,15 +14,21 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from ._base import Hit, RetrievalError, Retriever, check_k
+from ._base import Hit, RetrievalError, Retriever, check_depth, check_k, search_in
 from .encoders import Encoder
+from .scope import Scope
 from .structure import lead_overlap, question_terms
 from .tokenization import DutchAnalyzer
+
+# Passages encoded per model call when a question's candidates are re-scored: between two calls the
+# model serves other requests' questions, so one question with many new passages delays them by one
+# call, not by all of its passages (a call of 8 mE5-small passages: about 0.3 s on 2 CPU cores).
+ENCODE_SLICE = 8
 
 
 def _key(text: str) -> bytes:
@@ -55,7 +61,10 @@ class EmbeddingCache:
         else:
             meta_path.write_text(json.dumps(meta), encoding="utf-8")
         self.dim = dim
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # the writing connection: one transaction at a time
+        self._readers = threading.local()  # each thread reads through its own connection (WAL: never blocked)
+        self._encoding: dict[bytes, Future] = {}  # texts some request is encoding now, by key
+        self._encoding_lock = threading.Lock()
         self.db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
@@ -81,38 +90,88 @@ class EmbeddingCache:
         with self.lock:
             return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
+    def _reader(self) -> sqlite3.Connection:
+        db = getattr(self._readers, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
+            self._readers.db = db
+        return db
+
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         found: dict[bytes, np.ndarray] = {}
         for start in range(0, len(keys), 500):
             part = keys[start : start + 500]
             sql = f"SELECT key, v FROM vectors WHERE key IN ({','.join('?' * len(part))})"
-            for k, v in self.db.execute(sql, part):
+            for k, v in self._reader().execute(sql, part):
                 found[k] = np.frombuffer(v, dtype=np.float32)
         return found
 
-    def vectors(self, texts: Sequence[str], encoder: Encoder, progress: bool = False) -> np.ndarray:
+    def vectors(
+        self, texts: Sequence[str], encoder: Encoder, progress: bool = False, slice_size: int | None = None
+    ) -> np.ndarray:
+        """The texts' vectors: read from the cache, the missing ones encoded (``slice_size`` per model call;
+        default all in one, as index builds want them).
+
+        No lock is held while a model runs: a lookup of cached vectors never waits for another request's
+        encoding, and a text another request is encoding now is waited for, not encoded twice.
+        """
         keys = [_key(t) for t in texts]
-        with self.lock:  # one encoder call at a time fills the cache; concurrent readers wait
-            found = self._lookup(list(dict.fromkeys(keys)))
-            # One row per distinct text: two articles may hold the same text ("Vervallen").
-            first_index: dict[bytes, int] = {}
-            for i, k in enumerate(keys):
-                if k not in found:
-                    first_index.setdefault(k, i)
-            if first_index:
-                missing = list(first_index)
-                fresh = np.ascontiguousarray(
-                    encoder.encode_passages([texts[first_index[k]] for k in missing], progress=progress),
-                    dtype=np.float32,
-                )
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(missing, fresh)]
-                )
-                self.db.commit()
-                found.update(zip(missing, fresh))
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
+        found = self._lookup(list(dict.fromkeys(keys)))
+        # One row per distinct text: two articles may hold the same text ("Vervallen").
+        missing: dict[bytes, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in found:
+                missing.setdefault(k, t)
+        if missing:
+            found.update(self._encode_missing(missing, encoder, progress, slice_size))
         return np.stack([found[k] for k in keys])
+
+    def _encode_missing(
+        self, missing: dict[bytes, str], encoder: Encoder, progress: bool, slice_size: int | None
+    ) -> dict[bytes, np.ndarray]:
+        with self._encoding_lock:
+            mine = [k for k in missing if k not in self._encoding]
+            theirs = {k: self._encoding[k] for k in missing if k in self._encoding}
+            for k in mine:
+                self._encoding[k] = Future()
+        out: dict[bytes, np.ndarray] = {}
+        try:
+            step = slice_size or max(1, len(mine))
+            for start in range(0, len(mine), step):
+                part = mine[start : start + step]
+                texts = [missing[k] for k in part]
+                fresh = np.ascontiguousarray(encoder.encode_passages(texts, progress=progress), dtype=np.float32)
+                with self.lock:
+                    self.db.executemany(
+                        "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(part, fresh)]
+                    )
+                    self.db.commit()
+                out.update(zip(part, fresh))
+                self._settle(part, fresh)
+        except BaseException as exc:
+            self._settle([k for k in mine if k not in out], error=exc)
+            raise
+        failed = {}
+        for k, future in theirs.items():
+            try:
+                out[k] = future.result()
+            except BaseException:  # noqa: BLE001 - that request's failure: this one encodes the text itself
+                failed[k] = missing[k]
+        if failed:
+            out.update(self._encode_missing(failed, encoder, progress, slice_size))
+        return out
+
+    def _settle(self, keys: list[bytes], vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
+        """Hand encoded vectors (or the error) to the requests waiting for them."""
+        with self._encoding_lock:
+            futures = [self._encoding.pop(k) for k in keys]
+        for i, future in enumerate(futures):
+            if vectors is not None:
+                future.set_result(vectors[i])
+            else:
+                future.set_exception(error if isinstance(error, Exception) else RuntimeError("encoding interrupted"))
 
 
 def model_identity(model: str) -> str:
@@ -121,12 +180,18 @@ def model_identity(model: str) -> str:
     return str(path.resolve()) if path.exists() else model
 
 
-def cache_for(model: str, dim: int) -> EmbeddingCache:
-    """The shared passage-vector cache of a model, under ``$WETQA_CACHE/embeddings``."""
+def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
+    """The shared passage-vector cache of a model (and of its passage graph's ``variant``: the int8 graph's
+    vectors are not the float32 graph's), under ``$WETQA_CACHE/embeddings``."""
     from wetqa.home import cache_root
 
-    ident = model_identity(model)
+    ident = model_identity(model) + (f"#{variant}" if variant else "")
     return EmbeddingCache(cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16], ident, dim)
+
+
+def cache_of(model: str, encoder) -> EmbeddingCache:
+    """The cache of the passage vectors ``encoder`` makes for ``model``."""
+    return cache_for(model, encoder.dim, getattr(encoder, "passage_variant", ""))
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -140,6 +205,23 @@ def _beside() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wetqa-encode")
         return _POOL
+
+
+def _below(hits: Sequence[Hit], above: Sequence[Hit], name: str) -> list[Hit]:
+    """First-stage hits placed after the re-scored ones: their order kept, each scored 1 below the one before."""
+    floor = above[-1].score if above else 0.0
+    return [
+        Hit(
+            h.chunk,
+            floor - i,
+            len(above) + i,
+            name,
+            h.article_chunks,
+            h.article_paragraphs,
+            {**h.features, "first": h.score, "first_rank": h.rank},
+        )
+        for i, h in enumerate(hits, 1)
+    ]
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -164,7 +246,7 @@ class DenseRescorer:
         if not 0 <= clause_weight <= 1:
             raise RetrievalError(f"the announcing clause's weight must be between 0 and 1, got {clause_weight}")
         self.retriever, self.encoder, self.cache = retriever, encoder, cache
-        self.weight, self.depth, self.clause_weight = weight, depth, clause_weight
+        self.weight, self.depth, self.clause_weight = weight, check_depth(depth), clause_weight
         # The first retriever's analyzer (the terms its index holds), or the Dutch one.
         analyzer = getattr(retriever, "analyzer", None)
         self._tokens = analyzer.tokens if analyzer is not None else DutchAnalyzer().tokens
@@ -178,13 +260,15 @@ class DenseRescorer:
 
     def passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Passage vectors through the cache (encoded once per text)."""
-        return self.cache.vectors(list(texts), self.encoder)
+        return self.cache.vectors(list(texts), self.encoder, slice_size=ENCODE_SLICE)
 
     @property
     def chunks(self):
         return getattr(self.retriever, "chunks", None)
 
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1) -> list[list[Hit]]:
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
         check_k(k)
         # The questions' vectors do not depend on the first stage, so they are computed beside it: the
         # model and the compiled first stage both release the GIL, and a question waits for the slower
@@ -192,7 +276,7 @@ class DenseRescorer:
         # requests' queries into one.)
         encoding = _beside().submit(self.encoder.encode_queries, list(queries))
         try:
-            first = self.retriever.batch_search(queries, max(k, self.depth), threads)
+            first = search_in(self.retriever, queries, max(k, self.depth), threads, scope)
         except BaseException:
             encoding.cancel()
             raise
@@ -201,14 +285,20 @@ class DenseRescorer:
             if len(self._recent) >= 256:
                 self._recent.pop(next(iter(self._recent)))
             self._recent[q] = v
-        return [self._rescore(q, hits, qv, k) for q, hits, qv in zip(queries, first, query_vectors)]
+        return [self._ranked(q, hits, qv, k) for q, hits, qv in zip(queries, first, query_vectors)]
+
+    def _ranked(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
+        """The first stage's top ``depth`` hits re-scored, whatever ``k``: a question costs at most ``depth``
+        articles' passages. Beyond the depth (k > depth), hits follow in the first stage's order."""
+        top = self._rescore(query, hits[: self.depth], query_vector, k)
+        return top + _below(hits[self.depth : k], top, self.name)
 
     def _rescore(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
         if not hits:
             return []
         groups = [h.article_chunks or (h.chunk,) for h in hits]
         flat = [c.indexed_text for g in groups for c in g]
-        cos = self.cache.vectors(flat, self.encoder) @ query_vector
+        cos = self.cache.vectors(flat, self.encoder, slice_size=ENCODE_SLICE) @ query_vector
         dense = np.empty(len(hits), dtype=np.float32)
         at = 0
         for i, g in enumerate(groups):
@@ -241,5 +331,5 @@ class DenseRescorer:
             for r, i in enumerate(order, 1)
         ]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([query], k)[0]
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]

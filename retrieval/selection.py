@@ -45,8 +45,13 @@ def dense_scores(index: ImpactIndex, terms: Sequence[int]) -> np.ndarray:
 _ARGMAX_MAX_K = 16
 
 
-def top_k_dense(index: ImpactIndex, terms: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+def top_k_dense(
+    index: ImpactIndex, terms: Sequence[int], k: int, allowed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The k best documents (of those ``allowed``, a boolean per document, when given)."""
     scores = dense_scores(index, terms)
+    if allowed is not None:
+        scores[~allowed] = 0
     if k <= _ARGMAX_MAX_K:
         # argmax returns the first of equal maxima: the lower position wins a tie.
         taken: list[int] = []

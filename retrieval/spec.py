@@ -14,7 +14,8 @@ from pathlib import Path
 from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
-from ._base import RetrievalError, Retriever
+from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RetrievalError, Retriever
+from .scope import BWB_ID, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,9 @@ class RetrievalSpec:
     rescore_weight: float | None = setting(
         None, "dense share of the re-scored score (default 0.7)", minimum=0, maximum=1
     )
-    rescore_depth: int | None = setting(None, "hits re-scored (default 30)", minimum=1)
+    rescore_depth: int | None = setting(
+        None, "hits re-scored (default 30)", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
+    )
     rescore_clause_weight: float | None = setting(
         None,
         "weight of the question's overlap with the clause announcing an article's list (default 0.3; 0: off)",
@@ -45,8 +48,25 @@ class RetrievalSpec:
         maximum=1,
     )
     rerank: str | None = setting(None, "re-rank the top hits with this cross-encoder", metavar="MODEL")
-    rerank_top: int = setting(20, "hits re-ranked by --rerank", minimum=1)
+    rerank_top: int = setting(
+        20, "hits re-ranked by --rerank", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
+    )
     corpus: str | None = setting(None, "corpus folder: refuse an index that is stale against it", metavar="DIR")
+    kind: tuple[str, ...] = setting(
+        (), "rank only regulations of these kinds (soort: wet, AMvB, ministeriele-regeling, ...)", metavar="K1,K2"
+    )
+    laws: tuple[str, ...] = setting((), "rank only these laws (BWB ids)", metavar="BWBR...,BWBR...")
+    jurisdiction: str = setting(
+        "nl",
+        "nl: the European Netherlands (and Caribisch Nederland for a question that names it); bes: only the "
+        "BES regulations; all: every regulation alike",
+        choices=("nl", "bes", "all"),
+    )
+    date: str | None = setting(
+        None,
+        "answer from the text valid on this day (YYYY-MM-DD); default: today, the newest version in force",
+        metavar="YYYY-MM-DD",
+    )
 
     @property
     def index_paths(self) -> list[Path]:
@@ -70,13 +90,22 @@ class RetrievalSpec:
                 raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
         if self.rerank_top != 20 and not self.rerank:
             raise RetrievalError("--rerank-top applies with --rerank MODEL")
+        for law in self.laws:
+            if not BWB_ID.fullmatch(law):
+                raise RetrievalError(f"--laws: {law!r} is not a BWB id (such as BWBR0001854)")
+        _ = self.scope  # checks the jurisdiction and the date
         return self
+
+    @property
+    def scope(self) -> Scope:
+        """Which regulations are ranked (:mod:`.scope`)."""
+        return Scope(tuple(self.kind), tuple(self.laws), self.jurisdiction, self.date)
 
     def build(self) -> Retriever:
         from .index import RESCORE_CLAUSE_WEIGHT, RESCORE_DEPTH, RESCORE_WEIGHT, open_retriever
 
         self.validate()
-        return open_retriever(
+        retriever = open_retriever(
             self.index_paths,
             self.fusion,
             list(self.weights) if self.weights else None,
@@ -90,12 +119,18 @@ class RetrievalSpec:
                 RESCORE_CLAUSE_WEIGHT if self.rescore_clause_weight is None else self.rescore_clause_weight
             ),
         )
+        return retriever if self.scope.is_default else ScopedRetriever(retriever, self.scope)
 
     def identity(self) -> dict:
         """What the rankings depend on: each index's identity and how they are combined at query time."""
         from .index import index_identity
 
-        query = {k: v for k, v in asdict(self).items() if k not in ("index", "corpus")}
+        query = {
+            k: v
+            for k, v in asdict(self).items()
+            if k not in ("index", "corpus", "kind", "laws", "jurisdiction", "date")
+        }
+        query["scope"] = self.scope.to_json()
         query["weights"] = list(self.weights) if self.weights else None
         return {"indexes": [index_identity(p) for p in self.index_paths], "query": query}
 
@@ -119,3 +154,23 @@ class RetrievalSpec:
 
 
 RETRIEVAL_SETTINGS = settings_of(RetrievalSpec)
+
+
+class ScopedRetriever:
+    """A retriever whose searches are in a scope by default (``--kind``, ``--laws``, ``--jurisdiction``,
+    ``--date``); a search given its own scope (an API request's) uses that one."""
+
+    def __init__(self, retriever: Retriever, scope: Scope):
+        self.retriever, self.scope = retriever, scope
+        self.name = retriever.name
+
+    def __getattr__(self, name: str):
+        return getattr(self.retriever, name)
+
+    def batch_search(self, queries, k: int = 10, threads: int = 1, scope: Scope | None = None):
+        from ._base import search_in
+
+        return search_in(self.retriever, queries, k, threads, scope or self.scope)
+
+    def search(self, query: str, k: int = 10, scope: Scope | None = None):
+        return self.batch_search([query], k, scope=scope)[0]

@@ -25,16 +25,17 @@ from wetqa.corpus.records import Chunk
 from ._base import DamagedIndex, RetrievalError
 
 STORE = "store.sqlite"
-STORE_FORMAT = 1
+STORE_FORMAT = 2
 _CHUNK_COLUMNS = (
     "c.row, c.id, c.doc_id, a.bwb_id, a.version_date, a.law, a.article, c.part, c.text, c.search_text, "
-    "a.expired, a.path_label"
+    "a.expired, a.path_label, a.kind, a.jurisdiction, a.valid_until, a.unit"
 )
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE articles (
     row INTEGER PRIMARY KEY, bwb_id TEXT, version_date TEXT, law TEXT, article TEXT, number TEXT, title TEXT,
-    path_label TEXT, expired INTEGER, paragraphs TEXT, first_chunk INTEGER, n_chunks INTEGER
+    path_label TEXT, expired INTEGER, paragraphs TEXT, first_chunk INTEGER, n_chunks INTEGER,
+    kind TEXT, jurisdiction TEXT, valid_until TEXT, unit TEXT
 );
 CREATE TABLE chunks (
     row INTEGER PRIMARY KEY, id TEXT, doc_id TEXT, article_row INTEGER, part INTEGER, text TEXT, search_text TEXT
@@ -103,6 +104,10 @@ class StoreWriter:
                 json.dumps(paragraphs, ensure_ascii=False),
                 first,
                 len(chunks),
+                article.get("kind") or "",
+                article.get("jurisdiction") or "nl",
+                article.get("valid_until") or "",
+                article.get("unit") or "artikel",
             )
         )
         for i, c in enumerate(chunks):
@@ -114,7 +119,7 @@ class StoreWriter:
         return row, range(first, first + len(chunks))
 
     def _flush(self) -> None:
-        self.db.executemany("INSERT INTO articles VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", self._articles)
+        self.db.executemany("INSERT INTO articles VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._articles)
         self.db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", self._chunks)
         self._articles.clear()
         self._chunks.clear()
@@ -132,7 +137,9 @@ class StoreWriter:
 
 
 def _chunk(r: tuple) -> Chunk:
-    return Chunk(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] or "", bool(r[10]), r[11])
+    return Chunk(
+        r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] or "", bool(r[10]), r[11], r[12], r[13], r[14], r[15]
+    )
 
 
 class ChunkStore(Sequence[Chunk]):
@@ -238,6 +245,15 @@ class ChunkStore(Sequence[Chunk]):
         sql = f"SELECT row, paragraphs FROM articles WHERE row IN ({','.join('?' * len(rows))})"
         found = {r: tuple(json.loads(p)) for r, p in self._query(sql, rows)}
         return [found.get(r, ()) for r in rows]
+
+    def titles(self, article_rows: Iterable[int]) -> list[str]:
+        """The headings (kop titles) of the articles at these rows, in the order given."""
+        rows = [int(r) for r in article_rows]
+        if not rows:
+            return []
+        sql = f"SELECT row, title FROM articles WHERE row IN ({','.join('?' * len(rows))})"
+        found = dict(self._query(sql, rows))
+        return [found.get(r) or "" for r in rows]
 
     def law_titles(self) -> list[str]:
         """The titles of the laws in the store."""

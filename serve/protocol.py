@@ -12,6 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
+from wetqa.retrieval._base import MAX_K
+
 # ------------------------------------------------------------------------------------------ requests
 
 
@@ -39,29 +41,53 @@ class Message(BaseModel):
 
 
 class StreamOptions(BaseModel):
-    include_usage: bool = False
+    include_usage: bool = Field(default=False, strict=True)
 
 
-class ChatRequest(BaseModel):
+def _day(text: str) -> str:
+    from wetqa.console import check_day
+
+    return check_day(text)
+
+
+Day = Annotated[StrictStr, AfterValidator(_day)]
+
+
+class ScopeFields(BaseModel):
+    """Which regulations the question is asked of (wetqa's own fields beside OpenAI's); each left out keeps
+    the served pipeline's setting."""
+
+    date: Day | None = Field(
+        default=None, description="answer from the law as it stood on this day (YYYY-MM-DD); default today"
+    )
+    kind: list[Text] | None = Field(default=None, description="only regulations of these kinds (soort: wet, AMvB, ...)")
+    laws: list[Text] | None = Field(default=None, description="only these laws (BWB ids)")
+    jurisdiction: Literal["nl", "bes", "all"] | None = Field(
+        default=None, description="nl: the European Netherlands (default); bes: Caribisch Nederland; all"
+    )
+
+
+class ChatRequest(ScopeFields):
     """OpenAI's chat completion request: the last user message is the question."""
 
     model: str = Field(description="the pipeline to answer with (GET /v1/models lists them)")
     messages: list[Message] = Field(min_length=1)
-    stream: bool = False
+    # Strict: "true", "5" and true are not read as true, 5 and 1; NaN is no temperature.
+    stream: bool = Field(default=False, strict=True)
     stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    n: int | None = Field(default=None, ge=1)
-    seed: int | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2, strict=True, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1, strict=True)
+    max_completion_tokens: int | None = Field(default=None, ge=1, strict=True)
+    n: int | None = Field(default=None, ge=1, strict=True)
+    seed: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
     user: str | None = None
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(ScopeFields):
     query: Text
     model: str | None = None
-    k: int = Field(default=10, ge=1, le=100)
+    k: int = Field(default=10, ge=1, le=MAX_K, strict=True, description=f"hits, at most {MAX_K}")
 
 
 def text_of(content: str | list[TextPart] | None) -> str:
@@ -121,6 +147,9 @@ class RelatedArticle(BaseModel):
 class SentenceSupport(BaseModel):
     text: str
     citation: int | None = Field(description="the citation this sentence rests on, if any")
+    citations: list[int] = Field(
+        default_factory=list, description="every citation of the sentence (a structured answer may give several)"
+    )
     support: list[int] = Field(description="indices of the supporting sentences of that citation")
     supported: bool
     lead: bool = Field(False, description="a line naming the cited article (it introduces the quote; not a claim)")
@@ -166,8 +195,27 @@ class ChunkChoice(BaseModel):
     logprobs: None = None
 
 
+class StreamedSentenceOut(BaseModel):
+    text: str
+    citations: list[int] = Field(description="the n of its [n] markers (the final citations' index)")
+
+
+class SentenceSource(BaseModel):
+    index: int = Field(description="the n of the [n] marker")
+    id: str = Field(description="stable chunk id")
+    doc_id: str
+    bwb_id: str
+    law: str
+    article: str
+    text: str
+
+
 class ChatCompletionChunk(BaseModel):
-    """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences."""
+    """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences.
+
+    A structured answer streams sentence by sentence: each such chunk's content is one sentence with its
+    [n] markers, and ``sentence`` / ``sources`` say which sources those are.
+    """
 
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
@@ -175,6 +223,8 @@ class ChatCompletionChunk(BaseModel):
     model: str
     choices: list[ChunkChoice]
     usage: Usage | None = None
+    sentence: StreamedSentenceOut | None = None
+    sources: list[SentenceSource] | None = None
     citations: list[CitationOut] | None = None
     sentences: list[SentenceSupport] | None = None
     confidence: float | None = None

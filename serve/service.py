@@ -9,6 +9,7 @@ for the model work, the request deadline, and the chunk lookup for the page's so
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import secrets
 import threading
@@ -24,7 +25,9 @@ from wetqa.generation import (
     UnsupportedSetting,
     check_sampling,
 )
+from wetqa.generation.pipeline import ScopedPipeline
 from wetqa.retrieval import RetrievalError, chunks_of
+from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
 from .citing import Cited, cite
 from .config import ServerConfig
@@ -46,7 +49,13 @@ def word_usage(answer: Answer, question: str, content: str) -> dict:
 def verdict(answer: Answer, cited: Cited) -> dict:
     """How sure the answer is, whether it abstained, and (then) the related articles it offers."""
     confidence = None if answer.confidence is None else round(answer.confidence, 4)
-    return {"confidence": confidence, "abstained": answer.abstained, "related": cited.related}
+    return {
+        "confidence": confidence,
+        "abstained": answer.abstained,
+        "related": cited.related,
+        "date": answer.date,  # the day asked of (None: today)
+        "validity_note": answer.validity_note,
+    }
 
 
 def content_of(cited: Cited) -> str:
@@ -208,10 +217,30 @@ class ChatService:
     def new_id(self) -> str:
         return f"chatcmpl-{self._id_prefix}{next(self._id_counter):08x}"
 
+    def scoped(self, req: ChatRequest | SearchRequest, served: ServedPipeline) -> tuple[ScopedPipeline, Scope]:
+        """The served pipeline asked in the request's scope (its date, kinds, laws, jurisdiction over the
+        pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
+        base = getattr(served.loaded.retriever, "scope", None) or DEFAULT_SCOPE
+        try:
+            scope = Scope(
+                tuple(req.kind) if req.kind is not None else base.kinds,
+                tuple(req.laws) if req.laws is not None else base.laws,
+                req.jurisdiction or base.jurisdiction,
+                req.date or base.date,
+            )
+            check_scope(served.loaded.retriever, scope)
+        except RetrievalError as exc:
+            field = next((f for f in ("date", "kind", "laws", "jurisdiction") if f"--{f}" in str(exc)), None)
+            raise APIError(400, str(exc).replace("--", ""), param=field) from None
+        return ScopedPipeline(served.loaded, scope if scope != base else None), scope
+
     async def chat(self, req: ChatRequest):
         served = self.served(req.model)
         sampling = self.sampling_of(req, served)
         question = self.question_of(req)
+        pipeline, scope = self.scoped(req, served)
+        if pipeline.scope is not None:
+            served = dataclasses.replace(served, pipeline=pipeline)  # type: ignore[arg-type]  # a Pipeline in a scope
         writer = ChunkWriter(self.new_id(), int(time.time()), served.name)
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -285,9 +314,7 @@ class ChatService:
         """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
         pipeline, timeout = served.loaded, self.config.request_timeout
         if not isinstance(pipeline.backend, AsyncStreamingBackend):
-            return WorkerSource(
-                pipeline, question, sampling, self.workers, timeout, self.too_slow(), self.slots.release
-            )
+            return WorkerSource(pipeline, question, sampling, self.workers, timeout, self.too_slow, self.slots.release)
         try:
             if served.inline_retrieval:
                 request = pipeline.prepare(question, sampling)
@@ -320,10 +347,18 @@ class ChatService:
         if not req.query.strip():
             raise APIError(400, "empty query", param="query")
         self._check_length(req.query, "query")
+        _, scope = self.scoped(req, served)
         hits = await self.run_limited(
-            served.loaded.retriever.search, req.query, req.k, inline=served.inline, progress={"stage": "retrieval"}
+            served.loaded.retriever.search,
+            req.query,
+            req.k,
+            scope,
+            inline=served.inline,
+            progress={"stage": "retrieval"},
         )
-        return FastJSONResponse({"object": "list", "model": served.name, "data": [h.to_json() for h in hits]})
+        return FastJSONResponse(
+            {"object": "list", "model": served.name, "date": scope.date, "data": [h.to_json() for h in hits]}
+        )
 
     def models(self) -> dict:
         return {"object": "list", "data": [p.describe() for p in self.pipelines.values()]}

@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling
+from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling, StreamedSentence
+from wetqa.generation.structured import marked_text
 from wetqa.retrieval import RetrievalError
 
 from .errors import APIError, internal_error, upstream_error
@@ -82,7 +83,7 @@ class WorkerSource:
         sampling: Sampling,
         workers: Executor,
         timeout: float,
-        too_slow: APIError,
+        too_slow: Callable[[str], APIError],
         release,
         window: int = STREAM_WINDOW,
     ):
@@ -92,6 +93,7 @@ class WorkerSource:
         self.room = threading.Semaphore(window)
         self.pipeline, self.question, self.sampling = pipeline, question, sampling
         self.timeout, self.too_slow, self.release = timeout, too_slow, _Once(release)
+        self.stage = "retrieval"  # what a deadline waits for: the 504 names it
         try:
             self.loop.run_in_executor(workers, self._work)
         except BaseException:
@@ -118,7 +120,9 @@ class WorkerSource:
         # before the last event is handed over: a client that asks again the moment its stream ends
         # finds its slot free.
         try:
-            items = self.pipeline.stream(self.question, self.sampling)
+            request = self.pipeline.prepare(self.question, self.sampling)
+            self.stage = "model"
+            items = self.pipeline.stream_request(request)
             try:
                 for item in items:
                     if not self._wait_for_room():
@@ -139,7 +143,7 @@ class WorkerSource:
             event = await asyncio.wait_for(self.queue.get(), self.timeout)
         except TimeoutError:
             self.leave.set()
-            return ("error", self.too_slow)
+            return ("error", self.too_slow(self.stage))
         self.room.release()
         return event
 
@@ -167,17 +171,40 @@ class ChunkWriter:
         return f"data: {json_bytes(body).decode()}\n\n"
 
 
+class SentenceNumbers:
+    """A structured answer's sentences as the client reads them: ``[n]`` numbered as the final
+    ``citations`` are (sources in order of first mention), each chunk naming the sentence's sources."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+        self.count = 0
+
+    def event(self, writer: ChunkWriter, item: StreamedSentence) -> tuple[str, str]:
+        """(the text sent, its event)."""
+        ns = [self.numbers.setdefault(c.doc_id, len(self.numbers) + 1) for c in item.citations]
+        text = (" " if self.count else "") + marked_text(item.text, ns)
+        self.count += 1
+        sources = [{"index": n, **c.to_json()} for n, c in zip(ns, item.citations)]
+        return text, writer.event({"content": text}, sentence={"text": item.text, "citations": ns}, sources=sources)
+
+
 async def sse_events(
     first: Event, source, writer: ChunkWriter, final: Callable[[Answer, str], list[str]]
 ) -> AsyncIterator[str]:
-    """The stream's events: a role chunk, the text pieces, the final chunks (``final``), ``[DONE]``."""
+    """The stream's events: a role chunk, the text pieces (or structured sentences, each with its
+    sources), the final chunks (``final``), ``[DONE]``."""
     sent: list[str] = []
+    numbers = SentenceNumbers()
     kind, item = first
     yield writer.event({"role": "assistant", "content": ""})
     while kind == "item":
         if isinstance(item, Answer):
             for line in final(item, "".join(sent)):
                 yield line
+        elif isinstance(item, StreamedSentence):
+            text, event = numbers.event(writer, item)
+            sent.append(text)
+            yield event
         else:
             sent.append(item)
             yield writer.event({"content": item})

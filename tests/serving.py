@@ -163,3 +163,93 @@ def make_app(pipelines, **settings):
     if "cors_origins" in settings:
         settings["cors_origin"] = tuple(settings.pop("cors_origins"))
     return create_app(pipelines, ServerConfig(**settings))
+
+
+# ------------------------------------------------------------------------------- fairness under attack
+def rare_words(store, low: int = 3, high: int = 20, limit: int = 5000) -> list[str]:
+    """Words of the indexed chunks found in ``low``..``high`` of them: a question of six of them pulls
+    articles no cached question touches, so their passages must be encoded."""
+    import re
+    from collections import Counter
+
+    df: Counter[str] = Counter()
+    for chunk in store:
+        df.update(set(re.findall(r"[a-z]{7,}", chunk.text.lower())))
+    return sorted(w for w, n in df.items() if low <= n <= high)[:limit]
+
+
+async def search_loop(client, stop_at: float, body_of, latencies: list[float], failures: dict) -> None:
+    """POST /v1/search with ``body_of(n)`` until ``stop_at``; each request's seconds into ``latencies``."""
+    import httpx
+
+    n = 0
+    while time.perf_counter() < stop_at:
+        t = time.perf_counter()
+        try:
+            r = await client.post("/v1/search", json=body_of(n))
+            problem = None if r.status_code == 200 else f"HTTP {r.status_code}"
+        except httpx.HTTPError as exc:
+            problem = type(exc).__name__
+        latencies.append(time.perf_counter() - t)
+        if problem:
+            failures[problem] = failures.get(problem, 0) + 1
+        n += 1
+
+
+def _summary(latencies: list[float], failures: dict, seconds: float) -> dict:
+    import statistics
+
+    ordered = sorted(latencies) or [float("nan")]
+    return {
+        "n": len(latencies),
+        "rps": len(latencies) / seconds,
+        "p50": statistics.median(ordered),
+        "p95": ordered[int(0.95 * (len(ordered) - 1))],
+        "failed": sum(failures.values()),
+        "failures": dict(failures),
+    }
+
+
+async def fairness_round(
+    url: str, questions: list[str], seconds: float, attack_words: list[str] | None = None, seed: int = 0
+) -> dict:
+    """One client per question asks it again and again (its passages cached); with ``attack_words``, one
+    more client asks six random ones of them with k=100 as fast as it is answered. Latencies in seconds."""
+    import asyncio
+    import random
+
+    import httpx
+
+    rng = random.Random(seed)
+    cached: list[float] = []
+    attacker: list[float] = []
+    failed_cached: dict = {}
+    failed_attack: dict = {}
+    limits = httpx.Limits(max_connections=len(questions) + 1)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+        t0 = time.perf_counter()
+        stop_at = t0 + seconds
+
+        async def timed(loops) -> float:
+            await asyncio.gather(*loops)
+            return time.perf_counter() - t0
+
+        cached_loops = [
+            search_loop(client, stop_at, lambda n, q=q: {"query": q, "k": 10}, cached, failed_cached) for q in questions
+        ]
+        attack = [
+            search_loop(
+                client,
+                stop_at,
+                lambda n: {"query": " ".join(rng.sample(attack_words, 6)), "k": 100},
+                attacker,
+                failed_attack,
+            )
+            for _ in range(1 if attack_words else 0)
+        ]
+        # Each group's rate over its own time: the attacker's last request may end well after the round.
+        cached_seconds, attack_seconds = await asyncio.gather(timed(cached_loops), timed(attack))
+    out = {"cached": _summary(cached, failed_cached, cached_seconds)}
+    if attack_words:
+        out["attacker"] = _summary(attacker, failed_attack, attack_seconds)
+    return out

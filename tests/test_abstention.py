@@ -183,3 +183,30 @@ def test_bad_questions_never_crash_and_the_confidence_says_so(real_articles_inde
     assert not long_answer["abstained"] and long_answer["citations"]
     assert long_answer["citations"] == once["citations"]
     assert long_answer["confidence"] == pytest.approx(once["confidence"], abs=1e-4)
+
+
+@pytest.mark.unit
+def test_a_question_of_two_content_words_is_never_a_one_word_question(articles_index):
+    """Issue 27, 4: "Wat zijn de voorwaarden van adoptie?" got 0.01, as if it had fewer than two content
+    words ("voorwaarden" frames a question, but it is a word of its content too)."""
+    from wetqa.retrieval.confidence import estimate
+
+    retriever = open_index(articles_index)
+    for question in ("Wat zijn de voorwaarden van gezag?", "Wanneer gezag?"):
+        _, values = estimate(retriever, question, retriever.search(question, 3))
+        assert values["content_words"] >= 2, question
+    _, values = estimate(retriever, "gezag?", retriever.search("gezag?", 3))
+    assert values["content_words"] == 1
+
+
+@pytest.mark.unit
+def test_a_question_naming_a_law_the_corpus_holds_is_never_refused_for_lack_of_it(articles_index):
+    """Issue 29, 10 / issue 32, 3: "... volgens de Awb?" abstained at .035, saying the law may be missing.
+    A question that names a law of the corpus (by title or abbreviation) is answered."""
+    retriever = open_index(articles_index)
+    pipeline = Pipeline(retriever, ExtractiveBackend(), k=3, min_confidence=0.999)  # a threshold nothing meets
+    named = pipeline.ask("Hoe lang duurt het volgens de Wet fictief gezag voordat iets gebeurt met zoiets?")
+    assert not named.abstained and named.citations
+    assert named.citations[0].law == "Wet fictief gezag"
+    other = pipeline.ask("Hoe lang duurt het voordat iets gebeurt met zoiets?")
+    assert other.abstained

@@ -44,7 +44,7 @@ def _err(capsys) -> str:
         (["serve", "--port", "99999"], "--port: a port is 0-65535"),
         (["generate", "--dataset", "d", "--out", "o", "--limit", "-5"], "--limit: must be >= 1"),
         (["index", "--retriever", "bm25s", "--k1", "-5"], "--k1: must be >= 0"),
-        (["search", "q", "-k", "0"], "-k: must be >= 1"),
+        (["search", "q", "-k", "0"], "-k: k must be a positive number of hits"),
     ],
 )
 @pytest.mark.unit

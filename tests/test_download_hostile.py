@@ -15,6 +15,7 @@ from wetqa.cli import main
 from wetqa.console import EXIT_UNAVAILABLE, EXIT_USAGE
 from wetqa.corpus import download
 from wetqa.corpus.download import Client, DownloadError, download_law
+from wetqa.io import OWNED
 
 from .conftest import FIXTURES
 from .test_corpus_download import VERSIONS, SendingHandler, manifest, sru_page
@@ -83,7 +84,7 @@ def test_identifiers_from_the_service_never_leave_out(service, tmp_path):
     paths, failures = download.download_query("rechtsgebied==X", out, "2024-06-01", _client(), progress=False)
     assert paths == [] and len(failures) == 2
     assert all("not a BWB id" in f["error"] for f in failures)
-    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == []
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file() and p.name != OWNED) == []
     assert not (tmp_path / "abs").exists()
     # A label that is not a version label is refused too.
     bad_label = [("BWBR9990001", ("../x_0", "2024-01-01", OPEN, "2024-01-01", OPEN))]
@@ -134,7 +135,8 @@ def test_a_file_larger_than_the_cap_is_stopped(service, tmp_path):
     service.routes["/repo/BWBR9990001/2024"] = _endless
     with pytest.raises(DownloadError, match=r"larger than the 1 MB cap \(--max-file-mb\)"):
         download_law("BWBR9990001", "2024-06-01", tmp_path, client=_client(max_bytes=1 << 20))
-    assert not list(tmp_path.glob("*.xml")) and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not list(tmp_path.glob("*.xml"))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != OWNED]
     service.routes["/repo/BWBR9990002/manifest.xml"] = _endless  # an endless manifest: the same cap
     with pytest.raises(DownloadError, match="larger than the 1 MB cap"):
         download.versions_of(_client(max_bytes=1 << 20), "BWBR9990002")
@@ -214,3 +216,104 @@ def test_an_endless_redirect_is_one_clear_message_not_an_internal_error(service,
     code = main(argv)
     err = capsys.readouterr().err
     assert code in (1, 2) and "redirects" in err and "internal error" not in err
+
+
+def _short_pages(records, per_page: int, total: int | None = None):
+    """An SRU service that sends at most ``per_page`` records a page, whatever ``maximumRecords`` asks
+    (SRU allows it), and says where the next page starts."""
+
+    def handler(h, url):
+        start = int(urllib.parse.parse_qs(url.query)["startRecord"][0])
+        page = records[start - 1 : start - 1 + per_page]
+        announced = len(records) if total is None else total
+        nxt = start + len(page) if start - 1 + len(page) < len(records) else None
+        h.send(sru_page(page, announced, nxt, h.server.base))
+
+    return handler
+
+
+# A law whose version 2022-01-01 was corrected: generation _0 was visible until 2022-06-30, _1 since.
+# In the order the service lists them: the first page holds _0, the current _1 comes on the second.
+GENERATIONS = [
+    ("2021-01-01_0", "2021-01-01", "2021-12-31", "2020-12-01", OPEN),
+    ("2022-01-01_0", "2022-01-01", OPEN, "2021-12-01", "2022-06-30"),
+    ("2019-01-01_0", "2019-01-01", "2020-12-31", "2018-12-01", OPEN),
+    ("2022-01-01_1", "2022-01-01", OPEN, "2022-07-01", OPEN),
+]
+
+
+@pytest.mark.parametrize("date", ["2023-05-01", None])
+def test_short_pages_still_reach_the_current_generation(service, tmp_path, date):
+    """Issue 29, 1: a service sending 2 records a page made wetqa stop after the first page (its cap
+    counted pages of the size it asked for) and write the superseded generation _0, exit 0."""
+    service.server.base = service.base  # type: ignore[attr-defined]
+    service.routes["/sru"] = _short_pages([("BWBR9990001", v) for v in GENERATIONS], per_page=2)
+    service.routes["/repo/BWBR9990001/manifest.xml"] = lambda h, url: h.send(b"no manifest", 404)
+    service.routes["/repo"] = lambda h, url: h.send(LAW)
+    path = download_law("BWBR9990001", date, tmp_path, client=_client())
+    assert path.name == "BWBR9990001_2022-01-01_1.xml"
+    assert sum("/sru" in p for p in service.log) == 2
+
+
+def test_a_listing_shorter_than_announced_is_refused_not_chosen_from(service, tmp_path):
+    """Records missing from the listing could be the current version: never choose from a partial one."""
+    service.server.base = service.base  # type: ignore[attr-defined]
+    service.routes["/sru"] = _short_pages([("BWBR9990001", v) for v in GENERATIONS[:3]], per_page=2, total=4)
+    with pytest.raises(DownloadError, match=r"announced 4 records but sent 3"):
+        list(download.search(_client(), "dcterms.identifier==BWBR9990001"))
+
+
+def test_an_announced_total_with_empty_pages_stops_at_the_first(service):
+    """Issue 29, 8: 199,999 records announced and none sent: 2,000 empty pages were fetched (90 s), exit 0."""
+    service.routes["/sru"] = lambda h, url: h.send(
+        sru_page([], 199_999, int(urllib.parse.parse_qs(url.query)["startRecord"][0]) + 100, "")
+    )
+    with pytest.raises(DownloadError, match=r"announced 199999 records but sent none"):
+        list(download.search(_client(), "rechtsgebied==X"))
+    assert len(service.log) == 1
+
+
+def test_the_file_must_be_the_law_asked_for(service, tmp_path, capsys):
+    """Issue 29, 8: asking BWBR9990002 and getting BWBR9990001's XML saved it as BWBR9990002_..._0.xml."""
+    service.routes["/repo/BWBR9990002/manifest.xml"] = lambda h, url: h.send(manifest("BWBR9990002", VERSIONS))
+    service.routes["/repo/BWBR9990002/2024"] = lambda h, url: h.send(LAW)  # BWBR9990001's text
+    with pytest.raises(DownloadError, match="holds BWBR9990001, not BWBR9990002"):
+        download_law("BWBR9990002", "2024-06-01", tmp_path, client=_client())
+    assert not list(tmp_path.glob("*.xml")) and not (tmp_path / download.DOWNLOADS).exists()
+    # Through the search service as well (a query lists records; each file must be its record's law).
+    service.routes["/sru"] = _sru([("BWBR9990002", VERSIONS[3])], base=service.base)
+    paths, failures = download.download_query("rechtsgebied==X", tmp_path, "2024-06-01", _client(), progress=False)
+    assert paths == [] and "holds BWBR9990001, not BWBR9990002" in failures[0]["error"]
+    assert main(["corpus", "download", "BWBR9990002", "--date", "2024-06-01", "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "holds BWBR9990001" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "odd", ["BWBR\uff10\uff10\uff10\uff11\uff18\uff15\uff14", "BWBR\u0661\u0662\u0663\u0664\u0665\u0666\u0667"]
+)
+def test_ids_dates_and_labels_of_digits_other_than_ascii_are_refused(service, tmp_path, capsys, odd):
+    """Issue 29, 8: `BWBR０００１８５４` and `BWBR١٢٣٤٥٦٧` were accepted (Unicode \\d) and became file names."""
+    assert main(["corpus", "download", odd, "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "not a BWB id" in capsys.readouterr().err
+    assert main(["corpus", "download", "BWBR9990001", "--date", "２０２４-06-01", "--out", str(tmp_path)]) == EXIT_USAGE
+    assert "not a date" in capsys.readouterr().err
+    # From the search service: an identifier or a version label in other digits is a failure, never a file.
+    odd_label = ("2024-01-01_\u0661", "2024-01-01", OPEN, "2024-01-01", OPEN)
+    service.routes["/sru"] = _sru([(odd, VERSIONS[3]), ("BWBR9990001", odd_label)], base=service.base)
+    service.routes["/repo"] = lambda h, url: h.send(LAW)
+    paths, failures = download.download_query("rechtsgebied==X", tmp_path, "2024-06-01", _client(), progress=False)
+    assert paths == [] and len(failures) == 2, failures
+    assert not list(tmp_path.glob("*.xml"))
+
+
+def test_a_corpus_build_reads_generations_only_from_ascii_names(tmp_path):
+    """A file named with other digits is no generation of a version: it does not hide the real one."""
+    from wetqa.corpus.build import scan_sources
+
+    src = tmp_path / "bwb"
+    src.mkdir()
+    (src / "BWBR9990001_2024-01-01_1.xml").write_bytes(LAW)
+    (src / "BWBR9990001_2024-01-01_\u0661\u0660.xml").write_bytes(LAW)  # "_10" in Arabic-Indic digits
+    files, _, older = scan_sources([src])
+    assert "BWBR9990001_2024-01-01_1.xml" in [f.name for f in files]
+    assert older == []

@@ -193,7 +193,20 @@ def test_pipeline_extractive(bm25s_index):
     assert a.answer.startswith("1. De rechtbank kan het gezag")
     j = a.to_json()
     assert set(j) >= {"question", "answer", "citations", "retrieved"}
-    assert set(j["citations"][0]) == {"id", "doc_id", "bwb_id", "law", "article", "text"}
+    assert set(j["citations"][0]) == {
+        "id",
+        "doc_id",
+        "bwb_id",
+        "law",
+        "article",
+        "text",
+        "version_date",
+        "valid_until",
+        "url",
+    }
+    # Each citation is dated by its version and links to that version's text.
+    assert j["citations"][0]["version_date"] == "2024-01-01" and j["citations"][0]["valid_until"] is None
+    assert j["citations"][0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
     with pytest.raises(GenerationError, match="empty question"):
         p.ask("  ")
     # Several at once (what the benchmarks call): the same answers as one by one.
@@ -383,3 +396,414 @@ def test_half_precision_on_a_gpu_full_on_a_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     assert torch_dtype_for("auto", "cuda:1") is torch.float16
     assert torch_dtype_for("float16", "cpu") is torch.float16
+
+
+# ---------------------------------------------------------------- structured answers
+HITS = [
+    Hit(_chunk("DOC0226", 266, "De rechtbank kan het gezag van een ouder beëindigen.", 1), 9.0, 1),
+    Hit(_chunk("DOC0099", 5, "Over fietsen op het fietspad."), 8.0, 2),
+    Hit(_chunk("DOC0227", 266, "2. Het gezag kan ook worden beëindigd bij schorsing.", 2), 7.0, 3),
+]
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+def _json_answer(*sentences) -> str:
+    return json.dumps({"answer": [{"sentence": s, "sources": list(ids)} for s, ids in sentences]}, ensure_ascii=False)
+
+
+class Scripted:
+    """A backend that answers every request with the next of a list of outputs (the model's side of a test).
+
+    ``refuse_schema``: a structured request is refused as a server that does not take the schema refuses it.
+    """
+
+    name = "scripted"
+    structured = True
+
+    def __init__(self, outputs, refuse_schema=False):
+        self.outputs, self.refuse_schema = list(outputs), refuse_schema
+        self.seen: list = []
+
+    def generate(self, requests):
+        return [self._one(r) for r in requests]
+
+    def _one(self, request):
+        from wetqa.generation import Generation
+
+        self.seen.append(request)
+        if self.refuse_schema and request.schema is not None:
+            return Generation(error="the model server refused the answer schema (400)", rejected_schema=True)
+        return Generation(text=self.outputs.pop(0))
+
+    def stream(self, request):
+        gen = self._one(request)
+        if gen.rejected_schema:
+            yield gen
+            return
+        for i in range(0, len(gen.text), 7):  # pieces that cut through keys, strings and escapes
+            yield gen.text[i : i + 7]
+        yield gen
+
+
+@pytest.mark.unit
+def test_answer_schema_allows_exactly_the_retrieved_ids():
+    import jsonschema
+
+    from wetqa.generation.structured import answer_schema, portable, schema_ids
+
+    schema = answer_schema(["DOC0226", "DOC0099", "DOC0226"])
+    assert schema_ids(schema) == ["DOC0226", "DOC0099"]  # each id once, in retrieval order
+    jsonschema.validate(json.loads(_json_answer(("Ja.", ["DOC0226"]), ("Nee.", ["DOC0099", "DOC0226"]))), schema)
+    for bad in (
+        _json_answer(("Ja.", ["DOC0999"])),  # never retrieved
+        _json_answer(("Ja.", [])),  # a sentence without a source
+        _json_answer(("Ja.", ["DOC0226"] * 4)),  # more than ALCE's three
+        '{"answer": []}',
+        '{"answer": [{"sentence": "Ja.", "sources": ["DOC0226"], "extra": 1}]}',
+        _json_answer(("Ja, " * 200, ["DOC0226"])),  # a sentence a looping model never ends
+        _json_answer(*[("Ja.", ["DOC0226"])] * 9),
+        '{"antwoord": [{"sentence": "Ja.", "sources": ["DOC0226"]}]}',
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(bad), schema)
+    # OpenAI's strict mode refuses string lengths: the API gets the schema without them.
+    assert "maxLength" in json.dumps(schema) and "maxLength" not in json.dumps(portable(schema))
+    assert schema["x-guidance"] == {"whitespace_flexible": False} and "x-guidance" not in portable(schema)
+    assert portable(schema)["properties"]["answer"]["maxItems"] == schema["properties"]["answer"]["maxItems"]
+    # Nothing retrieved: sentences without sources are the only valid answer.
+    empty = answer_schema([])
+    jsonschema.validate(json.loads(_json_answer(("Dat staat niet in de wet.", []))), empty)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(json.loads(_json_answer(("Ja.", ["DOC0226"]))), empty)
+
+
+_SENTENCE_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda s: s.strip()
+)
+
+
+@pytest.mark.unit
+@settings(max_examples=150, deadline=None)
+@given(
+    sentences=st.lists(st.tuples(_SENTENCE_TEXT, st.lists(st.sampled_from(IDS), max_size=3)), min_size=1, max_size=5),
+    cuts=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=60),
+    indent=st.sampled_from([None, 2]),
+    ascii_only=st.booleans(),
+)
+def test_sentence_stream_hands_out_each_sentence_when_its_object_closes(sentences, cuts, indent, ascii_only):
+    """Any split of any answer JSON (escapes, braces and quotes in strings, new lines, \\u escapes):
+    every sentence comes out exactly once, as soon as its closing brace has arrived, equal to json.loads'."""
+    from wetqa.generation.structured import SentenceStream
+
+    obj = {"answer": [{"sentence": s, "sources": ids} for s, ids in sentences]}
+    raw = json.dumps(obj, indent=indent, ensure_ascii=ascii_only)
+    stream, got, at, k = SentenceStream(), [], 0, 0
+    while at < len(raw):
+        piece = raw[at : at + cuts[k % len(cuts)]]
+        at += len(piece)
+        k += 1
+        out = stream.feed(piece)
+        got += out
+        # Handed out no later than the piece that closed the object, and never before it.
+        closed = raw[:at].count("}") - (1 if raw[:at].rstrip().endswith("}") and at == len(raw) else 0)
+        assert len(got) <= closed
+    assert [(s.text, list(s.sources)) for s in got] == [(s.strip(), ids) for s, ids in sentences]
+
+
+@pytest.mark.unit
+def test_sentence_stream_is_exact_about_when_a_sentence_is_complete():
+    from wetqa.generation.structured import SentenceStream
+
+    stream = SentenceStream()
+    assert stream.feed('```json\n{"answer": [{"sentence": "Het gezag {eindigt} als \\"x\\"') == []
+    assert stream.feed(' zegt.", "sources": ["DOC0226"]') == []
+    [first] = stream.feed("}, ")
+    assert first.text == 'Het gezag {eindigt} als "x" zegt.' and first.sources == ("DOC0226",)
+    assert stream.feed('{"sentence": "Nog een.", "sources": []') == []
+    assert [s.text for s in stream.feed("}]}\n```")] == ["Nog een."]
+    # A broken sentence object is passed over, the next one still counts.
+    broken = SentenceStream()
+    assert [s.text for s in broken.feed('{"answer": [{"sentence": 3}, {"sentence": "Wel."}]}')] == ["Wel."]
+
+
+@pytest.mark.unit
+def test_parse_structured_checks_ids_and_keeps_the_complete_sentences_of_broken_json():
+    from wetqa.generation.structured import parse_structured
+
+    raw = _json_answer(("Eén.", ["DOC226", "DOC0226", "DOC0999"]), ("Twee.", ["DOC12988"]))
+    p = parse_structured(raw, IDS)
+    assert p.format_ok and p.problem is None
+    assert [(s.text, s.sources) for s in p.sentences] == [("Eén.", ("DOC0226",)), ("Twee.", ("DOC12988",))]
+    assert p.cited == ["DOC0226", "DOC12988"] and p.dropped == ["DOC0999"]
+    cut = raw[: raw.index("Twee") + 2]  # max_tokens cut the second sentence
+    p = parse_structured(cut, IDS)
+    assert not p.format_ok and "not valid JSON" in p.problem
+    assert [s.text for s in p.sentences] == ["Eén."] and p.cited == ["DOC0226"]
+    for text in ("", "ANSWER: ja", "[1, 2]", '{"answer": "ja"}'):
+        p = parse_structured(text, IDS)
+        assert p.sentences == [] and not p.format_ok and p.problem
+
+
+@pytest.mark.unit
+def test_structured_request_prompt_and_schema():
+    from wetqa.generation.prompt import as_text, build_request
+    from wetqa.generation.structured import schema_ids
+
+    r = build_request(QUESTION, HITS, structured=True)
+    assert schema_ids(r.schema) == ["DOC0226", "DOC0099", "DOC0227"]
+    user = r.messages[1]["content"]
+    assert '{"answer": [{"sentence":' in user and "DOC IDS:" not in user and "[DOC0226] Wet X, Artikel 266" in user
+    text = as_text(r)
+    assert text.schema is None and text.messages == build_messages(QUESTION, HITS)
+    # The structured and text prompts share nothing they should not: the example's law text only.
+    assert "Minderjarigen zijn zij" in user and "Minderjarigen zijn zij" in text.messages[1]["content"]
+    empty = build_request(QUESTION, [], language="en", structured=True)
+    assert schema_ids(empty.schema) == [] and 'leave "sources" empty' in empty.messages[1]["content"]
+
+
+@pytest.mark.unit
+def test_structured_answer_markers_are_alce_passages_and_the_citations_their_union():
+    """Each sentence carries [n] markers, n the rank of its source among the retrieved hits, so ALCE's
+    per-sentence rule (evaluation.nli) resolves every marker to exactly the chunk the model cited."""
+    from wetqa.evaluation.nli import cited_sentences, resolve_markers
+    from wetqa.generation import Generation
+    from wetqa.generation.pipeline import to_answer
+    from wetqa.generation.prompt import build_request
+
+    raw = _json_answer(
+        ("De rechtbank kan het gezag beëindigen. Dat geldt ook bij schorsing.", ["DOC0227", "DOC0226"]),
+        ("Fietsen mag op het fietspad", ["DOC0099"]),
+    )
+    a = to_answer(build_request(QUESTION, HITS, structured=True), Generation(text=raw))
+    assert a.structured and a.format_ok and a.note is None and a.dropped_ids == []
+    assert a.answer == (
+        "De rechtbank kan het gezag beëindigen [3][1]. Dat geldt ook bij schorsing [3][1]. "
+        "Fietsen mag op het fietspad [2]"
+    )
+    assert [c.doc_id for c in a.citations] == ["DOC0227", "DOC0226", "DOC0099"]
+    assert [(s.text, s.sources) for s in a.sentences][1] == ("Fietsen mag op het fietspad", ("DOC0099",))
+    retrieved = [{"id": h.chunk.id, "doc_id": h.chunk.doc_id} for h in HITS]
+    judged = [(text, resolve_markers(m, retrieved)) for text, m in cited_sentences(a.answer)]
+    assert judged == [
+        ("De rechtbank kan het gezag beëindigen.", [HITS[2].chunk.id, HITS[0].chunk.id]),
+        ("Dat geldt ook bij schorsing.", [HITS[2].chunk.id, HITS[0].chunk.id]),
+        ("Fietsen mag op het fietspad", [HITS[1].chunk.id]),
+    ]
+    j = a.to_json()
+    assert j["structured"] and j["sentences"][1] == {"sentence": "Fietsen mag op het fietspad", "sources": ["DOC0099"]}
+
+
+@pytest.mark.unit
+def test_bad_structured_output_is_one_clear_record_never_a_crash(bm25s_index, tmp_path):
+    from wetqa.dataset import QAItem
+    from wetqa.generation import Generation
+    from wetqa.generation.pipeline import NO_SOURCES, to_answer
+    from wetqa.generation.prompt import build_request
+
+    truncated = _json_answer(("Het gezag eindigt.", ["DOC0001"]), ("Tweede zin", ["DOC0099"]))[:-30]
+    outputs = [truncated, "ANSWER: Het gezag eindigt.\nDOC IDS: DOC0001", "{{{{ niets"]
+    p = Pipeline(open_index(bm25s_index), Scripted(outputs), k=2, min_confidence=0)
+    questions = ["Wanneer eindigt het gezag?", "Wat is rechtmatig verblijf?", "Welke tarieven griffierecht gelden?"]
+    items = [QAItem(str(i), q) for i, q in enumerate(questions)]
+    summary = generate_runs(p, items, tmp_path / "run", progress=False)
+    assert summary["runs"][0]["failed"] == 0 and summary["runs"][0]["parse_failures"] == 3
+    recs = {r["id"]: r for r in read_done(tmp_path / "run" / "run-1.jsonl").values()}
+    cut, text, junk = recs["0"], recs["1"], recs["2"]
+    assert cut["structured"] and cut["answer"] == "Het gezag eindigt [1]." and len(cut["sentences"]) == 1
+    assert "JSON is broken" in cut["note"] and "kept its 1 complete sentences" in cut["note"]
+    # Text where JSON was asked for (a server that ignored the schema): read as text, and said so.
+    assert not text["structured"] and text["answer"] == "Het gezag eindigt." and "read as text" in text["note"]
+    assert junk["error"] is None and "did not answer in the JSON format" in junk["note"]
+    # Nothing retrieved: the answer has no sources and says so.
+    empty = to_answer(build_request("Vraag?", [], structured=True), Generation(text=_json_answer(("Nee.", []))))
+    assert empty.format_ok and empty.citations == [] and empty.note == NO_SOURCES and empty.answer == "Nee."
+
+
+@pytest.mark.unit
+def test_a_refused_schema_falls_back_to_the_text_format_once_with_one_warning(bm25s_index, caplog):
+    text_answer = "ANSWER: De rechtbank kan het gezag beëindigen.\nDOC IDS: {doc}"
+    backend = Scripted([text_answer.format(doc="DOC0001")] * 4, refuse_schema=True)
+    p = Pipeline(open_index(bm25s_index), backend, k=2)
+    assert p.structured
+    with caplog.at_level("WARNING", logger="wetqa.generation"):
+        answers = p.ask_many(["Wanneer eindigt het gezag?", "Wanneer kan de rechtbank het gezag beëindigen?"])
+        later = p.ask("Wat is rechtmatig verblijf?")
+    warnings = [r for r in caplog.records if r.name == "wetqa.generation"]
+    assert len(warnings) == 1 and "refused the answer schema" in warnings[0].getMessage()
+    assert "text format" in warnings[0].getMessage() and "\n" not in warnings[0].getMessage()
+    assert all(not a.structured and a.error is None and a.answer.startswith("De rechtbank") for a in answers)
+    assert not p.structured and not later.structured
+    # Two refused, two asked again in text, then the third question straight in text.
+    assert [r.schema is not None for r in backend.seen] == [True, True, False, False, False]
+
+
+@pytest.mark.unit
+def test_a_structured_stream_yields_sentences_with_their_sources(bm25s_index):
+    from wetqa.generation import Answer, StreamedSentence
+
+    index = open_index(bm25s_index)
+    question = "Wanneer kan de rechtbank het gezag van een ouder beëindigen of een vreemdeling verblijf weigeren?"
+    hits = index.search(question, 2)
+    raw = _json_answer(
+        ('Het gezag wordt "beëindigd" door de rechtbank.', [hits[0].chunk.doc_id]),
+        ("Dat staat in de wet.", [hits[1].chunk.doc_id, hits[0].chunk.doc_id]),
+    )
+    backend = Scripted([raw])
+    items = list(Pipeline(index, backend, k=2, min_confidence=0).stream(question))
+    *sentences, answer = items
+    assert isinstance(answer, Answer) and all(isinstance(s, StreamedSentence) for s in sentences)
+    assert [s.text for s in sentences] == ['Het gezag wordt "beëindigd" door de rechtbank.', "Dat staat in de wet."]
+    assert [[c.doc_id for c in s.citations] for s in sentences] == [
+        [hits[0].chunk.doc_id],
+        [hits[1].chunk.doc_id, hits[0].chunk.doc_id],
+    ]
+    assert [s.markers for s in sentences] == [[1], [2, 1]]
+    assert " ".join(s.render() for s in sentences) == answer.answer
+    # Refused before anything was written: the stream starts again in the text format.
+    refusing = Scripted(["ANSWER: Het gezag eindigt, zoals de wet het zegt in dit artikel.\nDOC IDS: DOC0001"], True)
+    pieces = list(Pipeline(index, refusing, k=2, min_confidence=0).stream(QUESTION))
+    assert "".join(x for x in pieces if isinstance(x, str)) == pieces[-1].answer
+    assert pieces[-1].answer.startswith("Het gezag eindigt") and not pieces[-1].structured
+
+
+@pytest.mark.unit
+def test_structured_is_a_setting_a_flag_a_toml_key_and_a_recorded_input(bm25s_index, tmp_path):
+    import argparse
+
+    from wetqa.generation import PipelineSpec
+
+    assert resolve_generator("vllm", model="m").settings.structured is True  # on by default
+    assert resolve_generator("gpt-4o", structured=False).settings.structured is False
+    parser = argparse.ArgumentParser()
+    PipelineSpec.add_cli_args(parser)
+    args = parser.parse_args(["--index", str(bm25s_index), "--generator", "openai", "--model", "m", "--no-structured"])
+    spec = PipelineSpec.from_cli_args(args)
+    assert spec.generator.settings.structured is False and spec.inputs()["generator"]["structured"] is False
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'index = "{bm25s_index}"\ngenerator = "openai"\nmodel = "m"\nstructured = true\n')
+    on = PipelineSpec.from_toml(toml)
+    assert on.inputs()["generator"]["structured"] is True
+    assert on.inputs()["prompt"] != spec.inputs()["prompt"]  # the structured prompt is another prompt
+    toml.write_text('generator = "openai"\nmodel = "m"\nstructured = "yes"\n')
+    with pytest.raises(GenerationError, match="structured"):
+        PipelineSpec.from_toml(toml)
+    with pytest.raises(GenerationError, match="--structured does not apply to the extractive"):
+        resolve_generator("extractive", structured=True)
+
+
+@pytest.mark.unit
+def test_the_openai_backend_falls_back_when_a_server_refuses_response_format(bm25s_index, caplog):
+    """A server that refuses json_schema answers 400 as the OpenAI API does for models without it; the
+    backend reports it, the pipeline asks again in text (once, with one warning), streams too. A 400
+    about something else (a prompt too long) is an error, not a fallback."""
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    from .serving import LiveServer
+
+    bodies: list[dict] = []
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: dict):
+        bodies.append(body)
+        if "too long" in body["messages"][-1]["content"]:
+            return JSONResponse({"error": {"message": "This model's maximum context length is 2048 tokens"}}, 400)
+        if "response_format" in body:
+            message = "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model."
+            error = {"message": message, "type": "invalid_request_error", "param": "response_format", "code": None}
+            return JSONResponse({"error": error}, 400)
+        text = "ANSWER: De rechtbank beëindigt het gezag.\nDOC IDS: DOC0001"
+        if body.get("stream"):
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            events = [
+                {**chunk, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+                for w in re.findall(r"\S+\s*", text)
+            ]
+            events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+            lines = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+            return StreamingResponse(iter([lines]), media_type="text/event-stream")
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        message = {"role": "assistant", "content": text}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        return {"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice], "usage": usage}
+
+    with LiveServer(app) as server:
+        cfg = resolve_generator("openai", model="m", base_url=server.url + "/v1", max_retries=0)
+        backend = make_backend(cfg)
+        index = open_index(bm25s_index)
+        p = Pipeline(index, backend, k=2)
+        with caplog.at_level("WARNING", logger="wetqa.generation"):
+            a = p.ask(QUESTION)
+        assert a.answer == "De rechtbank beëindigt het gezag." and [c.doc_id for c in a.citations] == ["DOC0001"]
+        assert not a.structured and a.format_ok and not p.structured
+        sent = bodies[0]["response_format"]
+        assert sent["type"] == "json_schema" and sent["json_schema"]["strict"] is True
+        assert "maxLength" in json.dumps(sent)  # a server at a base URL gets the bounds too
+        assert sent["json_schema"]["schema"]["properties"]["answer"]["items"]["properties"]["sources"]["items"][
+            "enum"
+        ] == ["DOC0001"]
+        assert "response_format" not in bodies[1]
+        [warning] = [r.getMessage() for r in caplog.records if r.name == "wetqa.generation"]
+        assert "refused the answer schema" in warning and "'response_format' of type 'json_schema'" in warning
+        # A stream that is refused starts again in text, on a fresh pipeline.
+        streaming = Pipeline(index, backend, k=2)
+        *pieces, answer = list(streaming.stream(QUESTION))
+        assert "".join(pieces) == answer.answer == "De rechtbank beëindigt het gezag." and not answer.structured
+        assert "response_format" in bodies[2] and "response_format" not in bodies[3] and bodies[3]["stream"]
+        # Not every 400 is about the schema.
+        from wetqa.generation.prompt import build_request
+
+        gen = backend.generate([build_request("too long", index.search(QUESTION, 1), structured=True)])[0]
+        assert gen.error and "context overflow" in gen.error and not gen.rejected_schema
+
+
+@pytest.mark.unit
+def test_presets_name_their_window_availability_and_doctor_says_which_are_cached(monkeypatch, tmp_path):
+    from wetqa.doctor import report
+    from wetqa.generation.presets import PRESETS
+
+    hub = tmp_path / "hub"
+    (hub / "models--Qwen--Qwen3-8B").mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    presets = {p["name"]: p for p in report()["presets"]}
+    assert set(presets) == set(PRESETS)
+    assert presets["qwen3-8b"]["in_hf_cache"] is True and presets["qwen3-14b"]["in_hf_cache"] is False
+    assert presets["gpt-4o"]["in_hf_cache"] is None  # nothing to download
+    for name in ("geitje-7b-ultra",):
+        assert presets[name]["note"].startswith("may be unavailable: taken offline in 2025")
+    # Every open-model preset resolves, with the published sampling, its window and (Qwen3) no thinking.
+    for name, preset in PRESETS.items():
+        if preset.kind == "vllm":
+            s = resolve_generator(name).settings
+            assert (s.temperature, s.top_k, s.max_tokens) == (0.2, 50, 5000) and s.structured
+    assert resolve_generator("eurollm-9b-instruct").settings.max_model_len == 4096
+    assert resolve_generator("gemma-3-27b-it").settings.max_model_len == 32768
+    assert resolve_generator("qwen3-8b").settings.thinking is False
+    assert resolve_generator("fietje-2").settings.max_model_len is None  # as the published runs used it
+    # Moved to transformers, the window is the model's own (max_model_len is vLLM's) and thinking stays.
+    moved = resolve_generator("qwen3-8b", backend="transformers").settings
+    assert moved.thinking is False and not hasattr(moved, "max_model_len")
+
+
+@pytest.mark.unit
+def test_chat_templates_without_a_system_role_and_with_a_thinking_switch():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from wetqa.generation.backends.transformers_backend import chat_prompt
+
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]")))
+    tok.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+        "{% endif %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if enable_thinking is defined and not enable_thinking %}<no-think>{% endif %}<assistant>"
+    )
+    messages = build_messages("Vraag?", [])
+    text = chat_prompt(tok, messages, tokenize=False, enable_thinking=False)
+    assert text.startswith("<user>" + messages[0]["content"] + "\n\n" + messages[1]["content"][:20])
+    assert text.endswith("<no-think><assistant>")
+    assert "<no-think>" not in chat_prompt(tok, messages, tokenize=False)
+    tok.chat_template = "{{ raise_exception('broken template') }}"
+    with pytest.raises(Exception, match="broken template"):  # other template errors are not hidden
+        chat_prompt(tok, messages, tokenize=False)

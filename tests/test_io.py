@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wetqa.cli import main
-from wetqa.io import atomic_dir, atomic_file, read_journal
+from wetqa.io import OWNED, atomic_dir, atomic_file, read_journal
 
 from .conftest import BWB_DIR, FIXTURES, ROOT, require_shared
 
@@ -147,6 +147,11 @@ def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
     stale = tmp_path / f".out.{dead.pid}.abc123.tmp"
     stale.mkdir()
     (stale / "big.bin").write_bytes(b"0" * 1000)
+    (stale / OWNED).write_text('{"wetqa_format": "owned/1"}\n')  # as wetqa makes its temporary folders
+    # A user's folder that merely has such a name is not wetqa's: it stays.
+    users = tmp_path / f".out.{dead.pid}.mine.tmp"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
     live = tmp_path / f".out.{os.getppid()}.def456.tmp"  # a running process: its build may still be going
     live.mkdir()
     unrelated = tmp_path / ".other.1.x.tmp"
@@ -154,6 +159,7 @@ def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
     with atomic_dir(tmp_path / "out", marker="manifest.json") as tmp:
         (tmp / "manifest.json").write_text("{}")
     assert not stale.exists() and live.exists() and unrelated.exists()
+    assert (users / "notes.txt").read_text() == "mine"
     assert (tmp_path / "out" / "manifest.json").exists()
 
 

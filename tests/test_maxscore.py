@@ -11,6 +11,7 @@ import pytest
 
 from wetqa.retrieval import open_index
 from wetqa.retrieval.articles import VIEWS
+from wetqa.retrieval.integrity import file_digests
 from wetqa.retrieval.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
 
 from .conftest import DEV, require_shared
@@ -34,7 +35,7 @@ def _with_blocks(index, tmp_path, block: int):
 
     write_bounds(out, {name: np.load(out / f"{name}.npy") for name in MAPS}, block)
     meta = json.loads((out / "index.json").read_text(encoding="utf-8"))
-    meta["files"] = {p.name: p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != "index.json"}
+    meta["files"] = file_digests(out)
     (out / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     return open_index(out)
 
@@ -91,11 +92,30 @@ def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("block", [128, 1])
+def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(synthetic_index, tmp_path, block):
+    """A scope (kinds, laws, jurisdiction, date) masks articles: the pruned path skips them and takes
+    its view maxima over the rest, exactly as the exhaustive path does; nothing outside the mask comes."""
+    articles = _with_blocks(synthetic_index, tmp_path, block)
+    articles.pruned.warm()
+    rng = np.random.default_rng(block)
+    for i, terms in enumerate(_queries(articles, 120, seed=7 + block)):
+        allowed = rng.random(articles.n_articles) < (0.02, 0.3, 0.9)[i % 3]
+        for k in (1, 3, 30):
+            pruned, full = articles._top_pruned(terms, k, allowed), articles._top_all(terms, k, allowed)
+            _same(pruned, full)
+            assert allowed[pruned[0]].all()
+    # A mask that allows nothing finds nothing.
+    nothing = np.zeros(articles.n_articles, dtype=bool)
+    assert len(articles._top_pruned(_queries(articles, 1, seed=1)[0], 3, nothing)[0]) == 0
+
+
+@pytest.mark.unit
 def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypatch):
     from wetqa.retrieval import articles as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 0)
-    articles = open_index(articles_index)
+    articles = open_index(articles_index, rescore=False)  # the first stage
     query = "De rechter kan het gezag van een ouder beëindigen"
     pruned = []
     real = articles._top_pruned
@@ -129,7 +149,7 @@ def test_damaged_block_maxima_are_named(articles_index, tmp_path):
     shutil.copytree(articles_index, bad)
     np.save(bad / f"chunk.{BLOCK_PARTS[0]}.npy", np.zeros(3, dtype=np.int64))  # another length
     meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
-    meta["files"][f"chunk.{BLOCK_PARTS[0]}.npy"] = (bad / f"chunk.{BLOCK_PARTS[0]}.npy").stat().st_size
+    meta["files"] = file_digests(bad)  # listed as if built so: the loader's own check is what is tried
     (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     from wetqa.retrieval import RetrievalError
 
@@ -147,7 +167,7 @@ def test_a_damaged_block_description_is_named(articles_index, tmp_path, text):
     shutil.copytree(articles_index, bad)
     (bad / BLOCKS_META).write_text(text, encoding="utf-8")
     meta = json.loads((bad / "index.json").read_text(encoding="utf-8"))
-    meta["files"][BLOCKS_META] = (bad / BLOCKS_META).stat().st_size
+    meta["files"] = file_digests(bad)
     (bad / "index.json").write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(RetrievalError, match=r"damaged index .*pruning bounds.*wetqa index --force"):
         open_index(bad)

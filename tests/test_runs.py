@@ -91,13 +91,21 @@ def test_resume_retries_failed_answers(index, tmp_path):
 
 def test_force_clears_only_run_files(index, tmp_path):
     from wetqa.generation.runs import check_run_folder
+    from wetqa.io import OutputError
 
-    out = tmp_path / "r"
-    out.mkdir()
-    (out / "run-1.jsonl").write_text('{"id": "1", "answer": "x"}\n')
-    (out / "notes.md").write_text("mine")
+    data, out = _dataset(tmp_path), tmp_path / "r"
+    assert main(["generate", "--dataset", str(data), "--index", str(index), "--out", str(out)]) == 0
     inputs = run_inputs("articles", 3, "nl", {}, [index_identity(index)])
-    with pytest.raises(GenerationError, match="no inputs recorded"):
+    with pytest.raises(GenerationError, match="other inputs"):
         check_run_folder(out, inputs)
     check_run_folder(out, inputs, force=True)
-    assert not (out / "run-1.jsonl").exists() and (out / "notes.md").read_text() == "mine"
+    assert not (out / "run-1.jsonl").exists() and (out / "config.json").is_file()
+    # A run file in a folder wetqa did not make is the user's: refused, with --force too, and kept.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "run-1.jsonl").write_text('{"id": "1", "answer": "x"}\n')
+    (mine / "notes.md").write_text("mine")
+    for force in (False, True):
+        with pytest.raises(OutputError, match="wetqa did not write"):
+            check_run_folder(mine, inputs, force=force)
+    assert (mine / "run-1.jsonl").is_file() and (mine / "notes.md").read_text() == "mine"

@@ -540,10 +540,11 @@ def test_a_busy_port_is_refused_before_serving_is_announced(index):
 
 @pytest.mark.unit
 def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_the_version_date():
+    from wetqa.corpus.bwb import official_url
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
     from wetqa.retrieval import Hit
-    from wetqa.serve.citing import article_url, cite
+    from wetqa.serve.citing import cite
 
     text = "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt."
     chunk = Chunk("X_1", "DOC0001", "BWBR9990001", "2024-01-01", "Wet fictief gezag", "Artikel 266", 1, text)
@@ -554,6 +555,100 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     assert out.sentences[1]["lead"] is False and out.sentences[1]["supported"]
     assert out.citations[0]["version_date"] == "2024-01-01"
     # An article number with a space, a colon or a slash is percent-encoded in the link.
-    assert article_url("BWBR0005537", "Artikel 7:4 a", "2024-01-01") == (
+    assert official_url("BWBR0005537", "Artikel 7:4 a", "artikel", "2024-01-01") == (
         "https://wetten.overheid.nl/jci1.3:c:BWBR0005537&artikel=7%3A4%20a&g=2024-01-01&z=2024-01-01"
     )
+    # A bijlage links as one; a unit without a number of its own links to its regulation.
+    assert official_url("BWBR0012289", "Bijlage 2", "bijlage").endswith("BWBR0012289&bijlage=2")
+    assert official_url("BWBR0012289", "Paragraaf 1.1", "circulaire.divisie").endswith("jci1.3:c:BWBR0012289")
+    assert out.citations[0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
+
+
+@pytest.mark.integration
+def test_a_streaming_504_says_which_stage_was_too_slow(index):
+    """The streaming 504 blamed the model when retrieval was the slow part."""
+    body = {"model": "wetqa-bm25s-extractive", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    for retrieval, model, said in ((2.0, 0.0, "retrieval did not finish"), (0.0, 2.0, "the model did not answer")):
+        slow = preset(index)
+        slow.pipeline = Pipeline(SlowRetriever(open_index(index), retrieval), SlowExtractive(model), k=3)
+        with LiveServer(make_app([slow], timeout=0.5)) as s:
+            r = httpx.post(s.url + "/v1/chat/completions", json=body, timeout=30)
+            assert r.status_code == 504 and said in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.integration
+def test_invalid_requests_name_the_field_and_take_no_loose_types(server):
+    def post(path, content):
+        raw = content if isinstance(content, str) else None
+        kwargs = {"content": raw, "headers": {"Content-Type": "application/json"}} if raw else {"json": content}
+        return httpx.post(server.url + path, **kwargs)
+
+    chat = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    # Loose types are refused, not read as true, 5 or 1.
+    for field, value in (("stream", "true"), ("max_tokens", "5"), ("temperature", "0")):
+        r = post("/v1/chat/completions", {**chat, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
+    r = post("/v1/search", {"query": QUESTION, "k": True})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "k", r.text
+    # NaN is not "more than 2": it is not a number.
+    nan = '{"model": "wetqa-bm25s-extractive", "temperature": NaN, "messages": [{"role": "user", "content": "gezag"}]}'
+    r = post("/v1/chat/completions", nan)
+    assert r.status_code == 400 and "finite" in r.json()["error"]["message"], r.text
+    assert "less than or equal to 2" not in r.json()["error"]["message"]
+    # A body that is not JSON: no byte offset for a param.
+    r = post("/v1/chat/completions", '{"model": "wetqa-bm25s-extractive", "messages": [')
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] is None and "not valid JSON" in error["message"], r.text
+    # Content of the wrong type: the field, not pydantic's names for the union's members.
+    r = post("/v1/chat/completions", {**chat, "messages": [{"role": "user", "content": 5}]})
+    error = r.json()["error"]
+    assert r.status_code == 400 and error["param"] == "messages.0.content", r.text
+    assert "function-after" not in error["message"] and "[" not in error["param"]
+
+
+@pytest.mark.integration
+def test_the_page_has_an_icon(server):
+    r = httpx.get(server.url + "/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/")
+    assert 'rel="icon"' in httpx.get(server.url + "/").text
+
+
+@pytest.mark.integration
+def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(server):
+    # Both laws answer the question's words; each scope keeps only what it names.
+    base = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 10}
+    every = httpx.post(server.url + "/v1/search", json=base).json()
+    assert {h["bwb_id"] for h in every["data"]} == {"BWBR9990001", "BWBR9990002"} and every["date"] is None
+    only = httpx.post(server.url + "/v1/search", json={**base, "laws": ["BWBR9990002"]}).json()
+    assert only["data"] and {h["bwb_id"] for h in only["data"]} == {"BWBR9990002"}
+    amvb = httpx.post(server.url + "/v1/search", json={**base, "kind": ["AMvB"]}).json()
+    assert {h["bwb_id"] for h in amvb["data"]} == {"BWBR9990002"}
+    # A day between the two versions: the one that had not begun is left out, and the day is echoed.
+    dated = httpx.post(server.url + "/v1/search", json={**base, "date": "2010-06-01"}).json()
+    assert dated["date"] == "2010-06-01" and {h["bwb_id"] for h in dated["data"]} == {"BWBR9990002"}
+    assert all(h["version_date"] and h["url"].startswith("https://wetten.overheid.nl/") for h in every["data"])
+    for field, value, words in [
+        ("kind", ["nonsense"], "no regulation of that kind"),
+        ("laws", ["BWBR0000000"], "not in this index"),
+        ("date", "1900-01-01", "before every version"),
+    ]:
+        r = httpx.post(server.url + "/v1/search", json={**base, field: value})
+        assert r.status_code == 400, r.text
+        error = r.json()["error"]
+        assert error["param"] == field and words in error["message"] and "--" not in error["message"]
+    for field, value in [("date", "2010-13-01"), ("date", "gisteren"), ("jurisdiction", "mars"), ("kind", "wet")]:
+        r = httpx.post(server.url + "/v1/search", json={**base, field: value})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, (field, r.text)
+    # The chat endpoint: the scope rides beside OpenAI's fields (the client's extra_body).
+    c = client(server)
+    question = "Wanneer heeft een vreemdeling rechtmatig verblijf of gezag?"
+    ask = dict(model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": question}])
+    scoped = c.chat.completions.create(**ask, extra_body={"laws": ["BWBR9990002"], "date": "2010-06-01"})
+    extra = scoped.model_extra
+    assert extra["date"] == "2010-06-01" and extra["citations"]
+    assert {x["bwb_id"] for x in extra["citations"]} == {"BWBR9990002"}
+    streamed = list(c.chat.completions.create(**ask, stream=True, extra_body={"laws": ["BWBR9990002"]}))
+    assert {x["bwb_id"] for x in streamed[-1].model_extra["citations"]} == {"BWBR9990002"}
+    with pytest.raises(openai.BadRequestError) as err:
+        c.chat.completions.create(**ask, extra_body={"kind": ["verdrag"]})
+    assert err.value.body["param"] == "kind"

@@ -73,7 +73,9 @@ def test_the_upstream_stream_is_passed_through_as_it_comes(index):
         final = [c for c in chunks if c.choices and c.choices[0].finish_reason]
         assert final[-1].choices[0].finish_reason == "stop"
         assert final[-1].model_extra["citations"][0]["article"] == "Artikel 266"
-        assert text.endswith("Bronnen:\n[1] Wet fictief gezag, Artikel 266")
+        # The sources, dated by their text's version, then the note on a text older than a year.
+        assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266 (tekst van 1 januari 2024)\nLet op:" in text
+        assert text.endswith("(controleer de actuele tekst via de link).")
         assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 10
         sent = fake.requests[-1]
         assert sent["stream"] is True and sent["temperature"] == 0.3 and sent["max_tokens"] == 300
@@ -109,7 +111,9 @@ def test_a_client_that_leaves_mid_stream_stops_the_upstream_and_frees_its_slot(i
 
 def test_transformers_tokens_stream_as_they_are_generated(index, tmp_path):
     model = tiny_llama_dir(tmp_path / "llama")
-    cfg = resolve_generator("transformers", model=str(model), max_tokens=60, temperature=0.0)
+    # The text format streams token by token (a structured answer streams whole sentences, which random
+    # weights never finish within 60 tokens; tests/test_vllm.py streams those with a real model).
+    cfg = resolve_generator("transformers", model=str(model), max_tokens=60, temperature=0.0, structured=False)
     with LiveServer(make_app([served(index, cfg)])) as server:
         pieces = []
         for chunk in client(server).chat.completions.create(
@@ -366,3 +370,49 @@ def test_a_stream_gives_its_slot_back_before_its_client_sees_the_end(index):
 
     kind, slot_free = asyncio.run(drain())
     assert kind == "end" and slot_free
+
+
+class StructuredLocalModel(ExtractiveBackend):
+    """A local backend that writes a structured answer citing the retrieved DOC ids from last to first."""
+
+    structured = True
+
+    def stream(self, request):
+        ids = [h.chunk.doc_id for h in request.hits]
+        answer = {
+            "answer": [
+                {"sentence": "De rechtbank beëindigt het gezag.", "sources": ids[::-1]},
+                {"sentence": "Dat doet zij op verzoek.", "sources": ids[-1:]},
+            ]
+        }
+        text = json.dumps(answer, ensure_ascii=False)
+        for i in range(0, len(text), 5):
+            yield text[i : i + 5]
+        yield Generation(text=text)
+
+    def generate(self, requests):
+        return [list(self.stream(r))[-1] for r in requests]
+
+
+def test_a_structured_answer_streams_sentence_by_sentence_with_its_sources(index):
+    """Each sentence arrives whole, with [n] markers numbered as the final citations are, and names its
+    sources; the streamed text is the non-streamed answer's, and the sentences list their citations."""
+    question = "Wanneer kan de rechtbank het gezag van een ouder beëindigen of een vreemdeling verblijf weigeren?"
+    backend = StructuredLocalModel()
+    with LiveServer(make_app([served(index, GeneratorConfig("extractive"), backend=backend)])) as server:
+        messages = [{"role": "user", "content": question}]
+        chunks = list(client(server).chat.completions.create(model="wetqa-test", stream=True, messages=messages))
+        whole = client(server).chat.completions.create(model="wetqa-test", messages=messages)
+    sentences = [c for c in chunks if c.model_extra.get("sentence")]
+    assert [c.choices[0].delta.content for c in sentences] == [
+        "De rechtbank beëindigt het gezag [1][2].",
+        " Dat doet zij op verzoek [1].",
+    ]
+    final = chunks[-1].model_extra
+    assert sentences[0].model_extra["sentence"]["citations"] == [1, 2]
+    assert [s["index"] for s in sentences[0].model_extra["sources"]] == [1, 2]
+    assert [c["doc_id"] for c in final["citations"]] == [s["doc_id"] for s in sentences[0].model_extra["sources"]]
+    assert [s["citations"] for s in final["sentences"]] == [[1, 2], [1]]
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole.choices[0].message.content
+    assert streamed.startswith("De rechtbank beëindigt het gezag [1][2]. Dat doet zij op verzoek [1].\n\nBronnen:\n[1]")

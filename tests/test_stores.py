@@ -10,6 +10,7 @@ import pytest
 
 from wetqa.corpus import load_chunks
 from wetqa.retrieval import RetrievalError, build_index, open_index
+from wetqa.retrieval.integrity import file_digests
 
 from .conftest import FIXTURES
 from .tiny_models import tiny_unigram_sentence_transformer
@@ -115,7 +116,7 @@ def test_a_store_of_another_corpus_is_refused(index_copy, tmp_path):
     build_index(other.out, "articles", tmp_path / "other", progress=False)
     shutil.copyfile(tmp_path / "other" / "store.sqlite", index_copy / "store.sqlite")
     meta = json.loads((index_copy / "index.json").read_text())
-    meta["files"]["store.sqlite"] = (index_copy / "store.sqlite").stat().st_size
+    meta["files"] = file_digests(index_copy)  # listed as if built so: the store's own check is what is tried
     (index_copy / "index.json").write_text(json.dumps(meta))
     with pytest.raises(RetrievalError, match="records corpus_hash .*another corpus"):
         open_index(index_copy)

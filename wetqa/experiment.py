@@ -30,7 +30,7 @@ from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
 from .evaluation.scoring import Scoring
 from .evaluation.significance import DEFAULT_CORRECTION, LEGEND, correct, mark, randomization_p
-from .io import atomic_file, write_owned_json
+from .io import OwnedFolder, atomic_file, own_folder, recognised, write_owned_json
 
 
 def _source_digests(src: Path) -> dict[str, str]:
@@ -69,10 +69,27 @@ def _corpus_dir(cfg: ExperimentConfig, out: Path, force: bool = False) -> Path:
     return target
 
 
+# What an experiment writes into its folder: its files, and the folders of what it builds and runs.
+EXPERIMENT_FILES = (
+    "config.json",
+    "table.md",
+    "results.csv",
+    "results.json",
+    "corpus",
+    "indexes",
+    "runs",
+    "judge-cache",
+)
+
+
+def experiment_folder(out: str | Path) -> OwnedFolder:
+    """The experiment's folder under the owned-folder rule (an older wetqa's is known by its config.json)."""
+    return own_folder(out, EXPERIMENT_FILES, adopt=recognised("config.json", EXPERIMENT_FILES))
+
+
 def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force: bool = False) -> dict:
     scoring = scoring or cfg.scoring()  # a missing judge or model path is named before anything runs
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = experiment_folder(cfg.out).path  # the judge's cache (judge-cache) is made in it when first written
     write_owned_json(out / "config.json", cfg.to_json(), "experiment/1")
     items = load_dataset(cfg.dataset)
     corpus = _corpus_dir(cfg, out, force)

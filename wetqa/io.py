@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import glob
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +103,18 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _remove_stale(path: Path) -> None:
-    """Temporary siblings (``.<name>.<pid>.*.tmp``) left by builds whose process is gone."""
+    """Temporary siblings (``.<name>.<pid>.*.tmp``) left by builds whose process is gone: only folders
+    wetqa made (its list of what it wrote is in them from the start), so a user's folder of that name stays."""
     prefix = f".{path.name}."
     for sibling in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         pid = sibling.name[len(prefix) :].split(".", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)) and sibling.is_dir():
+        if (
+            pid.isdigit()
+            and not _pid_alive(int(pid))
+            and sibling.is_dir()
+            and not sibling.is_symlink()
+            and (sibling / OWNED).is_file()
+        ):
             shutil.rmtree(sibling, ignore_errors=True)
 
 
@@ -138,12 +146,153 @@ def wetqa_made(marker: Path) -> bool:
     )
 
 
+# --------------------------------------------------------------------------- the owned-folder rule
+# Every folder wetqa writes into holds this list of what it wrote there (one JSON string a line, after a
+# header). A folder is written into only when it is new or empty, or when everything in it is on its
+# list: a user's file is never overwritten, deleted, or written beside. Nothing is written into the
+# root folder or the home folder itself.
+OWNED = ".wetqa-owned"
+
+
+def _refuse_special(path: Path) -> None:
+    resolved = path.resolve()
+    if resolved == Path(resolved.anchor) or resolved == Path.home().resolve():
+        what = "the root folder" if resolved == Path(resolved.anchor) else "your home folder"
+        raise OutputError(
+            f"{path} is {what}: wetqa never writes into it itself; give a folder of its own (e.g. {path / 'wetqa'})"
+        )
+
+
+def owned_names(folder: Path) -> set[str] | None:
+    """The names wetqa wrote into ``folder`` (None: no list, so not a folder wetqa made or adopted)."""
+    try:
+        lines = (folder / OWNED).read_text(encoding="utf-8", errors="replace").splitlines()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    names = set()
+    for line in lines:
+        try:
+            name = json.loads(line)
+        except ValueError:
+            continue  # a line torn by an interruption: its file was not made yet
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def _note_owned(folder: Path, names: Iterable[str]) -> None:
+    """Add names to a folder's list of what wetqa wrote there, before they are written."""
+    new = not (folder / OWNED).exists()
+    with open(folder / OWNED, "a", encoding="utf-8") as fh:
+        if new:
+            fh.write(json.dumps({FORMAT_KEY: "owned/1"}) + "\n")
+        fh.write("".join(json.dumps(n, ensure_ascii=False) + "\n" for n in names))
+
+
+def _make_owned(path: Path) -> None:
+    """Make a folder (and any missing parent) as wetqa's own, listed in its parent when that is wetqa's."""
+    if not path.parent.exists():
+        _make_owned(path.parent)
+    above = owned_names(path.parent)
+    if above is not None and path.name not in above:
+        _note_owned(path.parent, [path.name])
+    path.mkdir(exist_ok=True)
+    if not (path / OWNED).exists():
+        _note_owned(path, [])
+
+
+def _ours(name: str, names: set[str]) -> bool:
+    """A name on the list, the list itself, or a temporary sibling of a listed name (``.<name>.*.tmp*``)."""
+    if name in names or name == OWNED:
+        return True
+    return name.startswith(".") and ".tmp" in name and any(name.startswith(f".{n}.") for n in names)
+
+
+def _foreign(path: Path, names: set[str]) -> list[str]:
+    return sorted(e.name for e in path.iterdir() if not _ours(e.name, names))
+
+
+def _refuse_foreign(path: Path, foreign: list[str], advice: str) -> None:
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    raise OutputError(f"{path} holds files wetqa did not write ({shown}); wetqa will not write into it: {advice}")
+
+
+class OwnedFolder:
+    """An output folder under the owned-folder rule; ``file(name)`` lists a file before it is written."""
+
+    def __init__(self, path: Path, names: set[str]):
+        self.path, self.names = path, names
+
+    def file(self, name: str) -> Path:
+        if name not in self.names:
+            _note_owned(self.path, [name])
+            self.names.add(name)
+        return self.path / name
+
+
+def own_folder(
+    path: str | os.PathLike, writes: Iterable[str] = (), adopt: Callable[[Path], set[str]] | None = None
+) -> OwnedFolder:
+    """The one rule for every folder a command writes files into, checked before anything is written.
+
+    A folder that does not exist is made (with its missing parents) as wetqa's; an empty one becomes
+    wetqa's; one wetqa made is written into while everything in it is what wetqa wrote. Anything else is
+    refused, and so are the root and home folders themselves. ``adopt`` names what a folder of an older
+    wetqa (without the list) holds of wetqa's, judged by the command's own records; ``writes`` are listed
+    at once.
+    """
+    path = Path(path)
+    if path.name in ("", ".", ".."):
+        path = path.resolve()
+    _refuse_special(path)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise OutputError(f"{path} is a file (or a link), not a folder; give a folder for the output")
+    if not path.exists():
+        _make_owned(path)
+    names = owned_names(path)
+    if names is None:  # a folder without the list: empty, or an older wetqa's that the command recognises
+        known = adopt(path) if adopt is not None else set()
+        foreign = _foreign(path, known)
+        if foreign:
+            _refuse_foreign(path, foreign, "give a new or empty folder (--out)")
+        names = {e.name for e in path.iterdir()}
+        _note_owned(path, sorted(names))
+    foreign = _foreign(path, names)
+    if foreign:
+        _refuse_foreign(path, foreign, "move them away, or give a new or empty folder (--out)")
+    folder = OwnedFolder(path, names)
+    for name in writes:
+        folder.file(name)
+    return folder
+
+
+def recognised(
+    marker: str, patterns: Iterable[str], made: Callable[[Path], bool] | None = None
+) -> Callable[[Path], set[str]]:
+    """An ``adopt`` for :func:`own_folder`: a folder of an older wetqa is known by its marker file (one
+    wetqa wrote: ``made``, by default :func:`wetqa_made`), and then what matches ``patterns`` is wetqa's."""
+    patterns = tuple(patterns)
+
+    def adopt(path: Path) -> set[str]:
+        if not (made or wetqa_made)(path / marker):
+            return set()
+        return {e.name for e in path.iterdir() if any(fnmatch.fnmatchcase(e.name, p) for p in patterns)}
+
+    return adopt
+
+
 def _check_replaceable(path: Path, marker: str | None, kind: str) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputError(f"{path} is a file (or a link), not {_a(kind)} folder; wetqa replaces only folders it made")
     if not path.is_dir() or marker is None:
         return
     if not any(path.iterdir()):
+        return
+    names = owned_names(path)
+    if names is not None:  # built by this wetqa: everything in it was, and nothing else may be
+        foreign = _foreign(path, names)
+        if foreign:
+            _refuse_foreign(path, foreign, f"replacing {_a(kind)} would delete them; move them away")
         return
     if (path / marker).is_file():
         if wetqa_made(path / marker):
@@ -181,13 +330,20 @@ def atomic_dir(path: str | os.PathLike, marker: str | None = None, kind: str = "
     path = Path(path)
     if path.name in ("", ".", ".."):
         path = path.resolve()
+    _refuse_special(path)
     _check_replaceable(path, marker, kind)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.exists():
+        _make_owned(path.parent)
+    above = owned_names(path.parent)
+    if above is not None and path.name not in above:
+        _note_owned(path.parent, [path.name])
     _remove_stale(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
+        _note_owned(tmp, [])  # from the start: a killed build's leftover is known as wetqa's
         yield tmp
+        _note_owned(tmp, sorted(e.name for e in tmp.iterdir() if e.name != OWNED))
         for root, _dirs, files in os.walk(tmp):
             for name in files:
                 with open(os.path.join(root, name), "rb") as fh:

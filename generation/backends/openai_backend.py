@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,8 +19,9 @@ from dataclasses import dataclass
 from wetqa.console import install_command
 from wetqa.settings import setting
 
-from .._base import Generation, GenerationError, ModelSettings, Request, Usage
+from .._base import Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
+from ..structured import SCHEMA_NAME, portable
 
 log = logging.getLogger("wetqa.generation.openai")
 
@@ -60,6 +62,9 @@ class OpenAIBackend:
         self.top_p = s.top_p
         self.top_k = s.top_k
         self.concurrency = max(1, s.concurrency)
+        # Structured answers through response_format json_schema (vLLM, llama.cpp, the OpenAI API); a
+        # server that refuses it makes the pipeline fall back to the text format.
+        self.structured = s.structured
         self._openai = openai
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=s.max_retries, timeout=s.timeout)
         self.total = Usage()
@@ -83,8 +88,21 @@ class OpenAIBackend:
             kwargs.update(logprobs=True, top_logprobs=s.logprobs)
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
+        extra: dict = {}
         if self.top_k is not None and self.base_url:
-            kwargs["extra_body"] = {"top_k": self.top_k}  # vLLM and llama.cpp accept it; the OpenAI API does not
+            extra["top_k"] = self.top_k  # vLLM and llama.cpp accept it; the OpenAI API does not
+        if self.settings.thinking is not None and self.base_url:
+            extra["chat_template_kwargs"] = template_kwargs(self.settings)  # vLLM's and SGLang's way
+        if extra:
+            kwargs["extra_body"] = extra
+        if request.schema is not None:
+            # The OpenAI API's strict mode refuses string lengths; servers at a base URL (vLLM, llama.cpp)
+            # take the whole schema, bounds that keep a small model from looping included.
+            schema = request.schema if self.base_url else portable(request.schema)
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": True},
+            }
         return kwargs
 
     def _failure(self, exc: Exception) -> str | None:
@@ -111,6 +129,25 @@ class OpenAIBackend:
         # An answer of 200 whose body is not a chat completion (an HTML error page, plain text).
         return f"the model server at {self._where()} answered with something that is not an OpenAI chat completion (not JSON)"
 
+    def _refuses_schema(self, request: Request, exc: Exception) -> bool:
+        """A 400 (or 422) about the answer schema or response_format, for a request that sent one."""
+        if request.schema is None or not isinstance(exc, self._openai.APIStatusError):
+            return False
+        if exc.status_code not in (400, 422):
+            return False
+        body = getattr(exc, "body", None)
+        param = body.get("param") if isinstance(body, dict) else None
+        return param == "response_format" or bool(_ABOUT_SCHEMA.search(str(getattr(exc, "message", exc))))
+
+    def _failed(self, request: Request, exc: Exception, t0: float, otherwise: str | None = None) -> Generation:
+        """The Generation of a request the client raised for (None-message errors re-raised by callers)."""
+        msg = self._failure(exc) or otherwise or self._not_a_completion()
+        absent = isinstance(exc, (self._openai.APIConnectionError, self._openai.APITimeoutError))
+        refused = self._refuses_schema(request, exc)
+        if refused:  # one line: vLLM's grammar errors span several, with a caret under the fault
+            msg = f"the model server at {self._where()} refused the answer schema ({' '.join(msg.split())})"
+        return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent, rejected_schema=refused)
+
     def _one(self, request: Request) -> Generation:
         t0 = time.perf_counter()
         try:
@@ -118,11 +155,9 @@ class OpenAIBackend:
         except (self._openai.APIResponseValidationError, ValueError):  # ValueError: a body that is not JSON
             resp = None
         except self._openai.OpenAIError as exc:
-            msg = self._failure(exc)
-            if msg is None:
+            if self._failure(exc) is None:
                 raise
-            absent = isinstance(exc, (self._openai.APIConnectionError, self._openai.APITimeoutError))
-            return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent)
+            return self._failed(request, exc, t0)
         if not _is_completion(resp):
             return Generation(error=self._not_a_completion(), seconds=time.perf_counter() - t0)
         choice = resp.choices[0]
@@ -140,7 +175,7 @@ class OpenAIBackend:
 
     def stream(self, request: Request) -> Iterator[str | Generation]:
         """The upstream's tokens as they arrive (its own stream passed through), then the Generation."""
-        state = _StreamState(self)
+        state = _StreamState(self, request)
         try:
             chunks = self._client.chat.completions.create(
                 **self._kwargs(request), stream=True, stream_options={"include_usage": True}
@@ -168,7 +203,7 @@ class OpenAIBackend:
     async def astream(self, request: Request) -> AsyncIterator[str | Generation]:
         """:meth:`stream` on the caller's event loop: a server waits for tokens without a thread each,
         and a client that leaves closes the upstream's stream at once."""
-        state = _StreamState(self)
+        state = _StreamState(self, request)
         try:
             chunks = await self._async_client().chat.completions.create(
                 **self._kwargs(request), stream=True, stream_options={"include_usage": True}
@@ -230,6 +265,11 @@ def _first_token_logprobs(choice) -> dict[str, float]:
     return {t.token: t.logprob for t in first.top_logprobs or []}
 
 
+# What a server's refusal of the schema says: OpenAI names response_format (and its param), vLLM its
+# grammar or schema, llama.cpp the json_schema; other 400s (a prompt too long) do not match.
+_ABOUT_SCHEMA = re.compile(r"response_format|json_schema|schema|grammar|structured output|guided", re.IGNORECASE)
+
+
 def _is_completion(resp) -> bool:
     """A chat completion with at least one choice that has a message (not an error page, not other JSON)."""
     choices = getattr(resp, "choices", None)
@@ -239,8 +279,8 @@ def _is_completion(resp) -> bool:
 class _StreamState:
     """What a chat-completion stream has delivered so far; shared by the sync and async readers."""
 
-    def __init__(self, backend: OpenAIBackend):
-        self.backend = backend
+    def __init__(self, backend: OpenAIBackend, request: Request):
+        self.backend, self.request = backend, request
         self.t0 = time.perf_counter()
         self.parts: list[str] = []
         self.usage, self.finish, self.received = Usage(), "stop", 0
@@ -265,8 +305,7 @@ class _StreamState:
         return out
 
     def failed(self, exc: Exception, otherwise: str | None = None) -> Generation:
-        msg = self.backend._failure(exc) or otherwise or self.backend._not_a_completion()
-        return Generation(error=msg, seconds=time.perf_counter() - self.t0)
+        return self.backend._failed(self.request, exc, self.t0, otherwise)
 
     def end(self) -> Generation:
         if not self.received:  # a 200 whose body held no server-sent events: not a chat completion stream

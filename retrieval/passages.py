@@ -1,0 +1,170 @@
+"""Every passage's vector in the index: the dense first stage, so that a question in words the law does
+not use still finds its article (BM25 alone chooses only what shares the question's words).
+
+``wetqa index --rescore MODEL --precompute`` encodes every chunk (through the model's vector cache,
+so a rebuild encodes only new text) and writes them here as float16 rows, grouped by cluster
+(an inverted file, IVF: k-means centroids over the vectors, each row in its nearest centroid's run).
+A question scans the runs of its ``nprobe`` nearest centroids, reading a few percent of the rows of a
+large index (memory-mapped: a process touches only those pages); an index under ``EXACT_BELOW`` rows
+has one run, scanned whole, which is exact. Each article scores its best chunk's cosine; a scope's
+mask leaves out the chunks of articles outside it. Also kept: each ranked article's *place* vector
+(its law's title, its Boek / Titel / Afdeling and heading), read for the candidates of a question.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ._base import DamagedIndex
+
+VECTORS = "passages.f16.npy"
+POSITIONS = "passages.ivf.npz"
+META = "passages.json"
+PLACES = "places.f16.npy"
+EXACT_BELOW = 100_000  # rows: one run, scanned whole (exact)
+ROWS_PER_CLUSTER = 256
+NPROBE = 48
+_BLOCK = 16_384  # rows converted to float32 at a time
+
+
+def place_text(law: str, path_label: str, title: str = "") -> str:
+    """What the place vector encodes: the law and where in it an article stands."""
+    return ". ".join(x for x in (law, path_label, title) if x)
+
+
+def kmeans(sample: np.ndarray, k: int, iterations: int = 8, seed: int = 0) -> np.ndarray:
+    """Spherical k-means (cosine) over L2-normalised rows: k unit centroids."""
+    rng = np.random.default_rng(seed)
+    centroids = sample[rng.choice(len(sample), k, replace=False)].copy()
+    for _ in range(iterations):
+        assign = np.argmax(sample @ centroids.T, axis=1)
+        for c in range(k):
+            members = sample[assign == c]
+            if len(members):
+                v = members.sum(0)
+                centroids[c] = v / (np.linalg.norm(v) or 1.0)
+    return centroids.astype(np.float32)
+
+
+def write_passages(folder: Path, vectors_of, n_rows: int, dim: int, model: str, places: np.ndarray) -> dict:
+    """Write the passage vectors (``vectors_of(start, end)`` gives rows in chunk order) grouped by
+    cluster, and the articles' place vectors. Memory: one block of rows and a sample at a time."""
+    tmp = folder / (VECTORS + ".tmp")
+    raw = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(n_rows, dim))
+    for start in range(0, n_rows, _BLOCK):
+        raw[start : start + _BLOCK] = vectors_of(start, min(start + _BLOCK, n_rows))
+    raw.flush()
+    n_clusters = 1 if n_rows < EXACT_BELOW else max(2, n_rows // ROWS_PER_CLUSTER)
+    if n_clusters == 1:
+        assign = np.zeros(n_rows, dtype=np.int32)
+        centroids = np.zeros((1, dim), dtype=np.float32)
+    else:
+        rng = np.random.default_rng(0)
+        sample = np.asarray(raw[np.sort(rng.choice(n_rows, min(n_rows, 40 * n_clusters), replace=False))], np.float32)
+        centroids = kmeans(sample, n_clusters)
+        assign = np.empty(n_rows, dtype=np.int32)
+        for start in range(0, n_rows, _BLOCK):
+            block = np.asarray(raw[start : start + _BLOCK], dtype=np.float32)
+            assign[start : start + _BLOCK] = np.argmax(block @ centroids.T, axis=1)
+    order = np.argsort(assign, kind="stable")  # position -> chunk row, runs of one cluster
+    offsets = np.zeros(n_clusters + 1, dtype=np.int64)
+    np.cumsum(np.bincount(assign, minlength=n_clusters), out=offsets[1:])
+    out = np.lib.format.open_memmap(folder / VECTORS, mode="w+", dtype=np.float16, shape=(n_rows, dim))
+    for start in range(0, n_rows, _BLOCK):
+        out[start : start + _BLOCK] = raw[np.sort(order[start : start + _BLOCK])][
+            np.argsort(np.argsort(order[start : start + _BLOCK]))
+        ]
+    out.flush()
+    del raw, out
+    tmp.unlink()
+    np.savez(folder / POSITIONS, centroids=centroids, offsets=offsets, order=order.astype(np.int64))
+    np.save(folder / PLACES, places.astype(np.float16))
+    meta = {"model": model, "dim": dim, "rows": n_rows, "clusters": n_clusters, "nprobe": min(NPROBE, n_clusters)}
+    (folder / META).write_text(json.dumps(meta) + "\n", encoding="utf-8")
+    return meta
+
+
+class PassageVectors:
+    """The passage and place vectors of an index (opened in O(1): the arrays are memory-mapped)."""
+
+    def __init__(self, folder: Path, meta: dict, chunk_article: np.ndarray, n_articles: int):
+        self.meta = meta
+        self.vectors = np.load(folder / VECTORS, mmap_mode="r")
+        ivf = np.load(folder / POSITIONS)
+        self.centroids, self.offsets, self.order = ivf["centroids"], ivf["offsets"], ivf["order"]
+        self.places = np.load(folder / PLACES, mmap_mode="r")
+        self.chunk_article = chunk_article
+        self.n_articles = n_articles
+        self._position: np.ndarray | None = None
+        rows = int(meta["rows"])
+        if self.vectors.shape != (rows, int(meta["dim"])) or len(self.order) != rows or len(chunk_article) != rows:
+            raise DamagedIndex(folder, f"its passage vectors do not match its {len(chunk_article)} chunks")
+        if len(self.places) != n_articles or int(self.offsets[-1]) != rows:
+            raise DamagedIndex(folder, "its place vectors or clusters do not match its articles")
+
+    @classmethod
+    def load(cls, folder: Path, chunk_article: np.ndarray, n_articles: int) -> PassageVectors | None:
+        if not (folder / META).is_file():
+            return None
+        try:
+            meta = json.loads((folder / META).read_text(encoding="utf-8"))
+            return cls(folder, meta, chunk_article, n_articles)
+        except (OSError, ValueError, KeyError) as exc:
+            raise DamagedIndex(folder, f"its passage vectors are not readable ({exc})") from None
+
+    @property
+    def position(self) -> np.ndarray:
+        """Chunk row -> its row in the clustered vectors (built when first needed)."""
+        if self._position is None:
+            position = np.empty(len(self.order), dtype=np.int64)
+            position[self.order] = np.arange(len(self.order))
+            self._position = position
+        return self._position
+
+    def top_articles(self, query: np.ndarray, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
+        with that cosine."""
+        clusters = np.arange(len(self.centroids))
+        if len(clusters) > 1:
+            nprobe = int(self.meta.get("nprobe", NPROBE))
+            clusters = np.argpartition(-(self.centroids @ query), nprobe - 1)[:nprobe]
+        best = np.full(self.n_articles, -2.0, dtype=np.float32)
+        for c in clusters:
+            for start in range(int(self.offsets[c]), int(self.offsets[c + 1]), _BLOCK):
+                end = min(start + _BLOCK, int(self.offsets[c + 1]))
+                cos = np.asarray(self.vectors[start:end], dtype=np.float32) @ query
+                arts = np.asarray(self.chunk_article[self.order[start:end]])
+                live = arts >= 0
+                np.maximum.at(best, arts[live], cos[live])
+        if allowed is not None:
+            best[~allowed] = -2.0
+        found = np.flatnonzero(best > -2.0)
+        top = found[np.lexsort((found, -best[found]))[:depth]]
+        return top, best[top]
+
+    def article_cosines(self, query: np.ndarray, rows_of: Sequence[range]) -> np.ndarray:
+        """Each article's best chunk cosine (its chunk rows given), exact; -1 for an article without chunks."""
+        out = np.full(len(rows_of), -1.0, dtype=np.float32)
+        sizes = np.asarray([len(r) for r in rows_of], dtype=np.int64)
+        if not sizes.sum():
+            return out
+        rows = np.concatenate([np.arange(r.start, r.stop) for r in rows_of])
+        where = self.position[rows]
+        ascending = np.argsort(where)  # read the memory map in order
+        cos = np.empty(len(rows), dtype=np.float32)
+        cos[ascending] = np.asarray(self.vectors[where[ascending]], dtype=np.float32) @ query
+        full = sizes > 0
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[full]
+        out[full] = np.maximum.reduceat(cos, starts)
+        return out
+
+    def place_cosines(self, query: np.ndarray, articles: Sequence[int]) -> np.ndarray:
+        idx = np.asarray(articles, dtype=np.int64)
+        order = np.argsort(idx)
+        out = np.empty(len(idx), dtype=np.float32)
+        out[order] = np.asarray(self.places[idx[order]], dtype=np.float32) @ query
+        return out

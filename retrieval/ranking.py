@@ -1,0 +1,314 @@
+"""The article ranking that understands the question: candidates from words and from meaning, scored by
+a calibrated linear model over what each candidate's evidence says.
+
+Candidates (the union, all in the question's scope):
+
+- the articles BM25 ranks first for the question (:mod:`.articles`), and for the legal words its
+  everyday words stand for (:mod:`.expansion`);
+- the articles whose passages are nearest the question in a dense model's space, and nearest the
+  question with those legal words (:mod:`.passages`: every passage's vector, kept with the index).
+
+Each candidate's features, most min-max normalised over the candidates of the question:
+
+``bm``, ``xbm`` BM25 (fused views) of the question and of its legal words; ``de``, ``xde`` the dense
+cosine of its best chunk with the question and the expanded question; ``place`` the cosine of the
+question with the article's law, Boek / Titel / Afdeling and heading; ``clause`` the share of the
+question's words in the clause that announces the article's list (:mod:`.structure`); ``named`` the
+question names the article's law (:mod:`.lawnames`); ``law_de``, ``law_bm`` the best ``de`` and ``bm`` of
+any candidate of the same law, ``law_share`` that law's share of the ten nearest candidates (a question
+is about a law before it is about an article); ``cited`` how many regulations refer to the article's law
+(log, over the most referred-to: the codes and framework laws come before the regulations under them);
+``kind_*`` the kind of regulation (a formal law before its decree, unless the decree answers better);
+``bes`` the article is a BES regulation.
+
+The weights (``ranking.json`` beside this module) are fitted by ``bench/cross_validate.py`` on the
+benchmark's dev questions and the everyday questions of ``bench/data`` together, cross-validated, on the
+272 laws and on the whole BWB; a model is chosen by what the pipeline measures (with or without dense).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+
+import numpy as np
+
+from ._base import Hit
+from .expansion import expand, expanded_question
+from .structure import lead_overlap, question_terms
+
+DEPTH = 30  # candidates from each source
+SHARE_OF = 10  # the nearest candidates a law's share is counted over
+KIND_GROUPS = {
+    "wet": ("wet", "rijkswet", "wet-BES"),
+    "amvb": ("AMvB", "AMvB-BES", "KB", "rijksKB"),
+    "regeling": ("ministeriele-regeling", "ministeriele-regeling-BES", "pbo", "zbo", "reglement"),
+    "beleid": ("beleidsregel", "beleidsregel-BES", "circulaire", "circulaire-BES"),
+    "archief": ("ministeriele-regeling-archiefselectielijst",),
+    "verdrag": ("verdrag",),
+}
+KIND_FEATURES = tuple(f"kind_{g}" for g in KIND_GROUPS if g != "wet")
+_GROUP_OF = {kind: group for group, kinds in KIND_GROUPS.items() for kind in kinds}
+DENSE_FEATURES = ("de", "xde", "place", "law_de", "law_share")
+FEATURES = ("bm", "xbm", "clause", "named", "law_bm", "cited", *KIND_FEATURES, "bes", *DENSE_FEATURES)
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    if not len(x):
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+
+
+def _law_best(values: np.ndarray, law: np.ndarray) -> np.ndarray:
+    """Each candidate's law's best value among the candidates."""
+    keys, inverse = np.unique(law, return_inverse=True)
+    best = np.full(len(keys), -np.inf)
+    np.maximum.at(best, inverse, values)
+    return best[inverse]
+
+
+@dataclass(slots=True)
+class Candidates:
+    """One question's candidate articles and their features (one value per candidate each)."""
+
+    question: str
+    articles: np.ndarray  # ranked article ids
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    raw: dict[str, np.ndarray] = field(default_factory=dict)  # unnormalised signals (confidence reads them)
+
+    def matrix(self, features: Sequence[str]) -> np.ndarray:
+        n = len(self.articles)
+        return np.stack([self.values.get(f, np.zeros(n)) for f in features], 1) if n else np.zeros((0, len(features)))
+
+
+class RankingModel:
+    """A linear score over candidate features (a feature the pipeline lacks counts 0)."""
+
+    def __init__(self, spec: dict):
+        self.features: list[str] = list(spec["features"])
+        self.weights = np.asarray(spec["weights"], dtype=np.float64)
+        self.spec = spec
+
+    def score(self, candidates: Candidates) -> np.ndarray:
+        return candidates.matrix(self.features) @ self.weights
+
+
+@cache
+def shipped_models() -> dict[str, RankingModel]:
+    path = resources.files("wetqa.retrieval").joinpath("ranking.json")
+    if not path.is_file():
+        return {}
+    return {kind: RankingModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def model_for(dense: bool) -> RankingModel | None:
+    return shipped_models().get("articles+dense" if dense else "articles")
+
+
+class CandidateFeatures:
+    """Computes the candidates of a question and their features over one articles index."""
+
+    def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH):
+        from .lawnames import LawNames
+
+        self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
+        self.depth = depth
+        laws = articles.laws
+        self.law_names = LawNames(laws.records if laws is not None else [])
+        self.ranked_law = np.asarray(articles.ranked_law)
+        self._law_static: dict[str, np.ndarray] | None = None
+
+    @property
+    def dense(self) -> bool:
+        return self.encoder is not None
+
+    def law_static(self) -> dict[str, np.ndarray]:
+        """Per law version: its kind group and how referred-to it is (read once)."""
+        if self._law_static is None:
+            records = self.articles.laws.records if self.articles.laws is not None else []
+            cited = np.asarray([math.log1p(r.get("cited_by") or 0) for r in records], dtype=np.float64)
+            top = float(cited.max()) if len(cited) else 0.0
+            static = {"cited": cited / top if top > 0 else cited}
+            groups = [_GROUP_OF.get(r.get("kind") or "", "wet") for r in records]
+            for g in KIND_GROUPS:
+                if g != "wet":
+                    static[f"kind_{g}"] = np.asarray([x == g for x in groups], dtype=np.float64)
+            static["bes"] = np.asarray([r.get("jurisdiction") == "bes" for r in records], dtype=np.float64)
+            static["bwb_id"] = np.asarray([r["bwb_id"] for r in records], dtype=object)
+            self._law_static = static
+        return self._law_static
+
+    def query_vectors(self, questions: Sequence[str]) -> np.ndarray | None:
+        """Each question's vector and its expanded question's, in one call: (n, 2, dim)."""
+        if self.encoder is None:
+            return None
+        texts = [t for q in questions for t in (q, expanded_question(q))]
+        return np.asarray(self.encoder.encode_queries(texts), dtype=np.float32).reshape(len(questions), 2, -1)
+
+    def candidates(self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None) -> Candidates:
+        a = self.articles
+        terms = a.term_ids(question)
+        legal = expand(question)
+        xterms = a.term_ids(" ".join(legal)) if legal else []
+        found = [a.top(terms, self.depth, allowed)[0]]
+        if xterms:
+            found.append(a.top(xterms, self.depth, allowed)[0])
+        if vectors is not None and self.passages is not None:
+            found += [self.passages.top_articles(v, self.depth, allowed)[0] for v in vectors]
+        union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
+        c = Candidates(question, union)
+        if not len(union):
+            return c
+        fused, views = a.scores_of(terms, union, allowed)
+        c.raw["bm"] = fused
+        c.raw.update({f"bm25_{v}": s for v, s in views.items()})
+        first = {int(x): r for r, x in enumerate(found[0], 1)}
+        c.raw["first_rank"] = np.asarray([first.get(int(x), len(found[0]) + 1) for x in union], dtype=np.float64)
+        c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
+        self._text_features(c, terms=question_terms(question, a.analyzer.tokens))
+        if vectors is not None:
+            self._dense_features(c, vectors)
+        self._law_features(c)
+        return c
+
+    def _text_features(self, c: Candidates, terms: frozenset[str]) -> None:
+        a = self.articles
+        paragraphs = a.chunks.paragraphs([int(a.ranked_row[x]) for x in c.articles])
+        c.raw["clause"] = np.asarray([lead_overlap(terms, p, a.analyzer.tokens) for p in paragraphs])
+        named = self.law_names.named(c.question)
+        static = self.law_static()
+        laws = self.ranked_law[c.articles]
+        c.raw["named"] = np.asarray([static["bwb_id"][x] in named for x in laws], dtype=np.float64)
+        c.values.update({"bm": _minmax(c.raw["bm"]), "xbm": _minmax(c.raw["xbm"])})
+        c.values.update({k: c.raw[k] for k in ("clause", "named")})
+        for f in ("cited", "bes", *KIND_FEATURES):
+            c.values[f] = static[f][laws]
+
+    def _dense_features(self, c: Candidates, vectors: np.ndarray) -> None:
+        a = self.articles
+        rows_of = [range(int(a.first[x]), int(a.first[x] + a.count[x])) for x in c.articles]
+        for name, v in (("de", vectors[0]), ("xde", vectors[1])):
+            c.raw[name] = self._chunk_cosines(v, rows_of, c.articles)
+            c.values[name] = _minmax(c.raw[name])
+        c.raw["place"] = self._place_cosines(vectors[0], c.articles)
+        c.values["place"] = _minmax(c.raw["place"])
+
+    def _chunk_cosines(self, query: np.ndarray, rows_of: list[range], articles: np.ndarray) -> np.ndarray:
+        if self.passages is not None:
+            return self.passages.article_cosines(query, rows_of)
+        # No vectors kept with the index: the candidates' chunks through the model's cache.
+        texts = [c.indexed_text for r in rows_of for c in self.articles.chunks.rows(r)]
+        cos = self.cache.vectors(texts, self.encoder) @ query if texts else np.zeros(0)
+        out, at = np.full(len(rows_of), -1.0, dtype=np.float32), 0
+        for i, r in enumerate(rows_of):
+            if len(r):
+                out[i] = cos[at : at + len(r)].max()
+            at += len(r)
+        return out
+
+    def _place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
+        if self.passages is not None:
+            return self.passages.place_cosines(query, articles)
+        from .passages import place_text
+
+        firsts = self.articles.chunks.rows([int(self.articles.first[x]) for x in articles])
+        titles = self.articles.chunks.titles([int(self.articles.ranked_row[x]) for x in articles])
+        texts = [place_text(ch.law, ch.path_label, t) for ch, t in zip(firsts, titles)]
+        return self.cache.vectors(texts, self.encoder) @ query
+
+    def _law_features(self, c: Candidates) -> None:
+        law = self.ranked_law[c.articles]
+        c.values["law_bm"] = _law_best(c.values["bm"], law)
+        if "de" in c.values:
+            c.values["law_de"] = _law_best(c.values["de"], law)
+            nearest = np.argsort(-c.raw["de"], kind="stable")[:SHARE_OF]
+            share = {int(k): n / SHARE_OF for k, n in zip(*np.unique(law[nearest], return_counts=True))}
+            c.values["law_share"] = np.asarray([share.get(int(x), 0.0) for x in law])
+
+
+def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, k: int, name: str) -> list[Hit]:
+    """The k best candidates as hits, each carrying its features (confidence and the API read them)."""
+    if not len(c.articles):
+        return []
+    a = features.articles
+    order = np.lexsort((c.articles, -scores))[:k]
+    views = {v: c.raw[f"bm25_{v}"][order] for v in ("chunk", "article", "heading")}
+    terms = a.term_ids(c.question)
+    hits = a.hits(c.articles[order], scores[order], views, terms)
+    by_doc = {int(x): i for i, x in enumerate(c.articles)}
+    out = []
+    for rank, h in enumerate(hits, 1):
+        i = by_doc[h.features["doc"]]
+        extra = {f"f_{n}": float(v[i]) for n, v in c.values.items()}
+        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause") if n in c.raw}
+        extra |= {"first": float(c.raw["bm"][i]), "first_rank": int(c.raw["first_rank"][i])}
+        if "de" in c.raw:
+            extra["dense"] = float(c.raw["de"][i])
+        out.append(Hit(h.chunk, h.score, rank, name, h.article_chunks, h.article_paragraphs, {**h.features, **extra}))
+    return out
+
+
+class ArticleRanker:
+    """An articles index ranked by :class:`CandidateFeatures` and a :class:`RankingModel`: the default
+    pipeline (with the dense signals when the index has a re-scoring model)."""
+
+    def __init__(self, articles, model: RankingModel, encoder=None, cache=None, passages=None, depth: int = DEPTH):
+        self.retriever = articles
+        self.features = CandidateFeatures(articles, passages, encoder, cache, depth)
+        self.model = model
+        self.encoder, self.cache = encoder, cache
+        self.depth = depth
+        self.analyzer = articles.analyzer
+        self.name = f"{articles.name}+{'dense' if encoder is not None else 'ranked'}"
+        self._recent: dict[str, np.ndarray] = {}
+
+    @property
+    def chunks(self):
+        return self.retriever.chunks
+
+    def __getattr__(self, name: str):
+        # Everything else is the articles index's (its views, maps, law table, pruned ranking).
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.retriever, name)
+
+    def query_vector(self, query: str) -> np.ndarray:
+        vector = self._recent.get(query)
+        if vector is None:
+            vectors = self.features.query_vectors([query])
+            if vectors is None:
+                raise ValueError("this ranking has no dense model")
+            vector = vectors[0, 0]
+        return vector
+
+    def passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        return self.cache.vectors(list(texts), self.encoder)
+
+    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1, scope=None) -> list[list[Hit]]:
+        from ._base import check_k, check_query
+
+        check_k(k)
+        checked = [check_query(q) for q in queries]
+        vectors = self.features.query_vectors(checked)
+        out = []
+        for i, q in enumerate(checked):
+            v = None if vectors is None else vectors[i]
+            if v is not None:
+                if len(self._recent) >= 256:
+                    self._recent.pop(next(iter(self._recent)))
+                self._recent[q] = v[0]
+            c = self.features.candidates(q, self.retriever.allowed(scope, q), v)
+            scores = self.model.score(c) if len(c.articles) else np.zeros(0)
+            out.append(ranked_hits(self.features, c, scores, k, self.name))
+        return out
+
+    def search(self, query: str, k: int = 10, scope=None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
+
+    def warm(self) -> None:
+        self.retriever.warm()

@@ -1,0 +1,249 @@
+"""Which regulations a question is asked of: kinds, laws, jurisdiction and the date of the text.
+
+A :class:`Scope` travels with every search (CLI flags ``--kind``, ``--laws``, ``--jurisdiction``,
+``--date``; the API's request fields of the same names). An index keeps, per law version, its kind
+(``soort``), whether it is a BES regulation and the dates its text was current (:class:`LawTable`,
+arrays beside the impacts); a scope becomes a boolean mask over the law versions, and through each
+article's law a mask over the articles, which every ranking path applies (the exhaustive scan and the
+pruned MaxScore kernels skip masked articles; their view maxima are those of the articles in scope).
+
+Jurisdiction: the BES regulations (Bonaire, Sint Eustatius, Saba: Caribisch Nederland) apply only
+there. The default, ``nl``, is the European Netherlands, except for a question that names the islands,
+"BES" or "Caribisch Nederland": that one is asked of the BES regulations too. ``bes`` asks only the BES
+regulations, ``all`` every regulation alike.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ._base import RetrievalError
+
+JURISDICTIONS = ("nl", "bes", "all")
+BWB_ID = re.compile(r"BWB[RVW][0-9]{1,8}", re.ASCII)
+_BES_QUESTION = re.compile(
+    r"\b(?:bes|bes-eilanden|bonaire|sint[ -]eustatius|statia|saba|caribisch nederland|caribische deel van nederland)\b",
+    re.IGNORECASE,
+)
+OPEN_END = 99991231
+LAW_ARRAYS = ("law_kind", "law_bes", "law_from", "law_until")
+LAWS_FILE = "laws.json"
+
+
+def day_number(day: str) -> int:
+    """``2012-10-04`` -> 20121004 (comparable as numbers); "" -> 0."""
+    return int(day.replace("-", "")) if day else 0
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()
+
+
+def names_bes(question: str) -> bool:
+    """Whether a question is about Caribisch Nederland (Bonaire, Sint Eustatius, Saba, "BES")."""
+    return bool(_BES_QUESTION.search(question))
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which regulations a search ranks. The defaults: every kind and law of the European Netherlands
+    (and of Caribisch Nederland for a question about it), in the version valid today."""
+
+    kinds: tuple[str, ...] = ()  # soort values (wet, AMvB, ministeriele-regeling, ...); empty: every kind
+    laws: tuple[str, ...] = ()  # BWB ids; empty: every law
+    jurisdiction: str = "nl"
+    date: str | None = None  # YYYY-MM-DD: the text valid on that day; None: today
+
+    def __post_init__(self) -> None:
+        if self.jurisdiction not in JURISDICTIONS:
+            raise RetrievalError(f"unknown jurisdiction {self.jurisdiction!r}; use one of {', '.join(JURISDICTIONS)}")
+        if self.date is not None:
+            from wetqa.console import check_day
+
+            try:
+                check_day(self.date)
+            except ValueError as exc:
+                raise RetrievalError(f"--date: {exc}") from None
+
+    @property
+    def is_default(self) -> bool:
+        return not self.kinds and not self.laws and self.jurisdiction == "nl" and self.date is None
+
+    def for_question(self, question: str) -> Scope:
+        """The scope a question is asked in: ``nl`` widens to ``all`` for a question about the BES islands."""
+        if self.jurisdiction == "nl" and names_bes(question):
+            return Scope(self.kinds, self.laws, "all", self.date)
+        return self
+
+    def to_json(self) -> dict:
+        return {
+            "kinds": list(self.kinds),
+            "laws": list(self.laws),
+            "jurisdiction": self.jurisdiction,
+            "date": self.date,
+        }
+
+
+DEFAULT_SCOPE = Scope()
+
+
+class LawTable:
+    """The law versions of an index: kind, jurisdiction and validity as arrays, titles in ``laws.json``."""
+
+    def __init__(self, folder: Path, arrays: dict[str, np.ndarray], kinds: list[str], ids: list[str]):
+        self.folder = folder
+        self.kind, self.bes = arrays["law_kind"], arrays["law_bes"]
+        self.valid_from, self.valid_until = arrays["law_from"], arrays["law_until"]
+        self.kinds = kinds  # code -> soort
+        self.ids = ids  # law version -> BWB id
+        self._masks: dict[tuple, np.ndarray | None] = {}
+        self._records: list[dict] | None = None
+
+    @classmethod
+    def load(cls, folder: Path) -> LawTable | None:
+        """The table of an index, or None for an index built before it was kept."""
+        meta_path = folder / LAWS_FILE
+        if not meta_path.is_file():
+            return None
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in LAW_ARRAYS}
+        n = len(meta["ids"])
+        if any(len(a) != n for a in arrays.values()):
+            raise ValueError(f"the law arrays do not match the {n} laws of {LAWS_FILE}")
+        return cls(folder, arrays, list(meta["kinds"]), list(meta["ids"]))
+
+    @property
+    def records(self) -> list[dict]:
+        """Each law version's record (title, names, kind, dates...), read when first needed."""
+        if self._records is None:
+            self._records = json.loads((self.folder / LAWS_FILE).read_text(encoding="utf-8"))["laws"]
+        return self._records
+
+    def check(self, scope: Scope) -> None:
+        """One clear error for a scope this index cannot answer (a kind or law it does not hold, a date
+        before every version it holds)."""
+        unknown = [k for k in scope.kinds if k not in self.kinds]
+        if unknown:
+            raise RetrievalError(
+                f"--kind {','.join(unknown)}: no regulation of that kind in this index; it holds "
+                + ", ".join(sorted(self.kinds))
+            )
+        missing = [i for i in scope.laws if i not in set(self.ids)]
+        if missing:
+            raise RetrievalError(f"--laws: {', '.join(missing[:5])} not in this index (BWB ids such as BWBR0001854)")
+        if scope.date is not None and len(self.valid_from):
+            dated = self.valid_from[self.valid_from > 0]
+            if len(dated) and len(dated) == len(self.valid_from) and day_number(scope.date) < int(dated.min()):
+                first = str(int(dated.min()))
+                raise RetrievalError(
+                    f"--date {scope.date} is before every version in this index (the oldest starts "
+                    f"{first[:4]}-{first[4:6]}-{first[6:]})"
+                )
+
+    def mask(self, scope: Scope) -> np.ndarray | None:
+        """Which law versions the scope ranks (None: all of them), cached per scope."""
+        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date or today())
+        if key not in self._masks:
+            self.check(scope)
+            self._masks[key] = self._mask(scope)
+            if len(self._masks) > 64:
+                self._masks.pop(next(iter(self._masks)))
+        return self._masks[key]
+
+    def _mask(self, scope: Scope) -> np.ndarray | None:
+        ok = np.ones(len(self.kind), dtype=bool)
+        if scope.kinds:
+            codes = [self.kinds.index(k) for k in scope.kinds]
+            ok &= np.isin(self.kind, codes)
+        if scope.laws:
+            ok &= np.isin(np.asarray(self.ids, dtype=object), list(scope.laws))
+        if scope.jurisdiction == "nl":
+            ok &= self.bes == 0
+        elif scope.jurisdiction == "bes":
+            ok &= self.bes == 1
+        # The version valid on the day: started on or before it (undated texts: always) and not ended.
+        day = day_number(scope.date or today())
+        ok &= (self.valid_from <= day) & (day < self.valid_until)
+        return None if ok.all() else ok
+
+
+def write_law_table(folder: Path, laws: list[dict]) -> None:
+    """Write the law arrays and ``laws.json`` of an index (a law's row is its place in ``laws``)."""
+    kinds = sorted({law.get("kind") or "" for law in laws})
+    np.save(folder / "law_kind.npy", np.asarray([kinds.index(law.get("kind") or "") for law in laws], np.int16))
+    np.save(folder / "law_bes.npy", np.asarray([law.get("jurisdiction") == "bes" for law in laws], np.uint8))
+    np.save(folder / "law_from.npy", np.asarray([day_number(law["version_date"]) for law in laws], np.int32))
+    until = [day_number(law.get("valid_until") or "") or OPEN_END for law in laws]
+    np.save(folder / "law_until.npy", np.asarray(until, np.int32))
+    meta = {"kinds": kinds, "ids": [law["bwb_id"] for law in laws], "laws": laws}
+    (folder / LAWS_FILE).write_text(json.dumps(meta, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+class ChunkScope:
+    """The chunks of an index in a scope, for retrievers that rank chunks (bm25s, Pyserini, dense)."""
+
+    def __init__(self, laws: LawTable | None, chunk_law: np.ndarray | None):
+        self.laws, self.chunk_law = laws, chunk_law
+        self._masks: dict[tuple, np.ndarray | None] = {}
+
+    @classmethod
+    def load(cls, folder: Path, n_chunks: int) -> ChunkScope:
+        laws = LawTable.load(folder)
+        path = folder / "chunk_law.npy"
+        chunk_law = np.load(path, mmap_mode="r") if path.is_file() else None
+        if chunk_law is not None and (len(chunk_law) != n_chunks or laws is None):
+            raise ValueError(f"chunk_law.npy holds {len(chunk_law)} laws for {n_chunks} chunks")
+        return cls(laws, chunk_law)
+
+    def allowed(self, scope: Scope | None, question: str = "") -> np.ndarray | None:
+        """Which chunk rows the scope ranks (None: all of them)."""
+        scope = (scope or DEFAULT_SCOPE).for_question(question)
+        if self.laws is None or self.chunk_law is None:
+            if not scope.is_default and scope.jurisdiction != "all":
+                raise RetrievalError(
+                    "this index keeps no law table to filter by; rebuild it with `wetqa index --force`"
+                )
+            return None
+        law_mask = self.laws.mask(scope)
+        if law_mask is None:
+            return None
+        key = (scope.kinds, scope.laws, scope.jurisdiction, scope.date or today())
+        if key not in self._masks:
+            if len(self._masks) > 16:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = law_mask[np.asarray(self.chunk_law)]
+        return self._masks[key]
+
+
+def law_table_of(retriever) -> LawTable | None:
+    """The law table behind a retriever (through scoping, ranking, re-scoring, hybrids)."""
+    for _ in range(8):
+        if retriever is None:
+            return None
+        laws = retriever.__dict__.get("laws") if hasattr(retriever, "__dict__") else None
+        scoped = retriever.__dict__.get("scoped") if hasattr(retriever, "__dict__") else None
+        if isinstance(laws, LawTable):
+            return laws
+        if scoped is not None and isinstance(scoped.laws, LawTable):
+            return scoped.laws
+        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
+        if inner is None:
+            parts = getattr(retriever, "retrievers", None)
+            inner = parts[0] if parts else None
+        retriever = inner
+    return None
+
+
+def check_scope(retriever, scope: Scope) -> None:
+    """One clear error (RetrievalError) for a scope the retriever's index cannot answer."""
+    laws = law_table_of(retriever)
+    if laws is not None:
+        laws.check(scope)
+    elif not scope.is_default:
+        raise RetrievalError("this index keeps no law table to filter by; rebuild it with `wetqa index --force`")
