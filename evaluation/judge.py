@@ -38,6 +38,7 @@ log = logging.getLogger("wetqa.evaluation.judge")
 # USD per million tokens (input, output), for the cost log; unknown models cost 0.
 PRICES = {"gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "gpt-4": (30.0, 60.0), "gpt-3.5-turbo": (0.5, 1.5)}
 TOP_LOGPROBS = 20  # the most the OpenAI API gives
+CACHE_FILE = "judge-cache.jsonl"
 
 
 @dataclass(slots=True)
@@ -78,8 +79,9 @@ def parse_score(text: str, scale: Sequence[int]) -> int | None:
 
 
 class DiskCache:
-    """Judge answers by key, in ``judge-cache.jsonl`` of ``folder``: a folder wetqa owns, made (or checked
-    under the owned-folder rule) when the first answer is written, not when a judge is set up."""
+    """Judge answers by key, in ``judge-cache.jsonl`` of ``folder``: a folder wetqa owns (one of an older
+    wetqa holding only that file is adopted), made or checked when the first answer is written, not when
+    a judge is set up."""
 
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
@@ -87,7 +89,7 @@ class DiskCache:
         self._mem: dict[str, dict] = {}
         self._owned = False
         if self.folder:
-            for rec in read_journal(self.folder / "judge-cache.jsonl"):  # a torn last line is cut off
+            for rec in read_journal(self.folder / CACHE_FILE):  # a torn last line is cut off
                 self._mem[rec["key"]] = rec["value"]
 
     @staticmethod
@@ -101,10 +103,10 @@ class DiskCache:
         with self._lock:
             self._mem[key] = value
             if self.folder:
-                if not self._owned:
-                    own_folder(self.folder)
+                if not self._owned:  # the file listed as wetqa's: a later run writes beside it again
+                    own_folder(self.folder, (CACHE_FILE,), adopt=lambda p: {CACHE_FILE} & {e.name for e in p.iterdir()})
                     self._owned = True
-                with open(self.folder / "judge-cache.jsonl", "a", encoding="utf-8") as fh:
+                with open(self.folder / CACHE_FILE, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
 
 

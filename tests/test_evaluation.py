@@ -447,6 +447,26 @@ def test_journal_reader_cuts_a_torn_tail_so_appends_start_a_new_line(tmp_path):
     assert DiskCache(tmp_path).get("b") == {"score": 2}
 
 
+@pytest.mark.unit
+def test_the_judge_cache_is_a_folder_wetqa_owns_made_when_first_written(tmp_path):
+    """A second judging into the same cache folder was refused: the folder was owned (main's
+    own_folder(out / "cache")) but the cache file written into it was not on its list."""
+    from wetqa.evaluation.judge import DiskCache
+    from wetqa.io import OutputError, owned_names
+
+    cache = DiskCache(tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # a judge set up writes nothing
+    cache.put("a", {"score": 1})
+    DiskCache(tmp_path / "cache").put("b", {"score": 2})  # the next run writes beside it again
+    assert owned_names(tmp_path / "cache") == {"judge-cache.jsonl"}
+    assert DiskCache(tmp_path / "cache").get("b") == {"score": 2}
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="notes.txt"):
+        DiskCache(tmp_path / "user").put("a", {"score": 1})
+    assert sorted(p.name for p in (tmp_path / "user").iterdir()) == ["notes.txt"]
+
+
 def test_markdown_table_shape():
     t = markdown_table(
         {"bm25+extractive": {"rougeL": {"mean": 52.1, "std": 0.0}, "article_hit": {"mean": 62.7, "std": 1.5}}}
