@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from wetqa.dataset import GoldArticle, QAItem, article_key
 from wetqa.evaluation.answers import CorpusMap, evaluate_runs, markdown_table
 from wetqa.evaluation.citations import citation_scores
-from wetqa.evaluation.geval import CRITERIA, build_prompt, geval_scores
+from wetqa.evaluation.geval import CRITERIA, GEvalScorer, build_prompt, geval_scores
 from wetqa.evaluation.judge import LLMJudge, parse_score, weighted_score
 from wetqa.evaluation.llm import model_config
 from wetqa.evaluation.meteor import meteor
@@ -203,6 +203,24 @@ def test_judge_through_the_openai_backend_logprobs_samples_cache_and_errors(fake
     dead = LLMJudge(model_config("m", "http://127.0.0.1:9/v1", max_retries=0, timeout=2))
     res = dead.score(["x"], (1, 2, 3))[0]
     assert res.score is None and "cannot reach the model server at http://127.0.0.1:9/v1" in res.error
+
+
+def test_a_judge_that_cannot_be_reached_is_asked_once(fake_openai):
+    """A dead judge server: one request, whatever the number of answers and criteria; every answer gets
+    its error, and `unavailable()` tells eval generation to exit 3. A judge that answered once is asked
+    again after a failure (those answers are failures, exit 1)."""
+    dead = LLMJudge(model_config("m", "http://127.0.0.1:9/v1", max_retries=0, timeout=2))
+    sent = []
+    generate = dead.backend.generate
+    dead.backend.generate = lambda requests: sent.append(len(requests)) or generate(requests)
+    scorer = GEvalScorer(dead)
+    rows = scorer([({"answer": f"Antwoord {i}."}, QAItem(str(i), "Vraag?", "Referentie.")) for i in range(5)], None)
+    assert sent == [1]
+    assert all("cannot reach the model server at http://127.0.0.1:9/v1" in r["geval_error"] for r in rows)
+    assert "G-Eval judge" in scorer.unavailable() and "127.0.0.1:9" in scorer.unavailable()
+    live = GEvalScorer(LLMJudge(model_config("judge-model", fake_openai)))
+    live([({"answer": "Het antwoord."}, QAItem("1", "Vraag?", "Referentie."))], None)
+    assert live.unavailable() is None and live.judge.answered == 4
 
 
 def test_geval_scores_normalised_per_criterion(fake_openai):
