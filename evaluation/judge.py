@@ -29,7 +29,6 @@ from wetqa.generation import (
     UnsupportedSetting,
     check_sampling,
     make_backend,
-    resolve_generator,
 )
 from wetqa.io import own_folder, read_journal
 
@@ -195,11 +194,6 @@ class LLMJudge:
     def cost_usd(self) -> float:
         price = PRICES.get(self.model, (0.0, 0.0))
         return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1e6
-
-
-def TransformersJudge(model: str, cache_dir: str | Path | None = None) -> LLMJudge:  # noqa: N802 - its old name
-    """A local model (a folder or a .gguf file) as judge, through the transformers backend (``transformers:PATH``)."""
-    return LLMJudge(resolve_generator("transformers", model=model), cache_dir)
 
 
 def _cached(hit: dict | None) -> JudgeResult | None:
