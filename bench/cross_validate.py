@@ -177,7 +177,8 @@ def main() -> None:
         for p in preps:
             for name, qs in p.sets.items():
                 for q, c in zip(qs, p.cands[name][slot]):
-                    examples.append((fold_of[q["id"]], p, name, q, c))
+                    if c is not None:  # an index without passage vectors has no dense candidates
+                        examples.append((fold_of[q["id"]], p, name, q, c))
         held: dict[tuple, list] = {}
         answers = Answers()
         for f in range(folds):

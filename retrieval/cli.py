@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import UsageError, bounded_int, emit
+from wetqa.console import UsageError, bounded_int, emit, iso_date
 from wetqa.home import default_corpus, default_index
 
 from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH
@@ -100,6 +100,61 @@ def register_search(sub: argparse._SubParsersAction, output: argparse.ArgumentPa
     s.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=10)
     RetrievalSpec.add_cli_args(s)
     s.set_defaults(func=cmd_search)
+
+
+def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    d = sub.add_parser(
+        "diff",
+        parents=[output],
+        help="an article's versions in the index and the words that changed between two",
+        description="Lists the versions of an article the index holds and shows, word by word, what changed "
+        "between the version in force on --from (default: the oldest) and on --to (default: the newest).",
+    )
+    d.add_argument("bwb_id", help="the law's BWB id, such as BWBR0002656")
+    d.add_argument("article", help="the article, such as 'Artikel 266' (or 266)")
+    d.add_argument("--from", dest="since", type=iso_date, metavar="YYYY-MM-DD", help="the older text: in force then")
+    d.add_argument("--to", dest="until", type=iso_date, metavar="YYYY-MM-DD", help="the newer text: in force then")
+    d.add_argument("--index", type=Path, help="the index to read (default $WETQA_HOME/index)")
+    d.set_defaults(func=cmd_diff)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ._base import RetrievalError, chunks_of
+    from .index import open_index
+    from .versions import article_label, article_versions, diff_markup, diff_versions
+
+    if args.since and args.until and args.since > args.until:
+        raise UsageError(f"--from {args.since} is after --to {args.until}")
+    store = chunks_of(open_index(args.index or default_index(), rescore=False))
+    versions = article_versions(store, args.bwb_id, args.article)
+    if not versions:
+        raise RetrievalError(f"{args.bwb_id} {article_label(args.article)}: not in this index")
+    change = diff_versions(versions, args.since, args.until)
+    first = versions[0]
+    payload = {
+        "bwb_id": first.bwb_id,
+        "law": first.law,
+        "article": first.article,
+        "versions": [v.to_json() for v in versions],
+        **change,
+    }
+
+    def text() -> str:
+        lines = [f"{first.law}, {first.article} ({first.bwb_id}): {len(versions)} version(s) in this index"]
+        for v in versions:
+            lines.append(
+                f"  {v.version_date or 'undated'} .. {v.valid_until or 'now'}" + (" (vervallen)" if v.expired else "")
+            )
+        if change["from"] == change["to"]:
+            lines.append(f"one version in force on both days ({change['from'] or 'undated'}): nothing to compare")
+        elif not change["changed"]:
+            lines.append(f"{change['from']} -> {change['to']}: the same words")
+        else:
+            lines += [f"{change['from']} -> {change['to']} ([-went-] {{+came+}}):", diff_markup(change["diff"])]
+        return "\n".join(lines)
+
+    emit(args, payload, text)
+    return 0
 
 
 def cmd_index(args: argparse.Namespace) -> int:

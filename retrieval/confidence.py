@@ -278,7 +278,9 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
     if model is None:
         return 1.0, values  # no model fitted for this kind of pipeline: nothing to say
     confidence = model.probability(values)
-    if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
+    # Too short to say which article it means; or in English, which Dutch law texts cannot be matched on
+    # (what its words match is chance, however sure it looks).
+    if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS or values.get("english"):
         confidence = min(confidence, SHORT_QUESTION_CAP)
     return confidence, values
 

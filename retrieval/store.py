@@ -255,6 +255,18 @@ class ChunkStore(Sequence[Chunk]):
         found = dict(self._query(sql, rows))
         return [found.get(r) or "" for r in rows]
 
+    def article_versions(self, bwb_id: str, article: str) -> list[tuple]:
+        """Each version of one article: (bwb_id, law, article, version_date, valid_until, text, expired)."""
+        found = self._query(
+            "SELECT bwb_id, law, article, version_date, valid_until, paragraphs, expired FROM articles "
+            "WHERE bwb_id = ? AND article = ? COLLATE NOCASE",
+            [bwb_id, article],
+        )
+        return [
+            (b, law, a, day or "", until or "", "\n".join(json.loads(p)), bool(e))
+            for b, law, a, day, until, p, e in found
+        ]
+
     def law_titles(self) -> list[str]:
         """The titles of the laws in the store."""
         return [r[0] for r in self._query("SELECT DISTINCT law FROM articles")]

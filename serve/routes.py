@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from importlib import resources
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from .errors import error_responses
 from .protocol import (
+    ArticleVersions,
     ChatCompletion,
     ChatCompletionChunk,
     ChatRequest,
@@ -70,6 +71,23 @@ async def models(request: Request):
 )
 async def chunk(chunk_id: str, request: Request):
     return service(request).chunks.describe(chunk_id)
+
+
+@router.get(
+    "/v1/articles/{bwb_id}/{article}/versions",
+    response_model=ArticleVersions,
+    response_model_by_alias=True,
+    responses=error_responses(400, 401, 404),
+    summary="An article's versions in the index and the words that changed between two",
+)
+async def article_versions(
+    bwb_id: str,
+    article: str,
+    request: Request,
+    since: str | None = Query(default=None, alias="from", description="compare from the version in force then"),
+    until: str | None = Query(default=None, alias="to", description="compare to the version in force then"),
+):
+    return service(request).chunks.versions(bwb_id, article, since, until)
 
 
 @router.get("/health", response_model=Health)

@@ -76,6 +76,38 @@ class ChunkLookup:
                 return self._describe(store, target)
         raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
 
+    def versions(self, bwb_id: str, article: str, since: str | None, until: str | None) -> dict:
+        """An article's versions (the first store holding it answers) and the words changed between two."""
+        from wetqa.console import check_day
+        from wetqa.retrieval.versions import article_versions, diff_versions
+
+        for name, day in (("from", since), ("to", until)):
+            if day is not None:
+                try:
+                    check_day(day)
+                except ValueError as exc:
+                    raise APIError(400, str(exc), param=name) from None
+        try:
+            found = next((v for v in (article_versions(s, bwb_id, article) for s in self.stores) if v), [])
+        except RetrievalError as exc:
+            raise APIError(400, str(exc), param="article") from None
+        if not found:
+            raise APIError(404, f"no article {article!r} of {bwb_id!r} in this index", code="not_found")
+        try:
+            change = diff_versions(found, since, until)
+        except RetrievalError as exc:
+            param = "from" if str(exc).startswith("--from") else "to"
+            raise APIError(400, str(exc).replace("--", "", 1), param=param) from None
+        first = found[0]
+        return {
+            "object": "list",
+            "bwb_id": first.bwb_id,
+            "law": first.law,
+            "article": first.article,
+            "data": [v.to_json() for v in found],
+            **change,
+        }
+
     @staticmethod
     def _describe(store, target) -> dict:
         row, chunk = target

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("wetqa.retrieval.cli", "register_models", "prepare models that run offline"),
     "index": ("wetqa.retrieval.cli", "register_index", "build a retrieval index over a corpus"),
     "search": ("wetqa.retrieval.cli", "register_search", "retrieve chunks for a question"),
+    "diff": ("wetqa.retrieval.cli", "register_diff", "an article's versions and the words that changed"),
     "ask": ("wetqa.generation.cli", "register_ask", "answer a question with cited law articles"),
     "generate": (
         "wetqa.generation.cli",

@@ -20,6 +20,55 @@ function showSource(citation, support, marker) {
   });
   const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
+  otherVersions(citation, body);
+}
+
+// The article's other versions in the index: each opens its text and the words that changed.
+async function otherVersions(citation, body) {
+  let data;
+  try {
+    const path = `/v1/articles/${encodeURIComponent(citation.bwb_id)}/${encodeURIComponent(citation.article)}/versions`;
+    const r = await api(path);
+    if (!r.ok) return;
+    data = await r.json();
+  } catch (e) { return; }
+  const others = data.data.filter((v) => v.version_date !== citation.version_date);
+  if (!others.length || $("source-body") !== body || !body.isConnected) return;
+  const box = el("div", "Andere versies: ", "versions");
+  others.forEach((v) => {
+    const a = el("a", `tekst van ${v.version_date || "onbekende datum"}`); a.href = "#"; a.className = "version";
+    a.addEventListener("click", (ev) => { ev.preventDefault(); showVersion(citation, v); });
+    box.append(a);
+  });
+  body.append(box);
+}
+
+async function showVersion(citation, version) {
+  const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.append(el("h3", `${version.law}, ${version.article}`));
+  const until = version.valid_until ? ` tot ${version.valid_until}` : "";
+  body.append(el("div", `Tekst zoals geldend vanaf ${version.version_date || "onbekende datum"}${until}`, "path"));
+  version.text.split("\n").forEach((line) => body.append(el("span", line, "sentence")));
+  const q = new URLSearchParams();
+  if (version.version_date) q.set("from", version.version_date);
+  if (citation.version_date) q.set("to", citation.version_date);
+  const path = `/v1/articles/${encodeURIComponent(citation.bwb_id)}/${encodeURIComponent(citation.article)}/versions?${q}`;
+  try {
+    const r = await api(path);
+    if (r.ok) {
+      const d = await r.json();
+      const diff = el("div", null, "diff"); diff.append(el("h3", `Gewijzigd tot de aangehaalde tekst (${citation.version_date})`));
+      const p = el("p");
+      d.diff.forEach((piece) => p.append(piece.op === "equal" ? document.createTextNode(piece.text) : el(piece.op === "delete" ? "del" : "ins", piece.text)));
+      diff.append(d.changed ? p : el("p", "Geen verschil in de tekst.", "muted"));
+      body.append(diff);
+    }
+  } catch (e) { /* the text itself is shown; the difference is extra */ }
+  const back = el("a", "Terug naar de aangehaalde tekst"); back.href = "#";
+  back.addEventListener("click", (ev) => { ev.preventDefault(); showSource(citation, [], null); });
+  body.append(back);
+  const link = el("a", " · Bekijk op wetten.overheid.nl"); link.href = version.url; link.target = "_blank"; link.rel = "noopener";
+  body.append(link);
 }
 
 // Internal ids help a developer, not a reader: kept in a closed detail.
@@ -76,11 +125,14 @@ function render(resp) {
     answer.append(p);
   });
   if (!resp.sentences.length) answer.append(el("p", resp.choices[0].message.content));
+  if (resp.date) answer.append(el("p", `Volgens de wet zoals die gold op ${resp.date}.`, "muted asof"));
+  if (resp.validity_note) answer.append(el("p", resp.validity_note, "muted"));
   const list = $("source-list"); list.replaceChildren();
   resp.citations.forEach((c) => {
     const li = el("li"); const a = el("a", `${c.law}, ${c.article}`); a.href = "#";
     a.addEventListener("click", (ev) => { ev.preventDefault(); showSource(c, [], null); });
     li.append(a); list.append(li);
+    if (c.version_date) li.append(el("span", ` (tekst van ${c.version_date})`, "muted"));
   });
   if (!resp.citations.length) list.append(el("li", "Geen bronnen aangehaald.", "muted"));
 }
@@ -127,6 +179,14 @@ function clearSources() {
   body.replaceChildren("Klik op een bronverwijzing [n] om het artikel te zien.");
 }
 
+// The question, asked of the law as it stood on the page's date ("geldend op") when one is set.
+function request(model, q) {
+  const body = { model, messages: [{ role: "user", content: q }] };
+  const day = $("date").value;
+  if (day) body.date = day;
+  return body;
+}
+
 $("ask").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const q = $("question").value.trim(); if (!q) return;
@@ -137,7 +197,7 @@ $("ask").addEventListener("submit", async (ev) => {
     const models = await m.json();
     if (!m.ok) throw new Error(dutch(m.status, models));
     const r = await api("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ model: models.data[0].id, messages: [{ role: "user", content: q }] }) });
+      body: JSON.stringify(request(models.data[0].id, q)) });
     const data = await r.json();
     if (!r.ok) throw new Error(dutch(r.status, data));
     render(data);

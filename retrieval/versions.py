@@ -1,0 +1,152 @@
+"""An article's versions in an index, the one valid on a day, and the words that changed between two.
+
+A corpus built from files of several version dates holds each version of an article as its own record
+(``version_date``, and ``valid_until``: the next version's date, or open). ``wetqa diff`` and the API's
+``GET /v1/articles/{bwb_id}/{article}/versions`` read them from the index's chunk store.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+
+from wetqa.corpus.records import Chunk
+
+from ._base import RetrievalError
+
+_SPACE = re.compile(r"\s+")
+# Words and the spaces after them, so that joining the pieces gives the text back.
+_PIECE = re.compile(r"\S+\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class ArticleVersion:
+    bwb_id: str
+    law: str
+    article: str
+    version_date: str  # "" when the corpus did not know it
+    valid_until: str  # "" while it is the current text
+    text: str
+    expired: bool = False
+
+    def valid_on(self, day: str) -> bool:
+        """Whether this was the text in force on ``day`` (YYYY-MM-DD; ISO dates compare as text)."""
+        return (not self.version_date or self.version_date <= day) and (not self.valid_until or day < self.valid_until)
+
+    def to_json(self) -> dict:
+        from wetqa.corpus.bwb import official_url
+
+        return {
+            "bwb_id": self.bwb_id,
+            "law": self.law,
+            "article": self.article,
+            "version_date": self.version_date or None,
+            "valid_until": self.valid_until or None,
+            "expired": self.expired,
+            "text": self.text,
+            "url": official_url(self.bwb_id, self.article, "", self.version_date),
+        }
+
+
+def article_label(article: str) -> str:
+    """ "266" and "artikel  266" name "Artikel 266"; other units ("Bijlage 1") are kept as written."""
+    text = _SPACE.sub(" ", article).strip()
+    if not text:
+        raise RetrievalError("give the article, such as 'Artikel 266'")
+    if text[0].isdigit():
+        return "Artikel " + text
+    head, _, rest = text.partition(" ")
+    return (head.capitalize() + (" " + rest if rest else "")) if head.lower() == "artikel" else text
+
+
+def article_versions(store, bwb_id: str, article: str) -> list[ArticleVersion]:
+    """The versions of one article in a chunk store (oldest first); [] when the index does not hold it."""
+    label = article_label(article)
+    query = getattr(store, "article_versions", None)
+    if query is not None:  # the SQLite chunk store answers from its articles table
+        rows = query(bwb_id, label)
+    else:  # a plain list of chunks (small indexes): one scan
+        rows = _scan(store, bwb_id, label)
+    versions = [ArticleVersion(*row) for row in rows]
+    return sorted(versions, key=lambda v: v.version_date)
+
+
+def _scan(chunks, bwb_id: str, label: str) -> list[tuple]:
+    parts: dict[str, list[Chunk]] = {}
+    for c in chunks:
+        if c.bwb_id == bwb_id and c.article.lower() == label.lower():
+            parts.setdefault(c.version_date, []).append(c)
+    rows = []
+    for day, cs in parts.items():
+        cs.sort(key=lambda c: c.part)
+        first = cs[0]
+        rows.append(
+            (bwb_id, first.law, first.article, day, first.valid_until, "\n".join(c.text for c in cs), first.expired)
+        )
+    return rows
+
+
+def version_on(versions: list[ArticleVersion], day: str) -> ArticleVersion | None:
+    """The version in force on ``day`` (the newest one that began by then when the dates overlap)."""
+    valid = [v for v in versions if v.valid_on(day)]
+    return valid[-1] if valid else None
+
+
+def word_diff(old: str, new: str) -> list[dict]:
+    """The words that stayed, went and came between two texts: ``[{"op": "equal"|"delete"|"insert", "text"}]``
+    in reading order (a replacement is its deletion, then its insertion)."""
+    a, b = _PIECE.findall(old), _PIECE.findall(new)
+    # Compare words without their trailing space, so a changed line break is no change of wording.
+    matcher = difflib.SequenceMatcher(None, [w.strip() for w in a], [w.strip() for w in b], autojunk=False)
+    ops: list[dict] = []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            ops.append({"op": "equal", "text": "".join(b[j1:j2])})
+            continue
+        if i2 > i1:
+            ops.append({"op": "delete", "text": "".join(a[i1:i2])})
+        if j2 > j1:
+            ops.append({"op": "insert", "text": "".join(b[j1:j2])})
+    return ops
+
+
+def diff_markup(ops: list[dict]) -> str:
+    """The difference as text, the way ``git diff --word-diff`` shows it: [-went-] {+came+}."""
+    out = []
+    for op in ops:
+        text = op["text"]
+        body, tail = text.rstrip(), text[len(text.rstrip()) :]
+        if op["op"] == "equal":
+            out.append(text)
+        elif op["op"] == "delete":
+            out.append(f"[-{body}-]{tail or ' '}")
+        else:
+            out.append(f"{{+{body}+}}{tail}")
+    return "".join(out).rstrip()
+
+
+def diff_versions(versions: list[ArticleVersion], since: str | None, until: str | None) -> dict:
+    """The versions valid on ``since`` and on ``until`` (default: the oldest and the newest) and the words
+    that changed between them; a day on which no version of the article was in force is an error."""
+    if not versions:
+        raise RetrievalError("no version of that article in this index")
+
+    def pick(day: str | None, default: ArticleVersion, flag: str) -> ArticleVersion:
+        if day is None:
+            return default
+        found = version_on(versions, day)
+        if found is None:
+            dates = ", ".join(v.version_date or "undated" for v in versions)
+            raise RetrievalError(f"{flag} {day}: no version of this article was in force then (versions: {dates})")
+        return found
+
+    old = pick(since, versions[0], "--from")
+    new = pick(until, versions[-1], "--to")
+    ops = word_diff(old.text, new.text)
+    return {
+        "from": old.version_date or None,
+        "to": new.version_date or None,
+        "changed": any(op["op"] != "equal" for op in ops),
+        "diff": ops,
+    }

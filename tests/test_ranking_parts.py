@@ -1,0 +1,140 @@
+"""The parts of the ranking that understands the question: law names learned from titles, everyday words
+in the law's words, the passage vectors' IVF (exact when it probes every cluster), and the scope flags'
+one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from wetqa.cli import main
+from wetqa.retrieval import passages
+from wetqa.retrieval.expansion import expand, expanded_question
+from wetqa.retrieval.lawnames import LawNames, made_abbreviations
+
+pytestmark = pytest.mark.unit
+
+LAWS = [
+    {"bwb_id": "BWBR0001854", "title": "Wetboek van Strafrecht"},
+    {"bwb_id": "BWBR0005537", "title": "Algemene wet bestuursrecht"},
+    {"bwb_id": "BWBR0004045", "title": "Werkloosheidswet"},
+    {"bwb_id": "BWBR0002221", "title": "Algemene Ouderdomswet"},
+    {"bwb_id": "BWBR0001903", "title": "Wet van 15 januari 1921", "names": ["Wetboek van Strafvordering"]},
+    {"bwb_id": "BWBR0011825", "title": "Wet op de expertisecentra"},
+    {"bwb_id": "BWBR0011826", "title": "Wet op de erfgoedcommissie"},
+]
+
+
+def test_laws_are_named_by_title_reference_name_and_the_abbreviations_their_titles_give():
+    names = LawNames(LAWS)
+    assert names.named("Wat zegt het Wetboek van Strafrecht over diefstal?") == {"BWBR0001854"}
+    assert names.named("Mag dat volgens de Awb?") == {"BWBR0005537"}
+    assert names.named("Wanneer krijg ik een WW-uitkering?") == {"BWBR0004045"}
+    assert names.named("Wat is mijn AOW-leeftijd?") == {"BWBR0002221"}
+    assert names.named("Wat zegt art. 27 Sv?") == {"BWBR0001903"}  # an old law known by its reference name
+    assert names.named("Hoe laat gaat de bakker open?") == set()
+    # Initials two laws share ("woe") name neither.
+    assert "woe" not in {a for a in names.by_abbreviation if len(names.by_abbreviation[a]) == 1}
+    assert names.named("Wat staat er in de WOE?") == set()
+    assert {"aow", "ao"} <= made_abbreviations("Algemene Ouderdomswet") | {"ao"}
+    assert "ww" in made_abbreviations("Werkloosheidswet")
+    # A law people name that this index lacks: it says the index cannot answer (not one it holds).
+    without_sr = LawNames([law for law in LAWS if law["bwb_id"] != "BWBR0001854"])
+    assert without_sr.names_absent("Welke straf staat op diefstal volgens het Wetboek van Strafrecht?")
+    assert without_sr.names_absent("Wat zegt art. 310 Sr?")
+    assert not names.names_absent("Wat zegt art. 310 Sr?")
+    assert not without_sr.names_absent("Mag dat volgens de Awb?")
+
+
+def test_everyday_words_give_the_words_of_the_law():
+    words = expand("Mag mijn baas mij zomaar ontslaan en hoe lang krijg ik dan WW?")
+    assert {"werkgever", "opzeggen", "duur", "termijn"} <= set(words)
+    assert len(words) == len(set(words))  # each once
+    assert "werkgever" not in expand("Mag de werkgever de baas spelen?")  # the question holds it already
+    assert expand("Wanneer kan de rechtbank het gezag beëindigen?") == []  # legal Dutch: nothing to add
+    assert expanded_question("Mag mijn baas dat?") == "Mag mijn baas dat? (werkgever)"
+    assert expanded_question("Wat is een notaris?") == "Wat is een notaris?"
+
+
+def _write(tmp_path, monkeypatch, rows=3000, dim=16, exact_below=1000):
+    monkeypatch.setattr(passages, "EXACT_BELOW", exact_below)
+    monkeypatch.setattr(passages, "ROWS_PER_CLUSTER", 100)
+    rng = np.random.default_rng(3)
+    # Rows in a few dozen directions, as passages of one law cluster together.
+    centres = rng.normal(size=(40, dim))
+    vectors = centres[rng.integers(0, 40, rows)] + 0.3 * rng.normal(size=(rows, dim))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    chunk_article = (np.arange(rows) // 3).astype(np.int64)  # three chunks an article
+    n_articles = rows // 3
+    places = rng.normal(size=(n_articles, dim)).astype(np.float32)
+    meta = passages.write_passages(tmp_path, lambda s, e: vectors[s:e], rows, dim, "toy", places)
+    return vectors, chunk_article, n_articles, meta
+
+
+def exact_top(vectors, chunk_article, n_articles, query, depth, allowed=None):
+    best = np.full(n_articles, -2.0, dtype=np.float32)
+    np.maximum.at(best, chunk_article, vectors.astype(np.float16).astype(np.float32) @ query)
+    if allowed is not None:
+        best[~allowed] = -2.0
+    found = np.flatnonzero(best > -2.0)
+    return found[np.lexsort((found, -best[found]))[:depth]]
+
+
+def test_the_passage_ivf_is_exact_when_it_probes_every_cluster_and_close_when_it_probes_some(tmp_path, monkeypatch):
+    vectors, chunk_article, n_articles, meta = _write(tmp_path, monkeypatch)
+    assert meta["clusters"] == 30 and meta["rows"] == 3000
+    every = dict(meta, nprobe=meta["clusters"])
+    (tmp_path / passages.META).write_text(json.dumps(every), encoding="utf-8")
+    ivf = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
+    assert ivf is not None
+    # Each chunk's vector is where its position says (the rows were regrouped by cluster).
+    rows = np.array([0, 17, 2999])
+    assert np.allclose(np.asarray(ivf.vectors[ivf.position[rows]], np.float32), vectors[rows], atol=1e-3)
+    rng = np.random.default_rng(5)
+    allowed = rng.random(n_articles) < 0.5
+    for q in vectors[rng.integers(0, 3000, 20)]:
+        top, _ = ivf.top_articles(q, 10, None)
+        assert list(top) == list(exact_top(vectors, chunk_article, n_articles, q, 10))
+        top, _ = ivf.top_articles(q, 10, allowed)
+        assert allowed[top].all() and list(top) == list(exact_top(vectors, chunk_article, n_articles, q, 10, allowed))
+    some = dict(meta, nprobe=6)
+    (tmp_path / passages.META).write_text(json.dumps(some), encoding="utf-8")
+    probed = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
+    recall = [
+        len(set(probed.top_articles(q, 10, None)[0]) & set(exact_top(vectors, chunk_article, n_articles, q, 10))) / 10
+        for q in vectors[rng.integers(0, 3000, 20)]
+    ]
+    assert np.mean(recall) >= 0.8, recall
+
+
+def test_below_the_exact_size_there_is_one_cluster_scanned_whole(tmp_path, monkeypatch):
+    vectors, chunk_article, n_articles, meta = _write(tmp_path, monkeypatch, rows=600, exact_below=1000)
+    assert meta["clusters"] == 1
+    ivf = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
+    q = vectors[7]
+    assert list(ivf.top_articles(q, 5, None)[0]) == list(exact_top(vectors, chunk_article, n_articles, q, 5))
+
+
+def test_scope_flags_that_the_index_cannot_answer_are_one_line_errors(articles_index, capsys):
+    base = ["search", "gezag ouder", "--index", str(articles_index)]
+    for flags, words in (
+        (["--kind", "nonsense"], "no regulation of that kind"),
+        (["--laws", "BWBR0000000"], "not in this index"),
+        (["--laws", "geen-id"], "is not a BWB id"),
+        (["--date", "1900-01-01"], "before every version"),
+    ):
+        capsys.readouterr()
+        assert main([*base, *flags]) == 2, flags
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and words in err, (flags, err)
+    for flags in (["--jurisdiction", "mars"], ["--date", "2012-02-30"], ["--kind", ""]):
+        try:
+            code = main([*base, *flags])
+        except SystemExit as exc:  # argparse refuses it
+            code = exc.code
+        assert code == 2, flags
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    capsys.readouterr()
+    assert main([*base, "--kind", "wet", "--laws", "BWBR9990001", "--jurisdiction", "all", "--output", "json"]) == 0
+    hits = json.loads(capsys.readouterr().out)["hits"]
+    assert hits and {h["bwb_id"] for h in hits} == {"BWBR9990001"}

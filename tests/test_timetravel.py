@@ -1,0 +1,226 @@
+"""The law as it stood on a date (issue 28): a corpus of two versions of one law (its 2024 text and an
+undated older text read with --valid-on 2012-10-04, as the 2012 snapshot is) and a law enacted in 2020.
+Asked as of 2012 the answer quotes the old text; without a date, today's; `wetqa diff` and the API list
+the versions and the words that changed; the page asks as of its date and opens the other version."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+from wetqa.cli import main
+from wetqa.generation import GeneratorConfig, Pipeline
+from wetqa.generation.backends.extractive import ExtractiveBackend
+from wetqa.retrieval import open_index
+from wetqa.retrieval.versions import ArticleVersion, article_label, diff_markup, version_on, word_diff
+
+from .conftest import FIXTURES
+from .serving import LiveServer, make_app, served_pipeline
+
+OLD_WORDS = "in zijn zedelijke of geestelijke belangen"
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+@pytest.fixture(scope="module")
+def two_versions(tmp_path_factory):
+    """(corpus, articles index) of the fictional law in two versions and a law that began in 2020."""
+    root = tmp_path_factory.mktemp("timetravel")
+    src = root / "src"
+    src.mkdir()
+    new = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_text(encoding="utf-8")
+    shutil.copy(FIXTURES / "bwb" / "toestand_wet_fictief.xml", src / "BWBR9990001_2024-01-01_0.xml")
+    # The 2012 snapshot's files state no date: the text in force on --valid-on.
+    old = re.sub(r' inwerkingtreding(sdatum)?="[^"]*"', "", new)
+    old = re.sub(r"\s*<bwb-inputbestand>.*?</bwb-inputbestand>", "", old)
+    old = old.replace("dat hij ernstig wordt bedreigd", f"dat hij {OLD_WORDS} ernstig wordt bedreigd")
+    assert OLD_WORDS in old
+    (src / "BWBR9990001.xml").write_text(old, encoding="utf-8")
+    later = (FIXTURES / "bwb" / "wetgeving_besluit_oud.xml").read_text(encoding="utf-8")
+    later = later.replace("BWBR9990002", "BWBR9990003").replace(
+        'inwerkingtredingsdatum="2008-05-01"', 'inwerkingtredingsdatum="2020-01-01"'
+    )
+    later = later.replace("Fictief Vreemdelingenbesluit", "Fictieve Droneregeling").replace(
+        "vreemdeling", "dronepiloot"
+    )
+    (src / "BWBR9990003_2020-01-01_0.xml").write_text(later, encoding="utf-8")
+    corpus, index = root / "corpus", root / "index"
+    assert (
+        main(
+            ["corpus", "build", "--source", str(src), "--out", str(corpus), "--valid-on", "2012-10-04", "--no-progress"]
+        )
+        == 0
+    )
+    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--no-progress"]) == 0
+    return corpus, index
+
+
+def ask_json(index, capsys, *extra):
+    capsys.readouterr()
+    code = main(["ask", QUESTION, "--index", str(index), "--generator", "extractive", "--output", "json", *extra])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else None
+
+
+@pytest.mark.unit
+def test_the_version_valid_on_a_day_and_the_words_that_changed():
+    old = ArticleVersion("B", "Wet", "Artikel 1", "2012-10-04", "2024-01-01", "De ouder mag het niet.")
+    new = ArticleVersion("B", "Wet", "Artikel 1", "2024-01-01", "", "De ouder mag het\nwel, soms.")
+    assert version_on([old, new], "2012-10-04") is old and version_on([old, new], "2023-12-31") is old
+    assert version_on([old, new], "2024-01-01") is new and version_on([old, new], "2012-10-03") is None
+    ops = word_diff(old.text, new.text)
+    assert "".join(o["text"] for o in ops if o["op"] != "delete") == new.text  # the new text, whole
+    went = "".join(o["text"] for o in ops if o["op"] != "insert")
+    assert went.split() == old.text.split()  # and the old one's words (kept words are spaced as now)
+    assert diff_markup(ops) == "De ouder mag het\n[-niet.-] {+wel, soms.+}"  # laid out as the new text
+    assert word_diff("a  b\nc", "a b c") == [{"op": "equal", "text": "a b c"}]  # spacing is no change of words
+    assert [article_label(a) for a in ("266", " artikel  266 ", "Bijlage 1")] == ["Artikel 266"] * 2 + ["Bijlage 1"]
+
+
+@pytest.mark.integration
+def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_versions, capsys):
+    corpus, index = two_versions
+    arts = [json.loads(line) for line in (corpus / "articles.jsonl").read_text(encoding="utf-8").splitlines()]
+    both = {(a["version_date"], a["valid_until"]) for a in arts if a["bwb_id"] == "BWBR9990001"}
+    assert both == {("2012-10-04", "2024-01-01"), ("2024-01-01", "")}
+    code, today = ask_json(index, capsys)
+    assert code == 0 and today["citations"]
+    assert all(c["version_date"] in ("2024-01-01", "2020-01-01") for c in today["citations"])
+    assert OLD_WORDS not in " ".join(c["text"] for c in today["citations"])
+    code, then = ask_json(index, capsys, "--date", "2012-10-04")
+    assert code == 0 and then["date"] == "2012-10-04" and then["citations"]
+    assert all(c["version_date"] <= "2012-10-04" < (c["valid_until"] or "9999") for c in then["citations"])
+    first = then["citations"][0]
+    assert first["article"] == "Artikel 266" and OLD_WORDS in first["text"]
+    assert "g=2012-10-04" in first["url"] and "z=2012-10-04" in first["url"]
+    # The law enacted in 2020 is not ranked as of 2012, and is as of today.
+    capsys.readouterr()
+    assert main(["search", "dronepiloot verblijfsvergunning", "--index", str(index), "--output", "json"]) == 0
+    assert {h["bwb_id"] for h in json.loads(capsys.readouterr().out)["hits"]} == {"BWBR9990003"}
+    assert (
+        main(
+            [
+                "search",
+                "dronepiloot verblijfsvergunning",
+                "--index",
+                str(index),
+                "--date",
+                "2012-10-04",
+                "--output",
+                "json",
+            ]
+        )
+        == 0
+    )
+    assert "BWBR9990003" not in {h["bwb_id"] for h in json.loads(capsys.readouterr().out)["hits"]}
+    # A day before every version, and a day that is no date: one line, exit 2.
+    for bad in ("1900-01-01", "2012-02-30", "4 oktober 2012"):
+        capsys.readouterr()
+        code = exit_code(["ask", QUESTION, "--index", str(index), "--generator", "extractive", "--date", bad])
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, (bad, err)
+
+
+@pytest.mark.integration
+def test_diff_lists_the_versions_and_the_words_that_changed(two_versions, capsys):
+    _, index = two_versions
+    base = ["diff", "BWBR9990001", "Artikel 266", "--index", str(index)]
+    assert main([*base, "--from", "2012-10-04", "--to", "2024-01-01", "--output", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [v["version_date"] for v in out["versions"]] == ["2012-10-04", "2024-01-01"]
+    assert out["from"] == "2012-10-04" and out["to"] == "2024-01-01" and out["changed"]
+    assert [o["text"].strip() for o in out["diff"] if o["op"] == "delete"] == [OLD_WORDS]
+    assert not [o for o in out["diff"] if o["op"] == "insert"]
+    assert main([*base, "--from", "2013-05-01"]) == 0  # still the 2012 text then; to the newest by default
+    assert f"[-{OLD_WORDS}-]" in capsys.readouterr().out
+    for args in (["--from", "1900-01-01"], ["--to", "2012-13-01"], ["--from", "2024-01-01", "--to", "2012-10-04"]):
+        assert exit_code([*base, *args]) == 2
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1, args
+    assert main(["diff", "BWBR9990001", "Artikel 999", "--index", str(index)]) == 2
+    assert "not in this index" in capsys.readouterr().err
+
+
+def exit_code(argv) -> int:
+    """main's exit code, also when argparse refuses an argument (it exits)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@pytest.fixture(scope="module")
+def dated_server(two_versions):
+    _, index = two_versions
+    p = served_pipeline("wetqa-articles-extractive", index, GeneratorConfig("extractive"))
+    p.pipeline = Pipeline(open_index(index), ExtractiveBackend(), k=3)
+    with LiveServer(make_app([p])) as s:
+        yield s
+
+
+@pytest.mark.integration
+def test_the_api_answers_as_of_a_date_and_lists_versions(dated_server):
+    url = dated_server.url
+    body = {"model": "wetqa-articles-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    then = httpx.post(url + "/v1/chat/completions", json={**body, "date": "2012-10-04"}).json()
+    assert then["date"] == "2012-10-04" and then["citations"][0]["version_date"] == "2012-10-04"
+    assert OLD_WORDS in then["citations"][0]["text"]
+    today = httpx.post(url + "/v1/chat/completions", json=body).json()
+    assert today["date"] is None and today["citations"][0]["version_date"] == "2024-01-01"
+    r = httpx.get(url + "/v1/articles/BWBR9990001/Artikel 266/versions", params={"from": "2012-10-04"})
+    assert r.status_code == 200, r.text
+    v = r.json()
+    assert [x["version_date"] for x in v["data"]] == ["2012-10-04", "2024-01-01"]
+    assert v["data"][0]["valid_until"] == "2024-01-01" and v["data"][1]["valid_until"] is None
+    assert v["from"] == "2012-10-04" and v["to"] == "2024-01-01" and v["changed"]
+    assert {"op": "delete", "text": OLD_WORDS + " "} in v["diff"]
+    assert httpx.get(url + "/v1/articles/BWBR9990001/266/versions").json()["article"] == "Artikel 266"
+    missing = httpx.get(url + "/v1/articles/BWBR9990001/Artikel 999/versions")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    for params, field in (({"from": "1900-01-01"}, "from"), ({"to": "2012-13-01"}, "to")):
+        r = httpx.get(url + "/v1/articles/BWBR9990001/Artikel 266/versions", params=params)
+        assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    r = httpx.post(url + "/v1/search", json={"query": "gezag ouder", "date": "1900-01-01"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "date"
+
+
+@pytest.fixture
+def chromium():
+    from .test_web_page import CHROMIUM
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (scripts/test.sh installs it)")
+    with sync_api.sync_playwright() as pw:
+        launched = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-gpu"])
+        yield launched
+        launched.close()
+
+
+@pytest.mark.integration
+def test_the_page_shows_the_date_asked_the_version_dates_and_the_other_version(dated_server, chromium):
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(dated_server.url + "/")
+    page.fill("#question", QUESTION)
+    page.fill("#date", "2012-10-04")
+    page.click("#submit")
+    marker = page.locator("#answer .marker").first
+    marker.wait_for(timeout=15000)
+    assert "zoals die gold op 2012-10-04" in page.inner_text("#answer")
+    assert "Wet fictief gezag, Artikel 266 (tekst van 2012-10-04)" in page.inner_text("#source-list")
+    marker.click()
+    page.locator("#source-body .versions a").first.wait_for(timeout=5000)
+    assert "Tekst zoals geldend op 2012-10-04" in page.inner_text("#source-body")
+    assert OLD_WORDS in page.inner_text("#source-body")
+    page.locator("#source-body .versions a").first.click()
+    page.locator("#source-body .diff ins").first.wait_for(timeout=5000)
+    assert "geldend vanaf 2024-01-01" in page.inner_text("#source-body")
+    # From the 2024 text to the cited 2012 one: the 2012 words are what that direction adds.
+    assert page.locator("#source-body .diff ins").first.inner_text().strip() == OLD_WORDS
+    # Without a date: today's text, the 2012 one offered as the other version.
+    page.fill("#date", "")
+    page.click("#submit")
+    page.locator("#source-list li").first.wait_for(timeout=15000)
+    page.wait_for_function("document.querySelector('#source-list').innerText.includes('2024-01-01')", timeout=15000)
+    assert "(tekst van 2024-01-01)" in page.inner_text("#source-list")
