@@ -2,6 +2,7 @@
 
     python bench/calibrate.py INDEX [INDEX ...] [--folds 5] [--max-answerable 0.20] [--max-answerable-whole 0.05]
                               [--rows FILE] [--sweep] [--write] [--smoke]
+    python bench/calibrate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
 Per index, answerable questions (label 1: the corpus holds a law about them) are the question sets whose
 gold laws the index holds (``bench/cross_validate.py``'s: the benchmark's dev questions, the everyday
@@ -149,7 +150,7 @@ def pipelines(path: str) -> dict[str, object]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index", nargs="+")
+    ap.add_argument("index", nargs="*", help="one or more indexes (none with --smoke: a tiny one built here)")
     ap.add_argument("--folds", type=int, default=5)
     # On part of the BWB an answered question about a law it lacks cites the wrong law: the threshold may
     # refuse up to a fifth of the answerable (mostly everyday questions it ranks wrong) to refuse most of
@@ -158,12 +159,39 @@ def main() -> None:
     ap.add_argument("--max-answerable-whole", type=float, default=0.05, help="on an index of the whole BWB")
     ap.add_argument("--l2", type=float, default=2.0)
     ap.add_argument("--write", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="a few questions per set: seconds, for the test suite")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a few questions per set (of a tiny index built here when none is given): seconds, for the test suite",
+    )
     ap.add_argument(
         "--rows", type=Path, help="keep the questions' signals in this file and read them from it when it exists"
     )
     ap.add_argument("--sweep", action="store_true", help="print the abstention per set at several --max-answerable")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if not args.index:
+        ap.error("give one or more indexes")
+    run(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """A few questions per set of the indexes given, or of a tiny index of the first dev questions' laws
+    (re-scored by a tiny random model, so both pipelines are fitted) built in a temporary folder."""
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce("" if args.index else "a tiny index re-scored by a tiny random model")
+    if args.index:
+        return run(args)
+    with tempfile.TemporaryDirectory(prefix="wetqa-calibrate-") as tmp:
+        args.index = [str(_smoke.index(Path(tmp), rescore=True))]
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     data: dict[str, list] = {}  # model key -> rows (index, set, question, signals, label, right)
     if args.rows and args.rows.is_file():
         data = json.loads(args.rows.read_text(encoding="utf-8"))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from wetqa.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, score_record
+from wetqa.evaluation.metrics import DEFAULT_METRICS
 from wetqa.evaluation.ranking import evaluate_retrieval
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import HybridRetriever, build_index, chunks_of, open_index
@@ -38,9 +39,7 @@ def row(label: str, retriever, items, corpus: CorpusMap, min_confidence: float =
     pipeline = Pipeline(retriever, backend, k=3, min_confidence=min_confidence)
     answers = pipeline.ask_many(questions)
     scores = [
-        score_record(
-            {"answer": a.answer, "cited_ids": [c.id for c in a.citations]}, i, corpus, ["rouge", "meteor", "citations"]
-        )
+        score_record({"answer": a.answer, "cited_ids": [c.id for c in a.citations]}, i, corpus, DEFAULT_METRICS)
         for a, i in zip(answers, items)
     ]
 
@@ -58,11 +57,30 @@ def row(label: str, retriever, items, corpus: CorpusMap, min_confidence: float =
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("corpus")
+    ap.add_argument("corpus", nargs="?", help="a corpus folder (none with --smoke)")
     ap.add_argument("--dense", help="a dense index built from the same corpus")
     ap.add_argument("--e5", help="a sentence-transformers model folder for dense re-scoring")
+    ap.add_argument("--smoke", action="store_true", help="a few questions over tiny indexes built here (seconds)")
     args = ap.parse_args()
-    items = load_dataset(DEV)
+    if args.smoke:
+        return smoke(args)
+    if not args.corpus:
+        ap.error("give the corpus folder")
+    components(args, load_dataset(DEV))
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import _smoke
+
+    _smoke.announce("dense and re-scoring by a tiny random model")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        args.corpus, args.dense = str(_smoke.corpus(work)), str(_smoke.dense_index(work))
+        args.e5 = str(_smoke.tiny_model(work))
+        components(args, load_dataset(_smoke.dataset(work / "dev.jsonl")))
+
+
+def components(args: argparse.Namespace, items: list) -> None:
     print(
         "| retriever (top 3 to the extractive answer) | art Hit@1 | Hit@3 | Hit@10 | MRR | chunk R@3 | R@10 | "
         "ROUGE-L | METEOR | cit. P / R / Hit |"

@@ -1,7 +1,7 @@
 """Corpus build time for the shared 272 laws against a bare lxml parse of the same files, and peak
 memory as the corpus grows.
 
-    python bench/corpus_build.py [BWB_DIR] [--scale 20]
+    python bench/corpus_build.py [BWB_DIR] [--scale 20] [--smoke]
 
 Goal: build <= 3x the bare parse and <= 15 s on 2 cores. Memory: each build runs in a process of its
 own and its peak resident memory (its own and its workers') is read; the synthetic corpus is the real
@@ -37,15 +37,15 @@ def bare_parse(files: list[Path]) -> float:
     return time.perf_counter() - t
 
 
-def main() -> None:
-    files = sorted(BWB.glob("*.xml"))
+def main(bwb: Path) -> None:
+    files = sorted(bwb.glob("*.xml"))
     mb = sum(f.stat().st_size for f in files) / 1e6
     bare_parse(files)  # warm the page cache so both timings read from memory
     bare = min(bare_parse(files) for _ in range(3))
     builds = []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(3):
-            report = build_corpus([BWB], Path(tmp) / "corpus", BuildOptions(), progress=False)
+            report = build_corpus([bwb], Path(tmp) / "corpus", BuildOptions(), progress=False)
             builds.append(report.seconds)
     build = min(builds)
     print(f"files: {len(files)} ({mb:.1f} MB); articles {report.articles}, words150 chunks {report.chunks}")
@@ -90,27 +90,40 @@ def synthetic(src: Path, dest: Path, scale: int) -> None:
             (dest / f"{new}{f.name[11:]}").write_bytes(re.sub(rb"BWBR\d{7}", new.encode(), data))
 
 
-def memory(scale: int) -> None:
+def memory(bwb: Path, scale: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        base = peak_build_memory(BWB, tmp / "c1")
-        synthetic(BWB, tmp / "big", scale)
+        base = peak_build_memory(bwb, tmp / "c1")
+        synthetic(bwb, tmp / "big", scale)
         big = peak_build_memory(tmp / "big", tmp / "c20")
     for label, (s, own, worker, laws) in (
-        (f"{len(list(BWB.glob('*.xml')))} files", base),
+        (f"{len(list(bwb.glob('*.xml')))} files", base),
         (f"{scale}x synthetic", big),
     ):
         print(
             f"{label:>20}: {laws} laws in {s:.1f} s; peak memory: build process {own:.0f} MB, "
             f"largest worker {worker:.0f} MB"
         )
-    print(
-        f"peak memory ratio {scale}x / 1x: build process {big[1] / base[1]:.2f}, worker {big[2] / base[2]:.2f} "
-        "(flat: about 1)"
-    )
+    # A corpus of a few laws is built without workers (their peak is 0).
+    worker = f"{big[2] / base[2]:.2f}" if base[2] else "- (no workers)"
+    print(f"peak memory ratio {scale}x / 1x: build process {big[1] / base[1]:.2f}, worker {worker} (flat: about 1)")
+
+
+def smoke() -> None:
+    """The laws of the first dev questions, built the same ways (memory at 2x)."""
+    import _smoke
+
+    _smoke.announce()
+    with tempfile.TemporaryDirectory() as tmp:
+        laws = _smoke.laws(Path(tmp) / "bwb")
+        main(laws)
+        memory(laws, 2)
 
 
 if __name__ == "__main__":
-    main()
+    if "--smoke" in sys.argv:
+        smoke()
+        sys.exit()
+    main(BWB)
     if "--scale" in sys.argv:
-        memory(int(sys.argv[sys.argv.index("--scale") + 1]))
+        memory(BWB, int(sys.argv[sys.argv.index("--scale") + 1]))

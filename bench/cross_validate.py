@@ -2,6 +2,7 @@
 272 laws and on the whole BWB, fitted together and measured on questions held out of fitting.
 
     python bench/cross_validate.py INDEX [INDEX ...] [--folds 5] [--write] [--smoke]
+    python bench/cross_validate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
 Every question's candidates and features come from the pipeline's own code
 (``wetqa.retrieval.ranking.CandidateFeatures``), once with the dense signals (the index's re-scoring model
@@ -69,7 +70,7 @@ def question_sets() -> dict[str, list[dict]]:
 class Prepared:
     """One index's candidates for every question it can answer, with and without the dense signals."""
 
-    def __init__(self, path: str, sets: dict[str, list[dict]], limit: int | None = None):
+    def __init__(self, path: str, sets: dict[str, list[dict]], limit: int | None = None, cached: bool = True):
         self.path = path
         self.articles = open_index(path, rescore=False)
         self.model = (read_index_meta(path).get("rescore") or {}).get("model")
@@ -81,12 +82,13 @@ class Prepared:
             [meta["corpus_hash"], meta.get("rescore"), {n: [q["id"] for q in qs] for n, qs in self.sets.items()}]
         )
         cache = Path.home() / ".cache" / "wetqa" / "bench" / f"cv-{hashlib.sha1(key.encode()).hexdigest()[:16]}.pkl"
-        if cache.is_file():
+        if cached and cache.is_file():
             self.cands = pickle.loads(cache.read_bytes())
         else:
             self.cands = self._prepare()
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_bytes(pickle.dumps(self.cands))
+            if cached:  # a smoke run computes them each time: running that code is its point
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                cache.write_bytes(pickle.dumps(self.cands))
         self.key_of = {}  # ranked article -> (article key, bwb id)
         for name in self.cands:
             for kind in self.cands[name]:
@@ -155,13 +157,41 @@ def set_weights(names: list[str]) -> list[float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index", nargs="+")
+    ap.add_argument("index", nargs="*", help="one or more indexes (none with --smoke: a tiny one built here)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write", action="store_true", help="write the models fitted on all questions")
-    ap.add_argument("--smoke", action="store_true", help="a few questions per set: seconds, for the test suite")
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a few questions per set (of a tiny index built here when none is given): seconds, for the test suite",
+    )
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if not args.index:
+        ap.error("give one or more indexes")
+    run(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    """A few questions per set of the indexes given, or of a tiny index of the first dev questions' laws
+    (re-scored by a tiny random model, so both rankings are fitted) built in a temporary folder; the
+    candidates are computed, never read from or written to the cache."""
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce("" if args.index else "a tiny index re-scored by a tiny random model")
+    if args.index:
+        return run(args)
+    with tempfile.TemporaryDirectory(prefix="wetqa-cross-validate-") as tmp:
+        args.index = [str(_smoke.index(Path(tmp), rescore=True))]
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     sets = question_sets()
-    preps = [Prepared(p, sets, limit=6 if args.smoke else None) for p in args.index]
+    preps = [Prepared(p, sets, limit=6 if args.smoke else None, cached=not args.smoke) for p in args.index]
     folds = 2 if args.smoke else args.folds
     qids = sorted({q["id"] for p in preps for qs in p.sets.values() for q in qs})
     fold_of = {qid: i % folds for i, qid in enumerate(np.random.default_rng(0).permutation(qids))}

@@ -1,6 +1,6 @@
 """Scoring speed: ROUGE-L + METEOR + citations for 102 answers against bare rouge-score.
 
-    python bench/evaluation.py [RUN_FILE_OR_DIR]
+    python bench/evaluation.py [--smoke]
 
 The answers are extractive answers to the dev questions (generated here
 unless a run is given), doubled to 102 pairs like the published set. Goal:
@@ -18,7 +18,7 @@ ROOT = _HERE.parent
 SHARED = ROOT.parent / "shared" / "data"
 
 
-def main() -> None:
+def main(laws: Path = SHARED / "bwb", dataset: Path = SHARED / "legalqa" / "dev.jsonl") -> None:
     from rouge_score import rouge_scorer
 
     from wetqa.corpus import BuildOptions, build_corpus
@@ -28,10 +28,10 @@ def main() -> None:
     from wetqa.generation import Pipeline, make_backend, resolve_generator
     from wetqa.retrieval import build_index, open_index
 
-    items = load_dataset(SHARED / "legalqa" / "dev.jsonl")
+    items = load_dataset(dataset)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        build_corpus([SHARED / "bwb"], tmp / "corpus", BuildOptions(), progress=False)
+        build_corpus([laws], tmp / "corpus", BuildOptions(), progress=False)
         build_index(tmp / "corpus", "bm25s", tmp / "idx", progress=False)
         pipeline = Pipeline(open_index(tmp / "idx"), make_backend(resolve_generator("extractive")), k=3)
         answers = pipeline.ask_many([i.question for i in items])
@@ -39,7 +39,7 @@ def main() -> None:
     recs = [
         {"id": it.id, "answer": a.answer, "cited_ids": [c.id for c in a.citations]} for it, a in zip(items, answers)
     ]
-    pairs = list(zip(recs, items)) * 2  # 102 answers
+    pairs = list(zip(recs, items)) * 2  # 102 answers (16 in a smoke run)
     meteor("warm", "up")  # WordNet loads once, outside the timing (it is cached per process)
     print(f"{len(pairs)} answers; METEOR variant {meteor_variant()}")
 
@@ -64,5 +64,18 @@ def main() -> None:
     print("goal: ROUGE-L + METEOR + citations <= 2x")
 
 
+def smoke() -> None:
+    import _smoke
+
+    _smoke.announce()
+    with tempfile.TemporaryDirectory() as tmp:
+        main(_smoke.laws(Path(tmp) / "bwb"), _smoke.dataset(Path(tmp) / "dev.jsonl"))
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if "--smoke" in sys.argv:
+        smoke()
+    else:
+        main()

@@ -10,7 +10,8 @@ chunks with k 100, so nearly every request of it brings passages nobody has enco
 cached clients' requests/s, p50 and p95 without the attacker, then with it, their ratio, and the
 attacker's own figures; ``uptime``'s load before each round (the CPU is shared).
 
-``--smoke``: 2-second rounds and 4 clients, to see that the benchmark runs.
+``--smoke``: 2-second rounds and 4 clients, to see that the benchmark runs; without ``--index``, over a
+tiny index of the first dev questions' laws re-scored by a tiny random model, built in a temporary folder.
 """
 
 from __future__ import annotations
@@ -63,13 +64,30 @@ def row(name: str, r: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--index", default=str(ROOT / "data" / "index"), help="an index with dense re-scoring")
+    ap.add_argument("--index", help="an index with dense re-scoring (default data/index; a tiny one with --smoke)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--smoke", action="store_true", help="2-second rounds, 4 clients")
     args = ap.parse_args()
     if args.smoke:
         args.clients, args.seconds = 4, 2.0
+        if args.index is None:
+            return smoke(args)
+    args.index = args.index or str(ROOT / "data" / "index")
+    run(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import _smoke
+
+    _smoke.announce("a tiny index re-scored by a tiny random model")
+    with tempfile.TemporaryDirectory(prefix="wetqa-fairness-smoke-") as tmp:
+        args.index = str(_smoke.index(Path(tmp), rescore=True))
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     from wetqa.retrieval import read_index_meta
     from wetqa.retrieval.store import STORE, ChunkStore
 

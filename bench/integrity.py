@@ -1,6 +1,6 @@
 """What the content check of an index costs when it is opened (retrieval/integrity.py).
 
-    python bench/integrity.py [INDEX] [--rounds 7]
+    python bench/integrity.py [INDEX] [--rounds 7] [--smoke]
 
 Per round, in one process and on the same index (default data/index), median milliseconds of:
 
@@ -11,6 +11,8 @@ Per round, in one process and on the same index (default data/index), median mil
 - `wetqa index --verify` (every file hashed, nothing remembered used).
 
 The page cache is warm (the index was just read); a cold disk adds the time to read the bytes hashed.
+``--smoke``: two rounds on a tiny index of the first dev questions' laws built in a temporary folder
+(the figures mean nothing; tests/test_bench.py runs it).
 """
 
 from __future__ import annotations
@@ -36,9 +38,31 @@ def ms(fn, rounds: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("index", nargs="?", default=str(ROOT / "data" / "index"))
+    ap.add_argument("index", nargs="?", help="an index (default data/index; a tiny one with --smoke)")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--smoke", action="store_true", help="two rounds on a tiny index built here (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    args.index = args.index or str(ROOT / "data" / "index")
+    run(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce()
+    args.rounds = 2
+    if args.index:
+        return run(args)
+    with tempfile.TemporaryDirectory(prefix="wetqa-integrity-smoke-") as tmp:
+        args.index = str(_smoke.index(Path(tmp)))
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
     from wetqa.retrieval import index as index_module
     from wetqa.retrieval import integrity, open_index
 

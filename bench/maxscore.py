@@ -52,12 +52,32 @@ def pct(values: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("indexes", nargs="+")
+    ap.add_argument("indexes", nargs="*", help="articles indexes (none with --smoke)")
     ap.add_argument("--k", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
     args = ap.parse_args()
+    if args.smoke:
+        return smoke(args)
+    if not args.indexes:
+        ap.error("give one or more articles indexes")
     questions = [item.question for item in load_dataset(DEV)]
     questions += [json.loads(line)["question"] for line in OOC.read_text(encoding="utf-8").splitlines() if line]
+    compare(args, questions)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce()
+    with tempfile.TemporaryDirectory() as tmp:
+        args.indexes, args.repeat = [str(_smoke.index(Path(tmp)))], 1
+        compare(args, [q["question"] for q in _smoke.questions() + _smoke.out_of_corpus()])
+
+
+def compare(args: argparse.Namespace, questions: list[str]) -> None:
     for path in args.indexes:
         articles = open_index(path, rescore=False)
         if articles.pruned is None:

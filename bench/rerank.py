@@ -123,12 +123,31 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("index")
+    ap.add_argument("index", nargs="?", help="an articles index with dense re-scoring (none with --smoke)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--l2", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
     args = ap.parse_args()
-    items = load_dataset(DEV)
+    if args.smoke:
+        return smoke(args)
+    if not args.index:
+        ap.error("give the articles index")
+    rerank(args, load_dataset(DEV))
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce("re-scored by a tiny random model")
+    with tempfile.TemporaryDirectory() as tmp:
+        args.index, args.folds = str(_smoke.index(Path(tmp), rescore=True)), 2
+        rerank(args, load_dataset(_smoke.dataset(Path(tmp) / "dev.jsonl")))
+
+
+def rerank(args: argparse.Namespace, items: list) -> None:
     r = open_index(args.index)
     data = []
     for it in items:

@@ -1,6 +1,6 @@
 """Retrieval speed on the real corpus.
 
-    python bench/retrieval.py [CORPUS_DIR] [--e5]
+    python bench/retrieval.py [CORPUS_DIR] [--e5] [--smoke]
 
 Prints index build time per backend (articles, bm25s, Pyserini), single-query latency p50/p95,
 batch throughput (queries/s, 2 threads), the default pipeline (articles index + extractive
@@ -76,14 +76,22 @@ def e5_speed(texts: list[str]) -> None:
         )
 
 
-def main() -> None:
+def main(smoke: bool = False) -> None:
     questions = [i.question for i in load_dataset(SHARED / "legalqa" / "dev.jsonl")]
+    if smoke:
+        import _smoke
+
+        _smoke.announce("without --e5")
+        questions = [q["question"] for q in _smoke.questions()]
     many = questions * 20
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        corpus = Path(sys.argv[1]) if len(sys.argv) > 1 else tmp / "corpus"
-        if len(sys.argv) <= 1:
-            build_corpus([SHARED / "bwb"], corpus, BuildOptions(), progress=False)
+        given = [a for a in sys.argv[1:] if not a.startswith("--")]
+        corpus = Path(given[0]) if given and not smoke else tmp / "corpus"
+        if not given or smoke:
+            build_corpus(
+                [_smoke.laws(tmp / "bwb") if smoke else SHARED / "bwb"], corpus, BuildOptions(), progress=False
+            )
         n = len(load_chunks(corpus))
         print(f"corpus: {n} chunks; {len(questions)} dev questions, {len(many)} for throughput")
         for name in ("articles", "bm25s", "bm25"):
@@ -112,7 +120,7 @@ def main() -> None:
             f"p95 {times[int(0.95 * (len(times) - 1))]:.1f} ms, {1000 * len(times) / sum(times):,.0f} questions/s "
             "(goal p50 <= 30 ms)"
         )
-        if "--e5" in sys.argv:
+        if "--e5" in sys.argv and not smoke:
             e5_speed([c.text for c in load_chunks(corpus)][:4000:20])
             import os
 
@@ -153,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(smoke="--smoke" in sys.argv)

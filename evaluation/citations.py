@@ -64,7 +64,7 @@ def _scores(rec: dict, item, corpus) -> dict:
     return out
 
 
-def _depends_on(rec: dict, item, corpus, model) -> list:
+def _depends_on(rec: dict, item, corpus, settings) -> list:
     cited = [str(c) for c in rec.get("cited_ids") or []]
     return [cited, [corpus.chunk_article.get(c) for c in cited], sorted(item.gold_keys)]
 

@@ -132,20 +132,35 @@ class Claim:
         return asdict(self)
 
 
-def segment(answer: str, question: str = "", mode: str = "sentence", complete: Complete | None = None) -> list[Claim]:
+def _claims_prompt(sentence: str, question: str, answer: str) -> str:
+    return SEGMENT_PROMPT.format(text=sentence)
+
+
+def _context_prompt(sentence: str, question: str, answer: str) -> str:
+    return CONTEXT_SEGMENT_PROMPT.format(question=question, answer=answer, sentence=sentence)
+
+
+# How each unit is asked for: None keeps the sentences; otherwise an LLM splits each sentence with this prompt.
+UNITS: dict[str, Callable[[str, str, str], str] | None] = {
+    "sentence": None,
+    "claims": _claims_prompt,
+    "context": _context_prompt,
+}
+DEFAULT_UNIT = "sentence"
+
+
+def segment(answer: str, question: str = "", mode: str = DEFAULT_UNIT, complete: Complete | None = None) -> list[Claim]:
+    if mode not in UNITS:
+        raise ValueError(f"unknown unit {mode!r}; choose {', '.join(UNITS)}")
     sentences = split_sentences(answer)
-    if mode == "sentence":
+    prompt = UNITS[mode]
+    if prompt is None:
         return [Claim(s, s) for s in sentences]
     if complete is None:
         raise ValueError(f"segmentation mode {mode!r} needs an LLM (--llm)")
     out: list[Claim] = []
     for s in sentences:
-        prompt = (
-            SEGMENT_PROMPT.format(text=s)
-            if mode == "claims"
-            else CONTEXT_SEGMENT_PROMPT.format(question=question, answer=answer, sentence=s)
-        )
-        claims = parse_claim_list(complete(prompt)) or [s]  # a model that returns nothing usable keeps the sentence
+        claims = parse_claim_list(complete(prompt(s, question, answer))) or [s]  # nothing usable keeps the sentence
         out += [Claim(c, s) for c in claims]
     return out
 

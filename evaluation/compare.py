@@ -25,11 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
+from wetqa.console import install_command
 from wetqa.dataset import QAItem
 
 from .answers import CorpusMap, find_run_files, load_run, question_means, score_record
 from .metrics import metric, metrics
-from .significance import LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
+from .significance import DEFAULT_CORRECTION, LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
 
 # Answer metrics by default (the published row) and retrieval metrics by default (ir_measures names).
 ANSWER_DEFAULT = ("rougeL", "meteor", "article_recall", "article_precision", "article_hit")
@@ -303,7 +304,7 @@ def compare(
     corpus_for=None,
     keys: Sequence[str] | None = None,
     baseline: str | None = None,
-    correction: str = "holm",
+    correction: str = DEFAULT_CORRECTION,
     level: str = "article",
     seed: int = SEED,
 ) -> Comparison:
@@ -372,7 +373,7 @@ def _compare_rankings(systems, items, keys, base, correction, level, seed, notes
         from ranx import Qrels, Run, evaluate
         from ranx import compare as ranx_compare
     except ImportError:
-        raise CompareError("comparing retrieval runs needs ranx: pip install 'wetqa[eval]'") from None
+        raise CompareError(f"comparing retrieval runs needs ranx: {install_command('ranx')}") from None
     if level == "article":
         qrels_dict = {i.id: {k.replace(" ", "_"): 1 for k in i.gold_keys} for i in items}
     else:

@@ -29,9 +29,13 @@ from typing import Protocol
 
 from tqdm import tqdm
 
+from wetqa.console import check_model_ref
 from wetqa.dataset import data_files
 from wetqa.generation.sentences import split_sentences
 from wetqa.io import read_journal
+
+from .attribution import NLISettings
+from .methods import ATTRIBUTION, SUPPORT, Method, NoSettings
 
 POSITIVE = "Complete"
 NEGATIVE = ("Partial", "Incomplete", "Missing")
@@ -45,10 +49,6 @@ off again further then once also just""".split()
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _EVIDENCE_HEADER = re.compile(r"^\s*\[\d+\]\s*\S*\s*\n+")  # "[3] https://...\n\n" before the snippet
-
-
-class ExpertQAError(ValueError):
-    pass
 
 
 @dataclass(slots=True)
@@ -193,17 +193,28 @@ class NLIScorer:
         return max(self.nli.entailment([(e, claim) for e in evidence]), default=0.0) if evidence else 0.0
 
 
-def make_scorer(method: str, model: str | None = None) -> SupportScorer:
-    if method == "overlap":
-        return OverlapScorer()
-    if method == "nli":
-        return NLIScorer(model)
-    if method in ("embedding", "cross-encoder"):
-        from .attribution import make_attributor
+def _sentence_method(name: str) -> Method:
+    """A reference-attribution method as a support method: its best score over the evidence's sentences."""
+    attribution = ATTRIBUTION.get(name)
 
-        a = make_attributor(method, model)
-        return SentenceScorer(a, method, a.default_threshold)
-    raise ExpertQAError(f"unknown support method {method!r}; choose overlap, embedding, cross-encoder or nli")
+    def make(settings) -> SentenceScorer:
+        a = attribution.make(settings)
+        return SentenceScorer(a, name, a.default_threshold)
+
+    return Method(name, attribution.settings, make, f"the best {attribution.description} of an evidence sentence")
+
+
+SUPPORT.register(Method("overlap", NoSettings, lambda s: OverlapScorer(), "content-word overlap, no model"))
+for _name in ("embedding", "cross-encoder"):
+    SUPPORT.register(_sentence_method(_name))
+SUPPORT.register(
+    Method(
+        "nli",
+        NLISettings,
+        lambda s: NLIScorer(check_model_ref(s.model, "NLI model")),
+        "the best entailment by an evidence snippet",
+    )
+)
 
 
 # ------------------------------------------------------------------ metrics (pure functions)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from wetqa.dataset import QAItem
+from wetqa.settings import setting
 
-from .judge import Judge
-from .metrics import Metric, register
+from .judge import Judge, LLMJudge
+from .llm import model_config
+from .metrics import Metric, MetricError, Scorer, register
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,46 @@ def geval_scores(
     return results
 
 
+@dataclass(frozen=True, slots=True)
+class GEvalSettings:
+    judge: str | None = setting(
+        None,
+        "G-Eval judge: a model on --judge-base-url or the OpenAI API, or BACKEND:MODEL of another generator "
+        "backend (transformers:PATH for a local model)",
+        metavar="MODEL",
+    )
+    judge_base_url: str | None = setting(None, "OpenAI-compatible server of the judge", metavar="URL")
+    judge_concurrency: int | None = setting(
+        None, "judge requests under way at once (default: the judge backend's concurrency)", minimum=1
+    )
+    judge_samples: int = setting(10, "scores sampled per prompt when the judge gives no log-probabilities", minimum=1)
+
+
+def make_scorer(settings: GEvalSettings, folder: Path | None) -> Scorer:
+    if not settings.judge:
+        raise MetricError(
+            'the geval metric needs a judge: --judge MODEL (judge = "MODEL" in an experiment\'s TOML), '
+            "with --judge-base-url for a local OpenAI-compatible server"
+        )
+    config = model_config(settings.judge, settings.judge_base_url, "judge", concurrency=settings.judge_concurrency)
+    return GEvalScorer(LLMJudge(config, folder, settings.judge_samples))
+
+
+class GEvalScorer:
+    """The geval metric's scorer: its judge's scores, and whether the judge was ever reached."""
+
+    def __init__(self, judge: LLMJudge):
+        self.judge = judge
+
+    def __call__(self, pairs: Sequence[tuple[dict, QAItem]], corpus) -> list[dict]:
+        return geval_scores(self.judge, pairs)
+
+    def unavailable(self) -> str | None:
+        """Why the judge never answered, when it could not be reached (a missing component: exit 3)."""
+        j = self.judge
+        return f"the G-Eval judge ({j.unreachable})" if j.unreachable and not j.answered else None
+
+
 register(
     Metric(
         name="geval",
@@ -111,9 +154,9 @@ register(
         # Each criterion on its own: a fluency score that failed is retried even when coherence came back.
         complete=tuple(f"geval_{c}" for c in CRITERIA),
         prefixes=("geval_",),
-        depends_on=lambda rec, item, corpus, model: [item.question, item.answer, model],
-        cost="model",
-        needs="a judge (--judge)",
+        depends_on=lambda rec, item, corpus, settings: [item.question, item.answer, settings.judge],
+        settings=GEvalSettings,
+        make_scorer=make_scorer,
         columns=(
             ("COH", "geval_coherence", 1),
             ("FLU", "geval_fluency", 2),

@@ -1,11 +1,11 @@
 """LLM judges for G-Eval: who computes the score, kept apart from what is measured.
 
-``OpenAIJudge`` asks any OpenAI-compatible endpoint (or the OpenAI API) for
-the score token with ``top_logprobs``; where the server gives no
-log-probabilities it samples ``n`` scores instead. ``TransformersJudge`` reads
-the next-token distribution of a local model directly. Requests run
-concurrently and are retried; answers are cached on disk by (model, prompt,
-settings); token usage and cost are logged.
+A judge is a generator backend of wetqa's registry (:func:`wetqa.evaluation.llm.model_config`: the
+OpenAI API or any OpenAI-compatible server, a local transformers model, ...), so a model is called
+one way everywhere. The score is read from the distribution of the answer's first token
+(``top_logprobs``), probability-weighted over the scale; where the backend or its server gives no
+log-probabilities, ``samples`` scores are sampled and averaged instead. Answers are cached on disk
+by (backend, model, prompt, scale, samples); token usage and cost are logged.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -22,12 +21,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from wetqa.io import read_journal
+from wetqa.generation import (
+    Generation,
+    GeneratorConfig,
+    Request,
+    Sampling,
+    UnsupportedSetting,
+    check_sampling,
+    make_backend,
+)
+from wetqa.io import own_folder, read_journal
 
 log = logging.getLogger("wetqa.evaluation.judge")
 
 # USD per million tokens (input, output), for the cost log; unknown models cost 0.
 PRICES = {"gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "gpt-4": (30.0, 60.0), "gpt-3.5-turbo": (0.5, 1.5)}
+TOP_LOGPROBS = 20  # the most the OpenAI API gives
+CACHE_FILE = "judge-cache.jsonl"
 
 
 @dataclass(slots=True)
@@ -68,13 +78,17 @@ def parse_score(text: str, scale: Sequence[int]) -> int | None:
 
 
 class DiskCache:
+    """Judge answers by key, in ``judge-cache.jsonl`` of ``folder``: a folder wetqa owns (one of an older
+    wetqa holding only that file is adopted), made or checked when the first answer is written, not when
+    a judge is set up."""
+
     def __init__(self, folder: str | Path | None):
         self.folder = Path(folder) if folder else None
         self._lock = threading.Lock()
         self._mem: dict[str, dict] = {}
+        self._owned = False
         if self.folder:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            for rec in read_journal(self.folder / "judge-cache.jsonl"):  # a torn last line is cut off
+            for rec in read_journal(self.folder / CACHE_FILE):  # a torn last line is cut off
                 self._mem[rec["key"]] = rec["value"]
 
     @staticmethod
@@ -88,117 +102,93 @@ class DiskCache:
         with self._lock:
             self._mem[key] = value
             if self.folder:
-                with open(self.folder / "judge-cache.jsonl", "a", encoding="utf-8") as fh:
+                if not self._owned:  # the file listed as wetqa's: a later run writes beside it again
+                    own_folder(self.folder, (CACHE_FILE,), adopt=lambda p: {CACHE_FILE} & {e.name for e in p.iterdir()})
+                    self._owned = True
+                with open(self.folder / CACHE_FILE, "a", encoding="utf-8") as fh:
                     fh.write(json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n")
 
 
-def _from_cache(v: dict) -> JudgeResult:
-    return JudgeResult(v["score"], "cache:" + v["method"], v.get("distribution", {}))
+class LLMJudge:
+    """A generator backend as judge. Its model is loaded (or its client made) when it first judges."""
 
-
-class OpenAIJudge:
-    def __init__(
-        self,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        concurrency: int = 8,
-        max_retries: int = 4,
-        timeout: float = 60.0,
-        samples: int = 10,
-        cache_dir: str | Path | None = None,
-        use_logprobs: bool = True,
-    ):
-        import openai
-
-        api_key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not api_key and base_url is None:
-            raise ValueError(
-                "the G-Eval judge needs OPENAI_API_KEY, or --judge-base-url for a local OpenAI-compatible server"
-            )
-        self.model = model
-        self.base_url = base_url
-        self._openai = openai
-        self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", max_retries=max_retries, timeout=timeout
-        )
-        self.concurrency = max(1, concurrency)
+    def __init__(self, config: GeneratorConfig, cache_dir: str | Path | None = None, samples: int = 10):
+        self.config = config
+        self.model = config.model
         self.samples = samples
-        self.use_logprobs = use_logprobs
         self.cache = DiskCache(cache_dir)
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self._backend = None
         # Whether the judge ever answered, and why it could not be reached: a judge that never answers
         # is a missing component (exit 3), and once it is known unreachable no more requests are sent.
         self.answered = 0
         self.unreachable: str | None = None
 
-    def _messages(self, prompt: str) -> list[dict]:
-        return [{"role": "user", "content": prompt}]
+    @property
+    def backend(self):
+        if self._backend is None:
+            self._backend = make_backend(self.config)
+        return self._backend
 
-    def _one(self, prompt: str, scale: Sequence[int]) -> JudgeResult:
-        key = DiskCache.key(self.model, prompt, list(scale), self.use_logprobs, self.samples)
-        if (hit := self.cache.get(key)) is not None:
-            self.answered += 1
-            return _from_cache(hit)
-        if self.unreachable and not self.answered:
-            return JudgeResult(None, "error", error=self.unreachable)
-        o = self._openai
+    def _logprobs(self) -> bool:
         try:
-            result = None
-            if self.use_logprobs:
-                resp = self._client.chat.completions.create(
-                    model=self.model,
-                    messages=self._messages(prompt),
-                    max_tokens=2,
-                    temperature=0.0,
-                    logprobs=True,
-                    top_logprobs=20,
-                )
-                content = resp.choices[0].logprobs.content if resp.choices[0].logprobs else None
-                if content:
-                    first = next((c for c in content if c.token.strip()), content[0])
-                    score, dist = weighted_score({t.token: t.logprob for t in first.top_logprobs}, scale)
-                    if score is not None:
-                        result = JudgeResult(
-                            score, "logprobs", dist, resp.usage.prompt_tokens, resp.usage.completion_tokens
-                        )
-            if result is None:  # no log-probabilities: the mean of n sampled scores
-                resp = self._client.chat.completions.create(
-                    model=self.model, messages=self._messages(prompt), max_tokens=5, temperature=1.0, n=self.samples
-                )
-                vals = [v for c in resp.choices if (v := parse_score(c.message.content, scale)) is not None]
-                if not vals:
-                    return JudgeResult(None, "samples", error="the judge gave no score on the scale")
-                result = JudgeResult(
-                    sum(vals) / len(vals), "samples", {}, resp.usage.prompt_tokens, resp.usage.completion_tokens
-                )
-        except (o.APIConnectionError, o.APITimeoutError) as exc:
-            self.unreachable = f"judge unreachable at {self.base_url or 'api.openai.com'}: {exc}"
-            return JudgeResult(None, "error", error=self.unreachable)
-        except o.APIStatusError as exc:
-            return JudgeResult(None, "error", error=f"judge error {exc.status_code}: {getattr(exc, 'message', exc)}")
-        self.answered += 1
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        self.cache.put(key, {"score": result.score, "method": result.method, "distribution": result.distribution})
-        return result
+            check_sampling(self.backend, Sampling(logprobs=TOP_LOGPROBS))
+        except UnsupportedSetting:
+            return False
+        return True
 
     def score(self, prompts: Sequence[str], scale: Sequence[int]) -> list[JudgeResult]:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            out = list(pool.map(lambda p: self._one(p, scale), prompts))
-        price = PRICES.get(self.model, (0.0, 0.0))
-        cost = (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1e6
+        keys = [DiskCache.key(self.config.kind, self.model, p, list(scale), self.samples) for p in prompts]
+        out: list[JudgeResult | None] = [_cached(self.cache.get(k)) for k in keys]
+        self.answered += sum(r is not None for r in out)  # a cached score was answered once
+        fresh = todo = [i for i, r in enumerate(out) if r is None]
+        if todo and self._logprobs():
+            sampling = Sampling(temperature=0.0, max_tokens=2, logprobs=TOP_LOGPROBS)
+            for i, r in zip(todo, self._ask([prompts[i] for i in todo], sampling, scale, 1, _from_logprobs)):
+                out[i] = r
+        todo = [i for i, r in enumerate(out) if r is None]  # no log-probabilities: the mean of sampled scores
+        if todo:
+            sampling = Sampling(temperature=1.0, max_tokens=5)
+            for i, r in zip(todo, self._ask([prompts[i] for i in todo], sampling, scale, self.samples, _from_samples)):
+                out[i] = r
+        for i in fresh:
+            if (r := out[i]) is not None and r.score is not None:
+                self.cache.put(keys[i], {"score": r.score, "method": r.method, "distribution": r.distribution})
         log.info(
             "judge %s: %d prompt + %d completion tokens so far, cost ~$%.4f",
             self.model,
             self.prompt_tokens,
             self.completion_tokens,
-            cost,
+            self.cost_usd,
         )
-        return out
+        return [r or JudgeResult(None, "error", error="no score") for r in out]
+
+    def _ask(self, prompts: Sequence[str], sampling: Sampling, scale: Sequence[int], n: int, read) -> list:
+        """Each prompt ``n`` times to the backend (one batch), then ``read`` turns its generations into a result.
+
+        Until the judge has answered once, the first prompt goes alone: a judge that cannot be reached is
+        asked that once, and the rest get its error without a request of their own.
+        """
+        requests = [Request("", [], [{"role": "user", "content": p}], sampling) for p in prompts for _ in range(n)]
+        head = 0 if self.answered else n
+        gens = self._generate(requests[:head]) + self._generate(requests[head:])
+        return [read(gens[i * n : (i + 1) * n], scale) for i in range(len(prompts))]
+
+    def _generate(self, requests: Sequence[Request]) -> list[Generation]:
+        if not requests:
+            return []
+        if self.unreachable and not self.answered:
+            return [Generation(error=self.unreachable, unavailable=True) for _ in requests]
+        gens = self.backend.generate(requests)
+        for g in gens:
+            self.prompt_tokens += g.usage.prompt_tokens
+            self.completion_tokens += g.usage.completion_tokens
+            if g.error is None:
+                self.answered += 1
+            elif g.unavailable and self.unreachable is None:
+                self.unreachable = g.error
+        return gens
 
     @property
     def cost_usd(self) -> float:
@@ -206,65 +196,31 @@ class OpenAIJudge:
         return (self.prompt_tokens * price[0] + self.completion_tokens * price[1]) / 1e6
 
 
-class TransformersJudge:
-    """A local causal LM as judge: exact probabilities of the score tokens after the prompt."""
+def _cached(hit: dict | None) -> JudgeResult | None:
+    return None if hit is None else JudgeResult(hit["score"], "cache:" + hit["method"], hit.get("distribution", {}))
 
-    def __init__(
-        self,
-        model: str,
-        cache_dir: str | Path | None = None,
-        device: str | None = None,
-        gguf_file: str | None = None,
-        dtype: str = "auto",
-    ):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from wetqa.generation.backends.transformers_backend import split_gguf, torch_dtype_for
+def _failed(gens) -> JudgeResult | None:
+    error = next((g.error for g in gens if g.error), None)
+    return None if error is None else JudgeResult(None, "error", error=f"judge: {error}")
 
-        model, gguf_file = split_gguf(model, gguf_file)
-        kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-        self.torch = torch
-        # On a GPU when there is one, in bf16/fp16 there (fp32 on a CPU), like the generator backends.
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.tokenizer = AutoTokenizer.from_pretrained(model, **kwargs)
-        dtype_ = torch_dtype_for(dtype, self.device)
-        self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype_, **kwargs).eval()
-        self.lm.to(self.device)
-        self.model = model
-        self.cache = DiskCache(cache_dir)
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
 
-    def _score_ids(self, scale: Sequence[int]) -> dict[int, int]:
-        ids = {}
-        for s in scale:
-            toks = self.tokenizer.encode(str(s), add_special_tokens=False)
-            if toks:
-                ids[s] = toks[-1]
-        return ids
+def _from_logprobs(gens, scale: Sequence[int]) -> JudgeResult | None:
+    """The weighted score of the first token's distribution; None (sample instead) when it has no score token."""
+    if (failed := _failed(gens)) is not None:
+        return failed
+    g = gens[0]
+    score, dist = weighted_score(g.top_logprobs, scale)
+    if score is None:
+        return None
+    return JudgeResult(score, "logprobs", dist, g.usage.prompt_tokens, g.usage.completion_tokens)
 
-    def score(self, prompts: Sequence[str], scale: Sequence[int]) -> list[JudgeResult]:
-        score_ids = self._score_ids(scale)
-        out = []
-        for prompt in prompts:
-            key = DiskCache.key(self.model, prompt, list(scale), "transformers")
-            if (hit := self.cache.get(key)) is not None:
-                out.append(_from_cache(hit))
-                continue
-            msgs = [{"role": "user", "content": prompt}]
-            if self.tokenizer.chat_template:
-                ids = self.tokenizer.apply_chat_template(
-                    msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
-                )["input_ids"]
-            else:
-                ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"]
-            with self.torch.no_grad():
-                logits = self.lm(ids.to(self.device)).logits[0, -1]
-            logprobs = self.torch.log_softmax(logits.float(), dim=-1)
-            score, dist = weighted_score({str(s): float(logprobs[i]) for s, i in score_ids.items()}, scale)
-            self.prompt_tokens += int(ids.shape[1])
-            res = JudgeResult(score, "logprobs", dist, int(ids.shape[1]), 0)
-            self.cache.put(key, {"score": res.score, "method": res.method, "distribution": res.distribution})
-            out.append(res)
-        return out
+
+def _from_samples(gens, scale: Sequence[int]) -> JudgeResult:
+    if (failed := _failed(gens)) is not None:
+        return failed
+    values = [v for g in gens if (v := parse_score(g.text, scale)) is not None]
+    if not values:
+        return JudgeResult(None, "samples", error="the judge gave no score on the scale")
+    usage = (sum(g.usage.prompt_tokens for g in gens), sum(g.usage.completion_tokens for g in gens))
+    return JudgeResult(sum(values) / len(values), "samples", {}, *usage)

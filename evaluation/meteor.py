@@ -61,8 +61,9 @@ register(
         scores=("meteor",),
         complete=("meteor",),
         prefixes=("meteor",),
-        depends_on=lambda rec, item, corpus, model: [item.answer],
+        depends_on=lambda rec, item, corpus, settings: [item.answer],
         compute=lambda rec, item, corpus: {"meteor": meteor(rec.get("answer") or "", item.answer)},
         columns=(("MET", "meteor", 4),),
+        notes=lambda: {"meteor_variant": meteor_variant()},
     )
 )

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
+from wetqa.console import check_model_ref
 from wetqa.dataset import QAItem
 from wetqa.generation.sentences import split_sentences
+from wetqa.settings import setting
 
-from .metrics import Metric, register
+from .metrics import Metric, Scorer, register
 
 DEFAULT_NLI_MODEL = "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7"
 
@@ -180,9 +184,32 @@ def _entails(nli, passages: Sequence[str], hypothesis: str, threshold: float) ->
     return int(max(nli.entailment([(p, hypothesis) for p in passages])) >= threshold), 1
 
 
-def _depends_on(rec: dict, item, corpus, model) -> list:
+@dataclass(frozen=True, slots=True)
+class NLISettings:
+    # None stands for the default model, so scores made with it keep their recorded inputs.
+    nli_model: str | None = setting(None, f"NLI model id or path (default {DEFAULT_NLI_MODEL})", metavar="ID_OR_PATH")
+
+
+class _LazyNLI:
+    """The NLI model of a scorer, loaded when an answer first needs it (not for scores already made)."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self._nli: NLIModel | None = None
+
+    def __call__(self, pairs: Sequence[tuple[dict, QAItem]], corpus) -> list[dict]:
+        if self._nli is None:
+            self._nli = NLIModel(self.model)
+        return nli_citation_scores(self._nli, pairs, corpus.texts)
+
+
+def make_scorer(settings: NLISettings, folder: Path | None) -> Scorer:
+    return _LazyNLI(check_model_ref(settings.nli_model or DEFAULT_NLI_MODEL, "NLI model"))
+
+
+def _depends_on(rec: dict, item, corpus, settings) -> list:
     cited = [str(c) for c in rec.get("cited_ids") or []]
-    return [cited, [corpus.texts.get(c) for c in cited], model]
+    return [cited, [corpus.texts.get(c) for c in cited], settings.nli_model or "default"]
 
 
 register(
@@ -192,7 +219,7 @@ register(
         complete=("nli_citation_recall",),
         prefixes=("nli_",),
         depends_on=_depends_on,
-        cost="model",
-        needs="an NLI model (--nli-model)",
+        settings=NLISettings,
+        make_scorer=make_scorer,
     )
 )

@@ -58,7 +58,7 @@ register(
         scores=("rougeL",),
         complete=("rougeL",),
         prefixes=("rougeL",),
-        depends_on=lambda rec, item, corpus, model: [item.answer],
+        depends_on=lambda rec, item, corpus, settings: [item.answer],
         compute=lambda rec, item, corpus: {"rougeL": rouge_l(rec.get("answer") or "", item.answer).fmeasure},
         columns=(("ROU", "rougeL", 3),),
     )

@@ -10,15 +10,16 @@ so a table is reproduced to the digit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from wetqa.console import install_command
 
 # Per-question scores: a list or a numpy array.
 Scores = Sequence[float] | np.ndarray
 RESAMPLES = 10_000
 SEED = 0
-CORRECTIONS = ("holm", "bonferroni", "none")
 # Marks in tables: the corrected p-value below these levels.
 MARKS = ((0.01, "‡"), (0.05, "†"))
 
@@ -27,7 +28,7 @@ def _scipy_stats():
     try:
         from scipy import stats
     except ImportError:  # pragma: no cover - scipy comes with the eval extra
-        raise RuntimeError("confidence intervals and tests need scipy: pip install 'wetqa[eval]'") from None
+        raise RuntimeError(f"confidence intervals and tests need scipy: {install_command('scipy')}") from None
     return stats
 
 
@@ -73,23 +74,31 @@ def randomization_p(a: Scores, b: Scores, resamples: int = RESAMPLES, seed: int 
     return float(min(1.0, res.pvalue))
 
 
-def correct(p_values: Sequence[float], method: str = "holm") -> list[float]:
-    """p-values adjusted for testing several systems against one baseline (Holm's step-down or Bonferroni)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
-    if method == "none" or m == 0:
-        return [float(v) for v in p]
-    if method == "bonferroni":
-        return [float(v) for v in np.minimum(1.0, p * m)]
-    if method != "holm":
-        raise ValueError(f"unknown correction {method!r}; choose from {', '.join(CORRECTIONS)}")
-    order = np.argsort(p, kind="stable")
-    adjusted = np.empty(m)
+def _holm(p: np.ndarray) -> np.ndarray:
+    """Holm's step-down: the i-th smallest p times (m - i), kept monotonic."""
+    adjusted = np.empty(p.size)
     running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
+    for rank, i in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (p.size - rank) * p[i]))
         adjusted[i] = running
-    return [float(v) for v in adjusted]
+    return adjusted
+
+
+# How p-values are adjusted for testing several systems against one baseline.
+CORRECTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "holm": _holm,
+    "bonferroni": lambda p: np.minimum(1.0, p * p.size),
+    "none": lambda p: p,
+}
+DEFAULT_CORRECTION = "holm"
+
+
+def correct(p_values: Sequence[float], method: str = DEFAULT_CORRECTION) -> list[float]:
+    """p-values adjusted for testing several systems against one baseline (``CORRECTIONS``)."""
+    if method not in CORRECTIONS:
+        raise ValueError(f"unknown correction {method!r}; choose from {', '.join(CORRECTIONS)}")
+    p = np.asarray(p_values, dtype=np.float64)
+    return [float(v) for v in CORRECTIONS[method](p)] if p.size else []
 
 
 def mark(p: float | None) -> str:

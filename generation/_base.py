@@ -44,9 +44,13 @@ class Sampling:
     max_tokens: int | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # The N most likely first tokens of the answer with their log-probabilities (an LLM judge reads a
+    # score's distribution from them, G-Eval's probability-weighted score).
+    logprobs: int | None = None
 
     def given(self) -> list[str]:
-        return [name for name in ("temperature", "max_tokens", "stop", "seed") if getattr(self, name) not in (None, ())]
+        names = ("temperature", "max_tokens", "stop", "seed", "logprobs")
+        return [name for name in names if getattr(self, name) not in (None, ())]
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +143,8 @@ class Generation:
     seconds: float = 0.0
     unavailable: bool = False  # the failure is the model server's absence (unreachable, timed out): exit 3
     finish_reason: str = "stop"  # "length" when max_tokens cut the output
+    # With Sampling.logprobs: the first non-blank token's most likely alternatives -> log-probability.
+    top_logprobs: dict[str, float] = field(default_factory=dict)
     # The server refused the request's answer schema (a 400 about response_format): ask again in text.
     rejected_schema: bool = False
 

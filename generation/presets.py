@@ -8,7 +8,7 @@ list kept here.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from wetqa.console import check_model_ref
@@ -146,14 +146,6 @@ def resolve_generator(name: str, backend: str | None = None, model: str | None =
     if info.local_model:
         check_model_ref(cfg.model)
     return cfg
-
-
-def with_settings(cfg: GeneratorConfig, **changes) -> GeneratorConfig:
-    """``cfg`` with some settings changed (checked like any other)."""
-    try:
-        return replace(cfg, settings=check(replace(cfg.settings, **changes)))
-    except (SettingError, TypeError) as exc:
-        raise GenerationError(str(exc)) from None
 
 
 def make_backend(cfg: GeneratorConfig) -> Backend:

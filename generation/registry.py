@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from wetqa.console import UnavailableError
+from wetqa.console import EXTRA_OF, UnavailableError, install_command
 from wetqa.registry import Registry, missing_modules
 from wetqa.settings import SettingInfo, settings_of
 
@@ -36,8 +36,7 @@ class BackendInfo:
     settings: type  # a frozen dataclass of settings (wetqa.settings.setting fields)
     create: Callable[[Any], Any]  # settings -> a Backend
     supports: frozenset[str] = frozenset()  # per-request Sampling settings it honours
-    extra: str | None = None  # the pip extra that provides what it needs
-    requires: tuple[str, ...] = ()  # import names that must be installed
+    requires: tuple[str, ...] = ()  # import names that must be installed (their extra: wetqa.console.EXTRA_OF)
     description: str = ""
     uses_model: bool = True  # needs a model (id or path)
     local_model: bool = False  # the model is loaded here (a path must exist)
@@ -47,11 +46,17 @@ class BackendInfo:
     def infos(self) -> tuple[SettingInfo, ...]:
         return settings_of(self.settings)
 
+    @property
+    def extra(self) -> str | None:
+        """The pip extra that provides what it needs (read from ``EXTRA_OF``, where it is declared once)."""
+        return next((EXTRA_OF[m] for m in self.requires if m in EXTRA_OF), None)
+
     def check_available(self) -> None:
         gone = missing_modules(self.requires)
         if gone:
-            how = f"pip install 'wetqa[{self.extra}]'" if self.extra else "pip install " + " ".join(gone)
-            raise UnavailableError(f"the {self.name} generator needs {', '.join(gone)} (not installed): {how}")
+            raise UnavailableError(
+                f"the {self.name} generator needs {', '.join(gone)} (not installed): {install_command(gone[0])}"
+            )
 
 
 _REGISTRY: Registry[BackendInfo] = Registry("generator backend", BUILTIN, "wetqa.backends")

@@ -46,7 +46,7 @@ def server_config(args: argparse.Namespace):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    requires("serve", "fastapi", "uvicorn", command="wetqa serve")
+    requires("fastapi", "uvicorn", command="wetqa serve")
     import uvicorn
 
     from wetqa.generation.spec import PipelineSpec

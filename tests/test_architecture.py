@@ -216,3 +216,69 @@ def test_the_server_is_made_of_small_functions():
     create = next(f for f in _functions(app) if f.name == "create_app")
     assert create.end_lineno - create.lineno + 1 < 40
     assert [f.name for f in _functions(create) if f is not create] == []  # no nested functions
+
+
+def test_the_experiment_imports_no_cli():
+    # The experiment builds its scorers from the metrics' registry, as `eval generation` does, not
+    # from a command's module.
+    module = "wetqa.experiment"
+    found = imports_of(module, modules()[module])
+    assert [t for t in found if t == "wetqa.cli" or t.endswith(".cli") or ".cli." in t] == []
+
+
+def _part_names() -> set[str]:
+    """The names of evaluation's swappable parts: metrics, attribution and claim-support methods,
+    claim units, p-value corrections, and the generator backends a judge or an LLM runs on."""
+    from wetqa.evaluation.claims import UNITS
+    from wetqa.evaluation.methods import ATTRIBUTION, SUPPORT
+    from wetqa.evaluation.metrics import metrics
+    from wetqa.evaluation.significance import CORRECTIONS
+    from wetqa.generation.registry import backends
+
+    return {*metrics(), *ATTRIBUTION.all(), *SUPPORT.all(), *UNITS, *CORRECTIONS, *backends()}
+
+
+def _literals(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return []
+
+
+def name_ladders(source: str, names: set[str]) -> list[str]:
+    """Places that pick a part by comparing its name with a string literal (``method == "nli"``,
+    ``m in ("embedding", ...)``, ``spec.startswith("transformers:")``, ``case "geval":``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        spelled: list[str] = []
+        if isinstance(node, ast.Compare):
+            spelled = [s for part in (node.left, *node.comparators) for s in _literals(part) if s in names]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("startswith", "endswith"):
+                spelled = [s for a in node.args for s in _literals(a) if s.rstrip(":") in names]
+        elif isinstance(node, ast.match_case) and isinstance(node.pattern, ast.MatchValue):
+            spelled = [s for s in _literals(node.pattern.value) if s in names]
+        line = node.pattern.lineno if isinstance(node, ast.match_case) else getattr(node, "lineno", 0)
+        found += [f"line {line}: {s!r}" for s in spelled]
+    return found
+
+
+def test_no_metric_or_method_is_picked_by_its_name_in_evaluation_or_the_experiment():
+    names = _part_names()
+    paths = [*sorted((ROOT / "evaluation").glob("*.py")), ROOT / "wetqa" / "experiment.py"]
+    ladders = {str(p.relative_to(ROOT)): name_ladders(p.read_text(encoding="utf-8"), names) for p in paths}
+    assert {p: lines for p, lines in ladders.items() if lines} == {}
+
+
+def test_the_ladder_check_sees_a_ladder():
+    names = {"nli", "embedding", "transformers", "geval"}
+    source = (
+        'if method == "nli": pass\n'
+        'if m in ("embedding", "x"): pass\n'
+        'if spec.startswith("transformers:"): pass\n'
+        'match name:\n    case "geval": pass\n'
+        'if unit == "other": pass\n'
+    )
+    found = name_ladders(source, names)
+    assert [f.split(":")[0] for f in found] == ["line 1", "line 2", "line 3", "line 5"]

@@ -9,7 +9,6 @@ from wetqa.evaluation.attribution import (
     LLMAttributor,
     NLIAttributor,
     bm25_matrix,
-    make_attributor,
     parse_llm_references,
     select,
 )
@@ -127,8 +126,15 @@ def test_nli_and_cross_encoder_attributors_with_tiny_models(tmp_path):
     ce = CrossEncoderAttributor(str(ce_dir), max_length=128)
     s = ce.scores(long_sentence, CANDS)
     assert len(s) == 3 and all(0.0 <= x <= 1.0 for x in s)
-    with pytest.raises(AttributionError, match="unknown attribution method"):
-        make_attributor("magic")
+    from wetqa.evaluation.methods import ATTRIBUTION, MethodError
+
+    with pytest.raises(MethodError, match="unknown attribution method 'magic'; choose bm25, embedding"):
+        ATTRIBUTION.make("magic")
+    assert isinstance(ATTRIBUTION.make("nli", {"model": str(model)}), NLIAttributor)  # made from its settings
+    with pytest.raises(MethodError, match="--model does not apply to the bm25 attribution method"):
+        ATTRIBUTION.make("bm25", {"model": str(model)})
+    with pytest.raises(AttributionError, match="the llm method needs a model"):
+        ATTRIBUTION.make("llm")
 
 
 @pytest.mark.integration

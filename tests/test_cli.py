@@ -178,6 +178,8 @@ def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, 
         "http://127.0.0.1:9/v1",
         "--timeout",
         "2",
+        "--max-retries",  # a refused connection is retried with back-off (7 s of this test's 14)
+        "0",
         "--out",
         str(tmp_path / "run"),
     ]
@@ -192,7 +194,8 @@ def test_generate_against_a_dead_server_exits_non_zero(fixture_index, tmp_path, 
 def test_ask_with_an_unreachable_model_server_exits_3(fixture_index, capsys):
     question = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
     argv = ["ask", question, "--index", str(fixture_index), "--generator", "openai", "--model", "m"]
-    assert main([*argv, "--base-url", "http://127.0.0.1:9/v1", "--timeout", "2", "--min-confidence", "0"]) == 3
+    dead = ["--base-url", "http://127.0.0.1:9/v1", "--timeout", "2", "--max-retries", "0", "--min-confidence", "0"]
+    assert main([*argv, *dead]) == 3
     err = capsys.readouterr().err
     assert "cannot reach the model server at http://127.0.0.1:9/v1" in err and len(err.strip().splitlines()) == 1
 

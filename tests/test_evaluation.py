@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from wetqa.dataset import GoldArticle, QAItem, article_key
 from wetqa.evaluation.answers import CorpusMap, evaluate_runs, markdown_table
 from wetqa.evaluation.citations import citation_scores
-from wetqa.evaluation.geval import CRITERIA, build_prompt, geval_scores
-from wetqa.evaluation.judge import OpenAIJudge, parse_score, weighted_score
+from wetqa.evaluation.geval import CRITERIA, GEvalScorer, build_prompt, geval_scores
+from wetqa.evaluation.judge import LLMJudge, parse_score, weighted_score
+from wetqa.evaluation.llm import model_config
 from wetqa.evaluation.meteor import meteor
 from wetqa.evaluation.nli import NLIModel, nli_citation_scores
 from wetqa.evaluation.rouge import lcs_length, rouge_l
@@ -134,10 +135,16 @@ class FakeOpenAI(http.server.BaseHTTPRequestHandler):
 
     mode = "logprobs"
     calls = 0
+    sampled = 0
+    refuse = ""  # prompts holding this text get a 400 (a judge request that fails)
+    lock = threading.Lock()
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).calls += 1
+        with self.lock:
+            type(self).calls += 1
+        if self.refuse and self.refuse in body["messages"][-1]["content"]:
+            return self._send(400, {"error": {"message": "refused", "type": "invalid_request_error"}})
         usage = {"prompt_tokens": 100, "completion_tokens": 1, "total_tokens": 101}
         if self.mode == "logprobs" and body.get("logprobs"):
             import math
@@ -150,22 +157,18 @@ class FakeOpenAI(http.server.BaseHTTPRequestHandler):
                 "logprobs": {"content": [{"token": "4", "logprob": math.log(0.7), "bytes": None, "top_logprobs": top}]},
             }
             choices = [choice]
-        else:
-            choices = [
-                {"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": s}, "logprobs": None}
-                for i, s in enumerate(["2", "3", "geen idee", "3"][: body.get("n", 1)])
-            ]
-        out = json.dumps(
-            {
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": choices,
-                "usage": usage,
-            }
-        ).encode()
-        self.send_response(200)
+        else:  # no log-probabilities: one request a sample, the answers in turn
+            with self.lock:
+                answer = ["2", "3", "geen idee", "3"][type(self).sampled % 4]
+                type(self).sampled += 0 if body.get("logprobs") else 1
+            message = {"role": "assistant", "content": answer}
+            choices = [{"index": 0, "finish_reason": "stop", "message": message, "logprobs": None}]
+        body = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"], "choices": choices}
+        self._send(200, {**body, "usage": usage})
+
+    def _send(self, status: int, payload: dict) -> None:
+        out = json.dumps(payload).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
@@ -179,35 +182,103 @@ class FakeOpenAI(http.server.BaseHTTPRequestHandler):
 def fake_openai():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    FakeOpenAI.calls = 0
+    FakeOpenAI.calls = FakeOpenAI.sampled = 0
+    FakeOpenAI.mode, FakeOpenAI.refuse = "logprobs", ""
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
 
 
-def test_openai_judge_logprobs_samples_cache_and_errors(fake_openai, tmp_path):
-    FakeOpenAI.mode = "logprobs"
-    judge = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4)
+def test_judge_through_the_openai_backend_logprobs_samples_cache_and_errors(fake_openai, tmp_path):
+    judge = LLMJudge(model_config("judge-model", fake_openai), cache_dir=tmp_path / "cache", samples=4)
     res = judge.score(["beoordeel dit"], (1, 2, 3, 4, 5))[0]
     assert res.method == "logprobs" and res.score == pytest.approx(0.7 * 4 + 0.3 * 3)
     calls = FakeOpenAI.calls
-    again = OpenAIJudge("judge-model", base_url=fake_openai, cache_dir=tmp_path / "cache", samples=4).score(
+    again = LLMJudge(model_config("judge-model", fake_openai), cache_dir=tmp_path / "cache", samples=4).score(
         ["beoordeel dit"], (1, 2, 3, 4, 5)
     )[0]
     assert again.method == "cache:logprobs" and FakeOpenAI.calls == calls  # answered from the disk cache
     FakeOpenAI.mode = "samples"  # a server without log-probabilities
-    res = OpenAIJudge("judge-model", base_url=fake_openai, samples=4).score(["iets anders"], (1, 2, 3, 4, 5))[0]
+    res = LLMJudge(model_config("judge-model", fake_openai), samples=4).score(["iets anders"], (1, 2, 3, 4, 5))[0]
     assert res.method == "samples" and res.score == pytest.approx((2 + 3 + 3) / 3)
-    dead = OpenAIJudge("m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=2)
+    dead = LLMJudge(model_config("m", "http://127.0.0.1:9/v1", max_retries=0, timeout=2))
     res = dead.score(["x"], (1, 2, 3))[0]
-    assert res.score is None and "judge unreachable" in res.error
+    assert res.score is None and "cannot reach the model server at http://127.0.0.1:9/v1" in res.error
+
+
+def test_a_judge_that_cannot_be_reached_is_asked_once(fake_openai):
+    """A dead judge server: one request, whatever the number of answers and criteria; every answer gets
+    its error, and `unavailable()` tells eval generation to exit 3. A judge that answered once is asked
+    again after a failure (those answers are failures, exit 1)."""
+    dead = LLMJudge(model_config("m", "http://127.0.0.1:9/v1", max_retries=0, timeout=2))
+    sent = []
+    generate = dead.backend.generate
+    dead.backend.generate = lambda requests: sent.append(len(requests)) or generate(requests)
+    scorer = GEvalScorer(dead)
+    rows = scorer([({"answer": f"Antwoord {i}."}, QAItem(str(i), "Vraag?", "Referentie.")) for i in range(5)], None)
+    assert sent == [1]
+    assert all("cannot reach the model server at http://127.0.0.1:9/v1" in r["geval_error"] for r in rows)
+    assert "G-Eval judge" in scorer.unavailable() and "127.0.0.1:9" in scorer.unavailable()
+    live = GEvalScorer(LLMJudge(model_config("judge-model", fake_openai)))
+    live([({"answer": "Het antwoord."}, QAItem("1", "Vraag?", "Referentie."))], None)
+    assert live.unavailable() is None and live.judge.answered == 4
 
 
 def test_geval_scores_normalised_per_criterion(fake_openai):
-    FakeOpenAI.mode = "logprobs"
-    judge = OpenAIJudge("judge-model", base_url=fake_openai)
+    judge = LLMJudge(model_config("judge-model", fake_openai))
     out = geval_scores(judge, [({"answer": "Het antwoord."}, QAItem("1", "Vraag?", "Referentie."))])[0]
     assert out["geval_coherence"] == pytest.approx((3.7 - 1) / 4)
     assert out["geval_fluency"] == pytest.approx(1.0)  # only "3" is on the 1-3 scale: renormalised to p=1, (3-1)/2
+
+
+def _first_answer_token_logprobs(model_dir, prompt: str, top: int, steps: int = 2) -> dict[str, float]:
+    """The model's ``top`` likeliest first non-blank greedy tokens, computed here by forward passes (tokens
+    that read the same are one entry, their probabilities summed)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    lm = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    messages = [{"role": "user", "content": prompt}]
+    ids = list(tok.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"])
+    first = None
+    for _ in range(steps):
+        with torch.no_grad():
+            logprobs = torch.log_softmax(lm(torch.tensor([ids])).logits[0, -1].float(), dim=-1)
+        first = logprobs if first is None else first
+        best = int(logprobs.argmax())
+        if tok.decode([best]).strip():
+            first = logprobs
+            break
+        ids.append(best)
+    out: dict[str, float] = {}
+    for i in sorted(range(first.shape[0]), key=lambda i: -float(first[i]))[:top]:
+        t, lp = tok.decode([i]), float(first[i])
+        out[t] = float(np.logaddexp(out[t], lp)) if t in out else lp
+    return out
+
+
+def test_judge_through_the_transformers_backend_reads_the_models_own_distribution(tmp_path):
+    from wetqa.evaluation.judge import TOP_LOGPROBS
+    from wetqa.generation import Request, Sampling, make_backend
+
+    from .tiny_models import tiny_llama_dir
+
+    model = tiny_llama_dir(tmp_path / "llama")
+    prompt = "Reply with the score only, a single number from 1 to 5.\nScore:"
+    config = model_config(f"transformers:{model}")
+    assert config.kind == "transformers"  # BACKEND:MODEL runs on that registered backend
+    request = Request(
+        "", [], [{"role": "user", "content": prompt}], Sampling(temperature=0.0, max_tokens=2, logprobs=8)
+    )
+    got = make_backend(config).generate([request])[0].top_logprobs
+    expected = _first_answer_token_logprobs(model, prompt, 8)
+    assert got.keys() == expected.keys() and all(got[t] == pytest.approx(expected[t], abs=1e-4) for t in got)
+    res = LLMJudge(config, samples=3).score([prompt], (1, 2, 3, 4, 5))[0]
+    want, _ = weighted_score(_first_answer_token_logprobs(model, prompt, TOP_LOGPROBS), (1, 2, 3, 4, 5))
+    if want is None:  # no score token among the likeliest: the judge samples instead
+        assert res.method == "samples"
+    else:
+        assert res.method == "logprobs" and res.score == pytest.approx(want, abs=1e-4)
 
 
 # ---------------------------------------------------------------- NLI citations
@@ -394,6 +465,26 @@ def test_journal_reader_cuts_a_torn_tail_so_appends_start_a_new_line(tmp_path):
     assert DiskCache(tmp_path).get("b") == {"score": 2}
 
 
+@pytest.mark.unit
+def test_the_judge_cache_is_a_folder_wetqa_owns_made_when_first_written(tmp_path):
+    """A second judging into the same cache folder was refused: the folder was owned (main's
+    own_folder(out / "cache")) but the cache file written into it was not on its list."""
+    from wetqa.evaluation.judge import DiskCache
+    from wetqa.io import OutputError, owned_names
+
+    cache = DiskCache(tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()  # a judge set up writes nothing
+    cache.put("a", {"score": 1})
+    DiskCache(tmp_path / "cache").put("b", {"score": 2})  # the next run writes beside it again
+    assert owned_names(tmp_path / "cache") == {"judge-cache.jsonl"}
+    assert DiskCache(tmp_path / "cache").get("b") == {"score": 2}
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="notes.txt"):
+        DiskCache(tmp_path / "user").put("a", {"score": 1})
+    assert sorted(p.name for p in (tmp_path / "user").iterdir()) == ["notes.txt"]
+
+
 def test_markdown_table_shape():
     t = markdown_table(
         {"bm25+extractive": {"rougeL": {"mean": 52.1, "std": 0.0}, "article_hit": {"mean": 62.7, "std": 1.5}}}
@@ -432,58 +523,32 @@ def test_cached_scores_are_not_reused_when_their_inputs_change(tmp_path):
     assert res["summary"]["rougeL"]["mean"] == pytest.approx(100)
 
 
-def test_each_geval_criterion_is_retried_on_its_own(tmp_path):
-    from wetqa.evaluation.geval import CRITERIA
+def test_each_geval_criterion_is_retried_on_its_own(tmp_path, fake_openai):
+    from wetqa.evaluation.answers import RunFileError
+    from wetqa.evaluation.geval import GEvalSettings
+    from wetqa.evaluation.scoring import Scoring
 
     items = [QAItem("1", "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")])]
     run = _one_run(tmp_path)
-    calls = []
 
-    def judge(pairs, fail=("fluency",)):
-        calls.append(len(pairs))
-        out = {f"geval_{c}": 0.5 for c in CRITERIA if c not in fail}
-        if fail:
-            out["geval_error"] = "fluency: the judge did not answer"
-        return [out for _ in pairs]
+    def geval(judge):  # G-Eval built from its settings, as `eval generation --judge` builds it
+        return Scoring(["geval"], {"geval": GEvalSettings(judge=judge, judge_base_url=fake_openai)}, tmp_path / "c")
 
-    evaluate_runs(
-        [run],
-        items,
-        _corpus(),
-        tmp_path / "eval",
-        ["geval"],
-        judge_scorer=judge,
-        progress=False,
-        models={"geval": "judge-a"},
-    )
-    assert calls == [1]
-    res = evaluate_runs(
-        [run],
-        items,
-        _corpus(),
-        tmp_path / "eval",
-        ["geval"],
-        progress=False,
-        judge_scorer=lambda pairs: judge(pairs, fail=()),
-        models={"geval": "judge-a"},
-    )
-    assert calls == [1, 1]  # fluency was missing, so the answer went to the judge again
-    assert res["summary"]["geval_fluency"]["mean"] == pytest.approx(50)
+    FakeOpenAI.refuse = "Fluency (1-3)"  # the judge fails on fluency
+    first = evaluate_runs([run], items, _corpus(), tmp_path / "eval", geval("judge-a"), progress=False)
+    assert FakeOpenAI.calls == 4 and "geval_fluency" not in first["summary"] and first["failed"]["count"] == 1
+    FakeOpenAI.refuse = ""
+    res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", geval("judge-a"), progress=False)
+    assert FakeOpenAI.calls == 5  # fluency was missing, so it went to the judge again (the rest from its cache)
+    assert res["summary"]["geval_fluency"]["mean"] == pytest.approx(100) and res["failed"]["count"] == 0
     rows = [json.loads(line) for line in (tmp_path / "eval" / "scores.jsonl").read_text().splitlines()]
-    assert "geval_error" not in rows[-1]
-    from wetqa.evaluation.answers import RunFileError
-
-    with pytest.raises(RunFileError, match="geval of 1 answer"):
-        evaluate_runs(
-            [run],
-            items,
-            _corpus(),
-            tmp_path / "eval",
-            ["geval"],
-            progress=False,
-            judge_scorer=lambda pairs: judge(pairs, fail=()),
-            models={"geval": "judge-b"},
-        )
+    assert (
+        "geval_error" not in rows[-1]
+        and rows[0]["geval_error"].startswith("judge: ")
+        and "refused" in rows[0]["geval_error"]
+    )
+    with pytest.raises(RunFileError, match="geval of 1 answer"):  # another judge: not reused
+        evaluate_runs([run], items, _corpus(), tmp_path / "eval", geval("judge-b"), progress=False)
 
 
 @pytest.mark.unit
@@ -503,7 +568,7 @@ def test_abstentions_score_zero_over_all_and_are_left_out_over_answered_with_a_r
         "\n".join(json.dumps({**r, "retrieved": [first]}) for r in lines) + "\n", encoding="utf-8"
     )
     items = [QAItem(q, "?", "de ouder misbruikt het gezag", [GoldArticle("X", "Artikel 1")]) for q in ("1", "2", "3")]
-    res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", metrics=("rouge", "citations"), progress=False)
+    res = evaluate_runs([run], items, _corpus(), tmp_path / "eval", ("rouge", "citations"), progress=False)
     assert res["abstention"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
     assert res["abstention"]["abstained"] == 1
     # Over all: the abstention scores 0; over answered: the two answers only.

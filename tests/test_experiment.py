@@ -121,3 +121,31 @@ def test_one_backend_per_generator_released_before_the_next(tmp_path, monkeypatc
     run_experiment(load_experiment(_write(tmp_path, body)))
     # 2 generators x 3 retrievers x 2 k x 2 runs: two backends, each closed once, in order.
     assert len(made) == 2 and closed == made
+
+
+def test_metric_settings_are_checked_when_read_and_a_model_is_loaded_once_per_grid(tmp_path, monkeypatch):
+    import wetqa.evaluation.nli as nli_module
+    from wetqa.evaluation.metrics import MetricError
+
+    from .tiny_models import tiny_bert_dir
+
+    with pytest.raises(ConfigError, match="judge_concurrency must be >= 1"):
+        load_experiment(_write(tmp_path, "judge_concurrency = 0\n" + GRID))
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_experiment(_write(tmp_path, 'judge_modle = "m"\n' + GRID))
+    with pytest.raises(MetricError, match="the geval metric needs a judge"):  # named before anything runs
+        run_experiment(load_experiment(_write(tmp_path, GRID), {"metrics": ["rouge", "geval"]}))
+    assert not (tmp_path / "out" / "runs").exists()
+    loaded = []
+
+    class Counted(nli_module.NLIModel):
+        def __init__(self, *a, **k):
+            loaded.append(a)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(nli_module, "NLIModel", Counted)
+    model = tiny_bert_dir(tmp_path / "nli", num_labels=3)
+    grid = f'metrics = ["citations", "nli"]\nnli_model = "{model}"\n' + GRID.replace("runs = 2", "runs = 1")
+    result = run_experiment(load_experiment(_write(tmp_path, grid)))
+    assert len(result["generation"]) == 6 and len(loaded) == 1  # one NLI model serves the six cells
+    assert all(0 <= row["nli_citation_recall"]["mean"] <= 100 for row in result["generation"].values())

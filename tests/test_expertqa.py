@@ -83,16 +83,16 @@ def test_overlap_scores_content_words_only():
 
 @pytest.mark.unit
 def test_nli_and_embedding_methods_run_with_tiny_models(tmp_path):
-    from wetqa.evaluation.expertqa import make_scorer
+    from wetqa.evaluation.methods import SUPPORT
 
     texts = ["The court may end parental authority.", "Regular exercise lowers blood pressure."]
-    nli = make_scorer("nli", str(tiny_bert_dir(tmp_path / "nli", texts=texts, num_labels=3)))
+    nli = SUPPORT.make("nli", {"model": str(tiny_bert_dir(tmp_path / "nli", texts=texts, num_labels=3))})
     p = nli.score("Courts may end authority.", texts)
     assert 0.0 <= p <= 1.0
     assert nli.score("x", []) == 0.0
     from .tiny_models import tiny_sentence_transformer
 
-    emb = make_scorer("embedding", str(tiny_sentence_transformer(tmp_path / "st", texts)))
+    emb = SUPPORT.make("embedding", {"model": str(tiny_sentence_transformer(tmp_path / "st", texts))})
     assert -1.0 <= emb.score("Courts may end authority.", [" ".join(texts) * 40]) <= 1.0  # beyond the model's length
 
 

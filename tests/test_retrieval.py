@@ -142,14 +142,13 @@ def test_hybrid_over_two_indexes(fixture_corpus, tmp_path):
 
 
 @pytest.mark.integration
-def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, tmp_path):
-    pytest.importorskip("pyserini")
-    build_index(real_corpus, "bm25s", tmp_path / "bm25s", progress=False)
-    meta = build_index(real_corpus, "bm25", tmp_path / "bm25", progress=False)
-    assert meta["options"]["language"] == "nl"
+def test_pyserini_and_bm25s_agree_on_the_dev_questions(real_corpus, real_bm25s_index, real_bm25_index, tmp_path):
+    from wetqa.retrieval import read_index_meta
+
+    assert read_index_meta(real_bm25_index)["options"]["language"] == "nl"
     questions = [i.question for i in load_dataset(DEV)]
-    a = open_index(tmp_path / "bm25s").batch_search(questions, 10, threads=2)
-    b = open_index(tmp_path / "bm25").batch_search(questions, 10, threads=2)
+    a = open_index(real_bm25s_index).batch_search(questions, 10, threads=2)
+    b = open_index(real_bm25_index).batch_search(questions, 10, threads=2)
     overlap = [len({h.id for h in x} & {h.id for h in y}) / 10 for x, y in zip(a, b)]
     assert statistics.mean(overlap) >= 0.9, overlap
     top1 = sum(x[0].id == y[0].id for x, y in zip(a, b)) / len(questions)
@@ -246,13 +245,11 @@ def test_streamed_impacts_equal_bm25s_bit_for_bit(tmp_path, monkeypatch):
 
 
 @pytest.mark.integration
-def test_pyserini_from_many_threads_at_once(real_corpus, tmp_path):
+def test_pyserini_from_many_threads_at_once(real_bm25_index):
     """Without the lock this failed: 8 of 4,000 calls raised IncompatibleClassChangeError on the real corpus."""
-    pytest.importorskip("pyserini")
     from concurrent.futures import ThreadPoolExecutor
 
-    build_index(real_corpus, "bm25", tmp_path / "bm25", progress=False)
-    r = open_index(tmp_path / "bm25")
+    r = open_index(real_bm25_index)
     questions = [i.question for i in load_dataset(DEV)]
     expected = {q: [h.id for h in r.search(q, k=3)] for q in questions}
 

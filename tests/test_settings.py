@@ -72,6 +72,39 @@ def test_every_retriever_option_has_a_flag_and_a_toml_key(tmp_path):
             assert load_experiment(cfg).retrievers[0].options == {s.key: value}
 
 
+def test_every_metric_setting_has_an_eval_flag_and_an_experiment_key(tmp_path):
+    from wetqa.config import load_experiment
+    from wetqa.evaluation.metrics import metrics
+    from wetqa.evaluation.scoring import settings_from
+
+    owned = [(name, s) for name, m in metrics().items() if m.settings for s in settings_of(m.settings)]
+    assert {s.name for _, s in owned} >= {"judge", "judge_base_url", "judge_concurrency", "nli_model"}
+    for name, s in owned:
+        text, value = _example(s)
+        argv = ["eval", "generation", "--runs", "r", "--dataset", "d", s.flag, text]
+        assert _flag_values(argv)[s.name] is not None, f"{name}: {s.flag}"
+        cfg = tmp_path / f"{name}-{s.name}.toml"
+        v = f'"{value}"' if isinstance(value, str) else value
+        cfg.write_text(
+            f'dataset = "d.jsonl"\ncorpus = "c"\n{s.key} = {v}\n[retrievers.r]\nretriever = "bm25s"\n'
+            '[generators.g]\ngenerator = "extractive"\n'
+        )
+        loaded = load_experiment(cfg)
+        assert getattr(settings_from(loaded.metric_settings)[name], s.name) == value
+        assert loaded.to_json()[s.key] == value  # the resolved config keeps the TOML's shape
+
+
+def test_every_method_setting_has_a_flag():
+    from wetqa.evaluation.methods import ATTRIBUTION, SUPPORT
+
+    for command, methods in (("references", ATTRIBUTION), ("claims", SUPPORT)):
+        for name, method in methods.all().items():
+            for s in settings_of(method.settings):
+                text, _ = _example(s)
+                argv = ["eval", command, "--data", "d", "--method", name, s.flag, text]
+                assert _flag_values(argv)[s.name] is not None, f"{command} {name}: {s.flag}"
+
+
 def test_pipeline_and_server_settings_have_flags():
     from wetqa.generation.spec import PIPELINE_SETTINGS
     from wetqa.retrieval.spec import RETRIEVAL_SETTINGS
@@ -118,3 +151,26 @@ def test_flags_and_values_from_a_settings_class():
         coerce(settings_of(Example)[2], 2.5)
     with pytest.raises(SystemExit):
         p.parse_args(["--rate", "x"])
+
+
+def test_which_extra_provides_a_package_is_declared_once():
+    # EXTRA_OF is the one table: backends' extras, install hints and `requires` read it, and every
+    # extra it names is one that pyproject.toml offers.
+    import tomllib
+    from pathlib import Path
+
+    from wetqa.console import EXTRA_OF, UnavailableError, install_command, requires
+    from wetqa.generation.registry import backends
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert set(EXTRA_OF.values()) <= set(pyproject["project"]["optional-dependencies"])
+    assert {name: info.extra for name, info in backends().items()} == {
+        "extractive": None,
+        "openai": "openai",
+        "transformers": "dense",
+        "vllm": "gpu",
+    }
+    assert install_command("sentence_transformers.models") == "pip install 'wetqa[dense]'"
+    assert install_command("no_such_package") == "pip install no_such_package"
+    with pytest.raises(UnavailableError, match=r"^wetqa x needs no_such_package: pip install no_such_package$"):
+        requires("json", "no_such_package", command="wetqa x")

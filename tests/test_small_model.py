@@ -11,8 +11,7 @@ import pytest
 
 from wetqa.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, evaluate_runs
-from wetqa.evaluation.geval import geval_scores
-from wetqa.evaluation.judge import TransformersJudge
+from wetqa.evaluation.scoring import Scoring, settings_from
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.generation.runs import generate_runs
 from wetqa.retrieval import open_index
@@ -40,22 +39,12 @@ def test_smollm2_answers_and_is_judged_end_to_end(real_bm25s_index, tmp_path):
     assert all(set(r["cited_doc_ids"]) <= {x["doc_id"] for x in r["retrieved"]} for r in recs)
     print("SmolLM2 parse failures:", run["parse_failures"], "of 3; structured:", run["structured"])
 
-    judge = TransformersJudge(gguf, cache_dir=tmp_path / "cache")
+    # The judge and the NLI model as `eval generation --judge transformers:PATH --nli-model DIR` make them.
     nli_model = tiny_bert_dir(tmp_path / "nli", num_labels=3)
-    from wetqa.evaluation.nli import NLIModel, nli_citation_scores
-
-    nli = NLIModel(str(nli_model))
+    settings = settings_from({"judge": f"transformers:{gguf}", "nli_model": str(nli_model)})
+    scoring = Scoring(["rouge", "meteor", "citations", "geval", "nli"], settings, tmp_path / "eval" / "cache")
     corpus = CorpusMap.from_folder(real_bm25s_index)
-    res = evaluate_runs(
-        [tmp_path / "run"],
-        items,
-        corpus,
-        tmp_path / "eval",
-        metrics=["rouge", "meteor", "citations", "geval", "nli"],
-        judge_scorer=lambda pairs: geval_scores(judge, pairs),
-        nli_scorer=lambda pairs: nli_citation_scores(nli, pairs, corpus.texts),
-        progress=False,
-    )
+    res = evaluate_runs([tmp_path / "run"], items, corpus, tmp_path / "eval", scoring, progress=False)
     s = res["summary"]
     for key in (
         "geval_coherence",

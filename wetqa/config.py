@@ -10,6 +10,9 @@ import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from wetqa.evaluation.metrics import DEFAULT_METRICS
+from wetqa.evaluation.scoring import setting_infos, settings_from
+
 
 class ConfigError(ValueError):
     pass
@@ -31,7 +34,7 @@ class RetrieverSpec:
     fusion: str = "rrf"
     weights: list[float] | None = None
     rerank: str | None = None
-    rerank_top: int = 20
+    rerank_top: int | None = None  # None: the retrieval spec's default (wetqa.retrieval.spec)
 
 
 _RETRIEVER_KEYS = {"retriever", "rescore", "components", "fusion", "weights", "rerank", "rerank_top"}
@@ -59,10 +62,10 @@ class ExperimentConfig:
     runs: int = 1
     k: list[int] = field(default_factory=lambda: [3])
     language: str = "nl"
-    metrics: list[str] = field(default_factory=lambda: ["rouge", "meteor", "citations"])
-    judge: str | None = None
-    judge_base_url: str | None = None
-    nli_model: str | None = None
+    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    # The model metrics' settings (judge, judge_base_url, nli_model ...): top-level keys of the TOML,
+    # the same as `eval generation`'s flags, derived from the metrics' settings dataclasses.
+    metric_settings: dict = field(default_factory=dict)
     retrievers: list[RetrieverSpec] = field(default_factory=list)
     generators: list[GeneratorSpec] = field(default_factory=list)
     # The row the others are tested against ("RETRIEVER+GENERATOR@kK", or without "@kK" for one k):
@@ -70,7 +73,15 @@ class ExperimentConfig:
     baseline: str | None = None
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The resolved config in the TOML's shape (the metric settings as top-level keys)."""
+        out = asdict(self)
+        return {**out, **out.pop("metric_settings")}
+
+    def scoring(self):
+        """What each cell's answers are scored with (one set of scorers for the whole grid)."""
+        from wetqa.evaluation.scoring import Scoring, settings_from
+
+        return Scoring(self.metrics, settings_from(self.metric_settings), Path(self.out) / "judge-cache")
 
     def labels(self) -> list[str]:
         """The table's row names, in grid order."""
@@ -160,13 +171,19 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     base = path.parent
     retrievers = [_retriever(n, t) for n, t in (data.pop("retrievers", {}) or {}).items()]
     generators = [_generator(n, t) for n, t in (data.pop("generators", {}) or {}).items()]
-    known = {f.name for f in fields(ExperimentConfig)}
-    unknown = set(data) - known
+    metric_keys = {i.name for i in setting_infos()}
+    known = {f.name for f in fields(ExperimentConfig)} - {"metric_settings"}
+    unknown = set(data) - known - metric_keys
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
     if isinstance(data.get("k"), int):
         data["k"] = [data["k"]]
-    cfg = ExperimentConfig(**data, retrievers=retrievers, generators=generators)
+    settings = {k: data.pop(k) for k in list(data) if k in metric_keys}
+    try:
+        settings_from(settings, str(path))  # values checked now, not after the grid has run
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    cfg = ExperimentConfig(**data, metric_settings=settings, retrievers=retrievers, generators=generators)
     # Paths in the file are relative to the file.
     for attr in ("dataset", "corpus", "out"):
         value = getattr(cfg, attr)

@@ -69,23 +69,31 @@ EXTRA_OF = {
 }
 
 
+def install_command(module: str) -> str:
+    """How to install the package of an import name: its extra (``EXTRA_OF``) when it has one."""
+    top = module.split(".")[0]
+    extra = EXTRA_OF.get(top)
+    return f"pip install 'wetqa[{extra}]'" if extra else f"pip install {top}"
+
+
 def missing_package_message(module: str) -> str:
     """One line naming a missing package, the extra that brings it and the install command."""
     top = module.split(".")[0]
     extra = EXTRA_OF.get(top)
-    if extra is None:
-        return f"missing Python package {top!r}: pip install {top}"
-    return f"missing Python package {top!r} (the {extra} extra): pip install 'wetqa[{extra}]'"
+    return f"missing Python package {top!r}" + (f" (the {extra} extra)" if extra else "") + f": {install_command(top)}"
 
 
-def requires(extra: str, *modules: str, command: str = "this command") -> None:
+def requires(*modules: str, command: str = "this command") -> None:
     """Exit 3 with one line naming the extra and its install command when a needed package is missing."""
-    import importlib.util
+    from .registry import missing_modules
 
-    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    missing = missing_modules(modules)
     if missing:
+        extra = EXTRA_OF.get(missing[0])
         raise UnavailableError(
-            f"{command} needs {', '.join(missing)} (the {extra} extra): pip install 'wetqa[{extra}]'"
+            f"{command} needs {', '.join(missing)}"
+            + (f" (the {extra} extra)" if extra else "")
+            + f": {install_command(missing[0])}"
         )
 
 
@@ -153,17 +161,6 @@ def iso_date(text: str) -> str:
 def bounded_int(low: int, high: int, out_of_range: str):
     """An argparse type: a whole number in ``[low, high]``; ``out_of_range`` says what is allowed."""
     return _bounded(int, low, high, "a whole number", out_of_range)
-
-
-def float_list(text: str) -> list[float]:
-    """argparse type: comma-separated numbers such as ``0.7,0.3``."""
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0.7,0.3, got {text!r}") from None
-    if any(not v >= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"weights must be >= 0, got {text!r}")
-    return values
 
 
 def report_error(args: argparse.Namespace | None, kind: str, message: str) -> None:

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .console import emit
+from .console import emit, install_command
 
 PACKAGES = (
     "lxml",
@@ -149,7 +149,7 @@ def _text(r: dict) -> str:
     lines += [f"  {k:24} {v or '-'}" for k, v in r["packages"].items()]
     lines.append("extras:")
     lines += [
-        f"  {extra:24} " + ("ok" if not gone else f"missing {', '.join(gone)}: pip install 'wetqa[{extra}]'")
+        f"  {extra:24} " + ("ok" if not gone else f"missing {', '.join(gone)}: {install_command(gone[0])}")
         for extra, gone in r["extras"].items()
     ]
     j = r["java"]

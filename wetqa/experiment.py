@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -28,7 +28,8 @@ from .evaluation.abstention import zeroed
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
 from .evaluation.metrics import score_keys
 from .evaluation.ranking import evaluate_retrieval
-from .evaluation.significance import LEGEND, correct, mark, randomization_p
+from .evaluation.scoring import Scoring
+from .evaluation.significance import DEFAULT_CORRECTION, LEGEND, correct, mark, randomization_p
 from .io import OwnedFolder, atomic_file, own_folder, recognised, write_owned_json
 
 
@@ -86,70 +87,43 @@ def experiment_folder(out: str | Path) -> OwnedFolder:
     return own_folder(out, EXPERIMENT_FILES, adopt=recognised("config.json", EXPERIMENT_FILES))
 
 
-def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, force: bool = False) -> dict:
-    out = experiment_folder(cfg.out).path
+def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force: bool = False) -> dict:
+    scoring = scoring or cfg.scoring()  # a missing judge or model path is named before anything runs
+    out = experiment_folder(cfg.out).path  # the judge's cache (judge-cache) is made in it when first written
     write_owned_json(out / "config.json", cfg.to_json(), "experiment/1")
     items = load_dataset(cfg.dataset)
     corpus = _corpus_dir(cfg, out, force)
-
     retrievers, specs = _open_retrievers(cfg, out, corpus)
     chunk_map = CorpusMap(chunks_of(next(iter(retrievers.values()))))
-
     retrieval_rows = {}
     for name, r in retrievers.items():
         hits = r.batch_search([i.question for i in items], 10, threads=2)
         retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks_of(r))
 
-    rows: dict[str, dict] = {}
-    answered: dict[str, str] = {}
-    per_question: dict[str, dict[str, dict[str, float]]] = {}
+    rows = _Rows()
     bar = tqdm(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
     # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
     # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
     for gspec in cfg.generators:
-        cells = []
-        for rspec in cfg.retrievers:
-            for k in cfg.k:
-                spec = _cell_spec(specs[rspec.name], gspec, k, cfg.language)
-                run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
-                check_run_folder(run_dir, spec.inputs(), force)  # refused before an engine is started for nothing
-                cells.append((rspec, spec, run_dir))
+        cells = _cells(cfg, gspec, specs, out, force)
         backend = make_backend(cells[0][1].generator)
         try:
             for rspec, spec, run_dir in cells:
-                label = f"{rspec.name}+{gspec.name}@k{spec.k}"
-                generate_runs(
+                _generate(
+                    spec,
                     spec.build(retrievers[rspec.name], backend),
-                    items,
+                    rspec.name,
+                    gspec.name,
                     run_dir,
-                    runs=cfg.runs,
-                    progress=False,
-                    config={
-                        "retriever": rspec.name,
-                        "generator": gspec.name,
-                        "generator_config": spec.generator.to_json(),
-                        "spec": spec.to_json(),
-                        "spec_hash": spec.digest(),
-                    },
-                    inputs=spec.inputs(),
-                    force=force,
-                )
-                result = evaluate_runs(
-                    [run_dir],
                     items,
-                    chunk_map,
-                    run_dir / "eval",
-                    cfg.metrics,
-                    judge_scorer,
-                    nli_scorer,
-                    progress=False,
-                    extra_config={"name": label},
-                    models={"geval": cfg.judge, "nli": cfg.nli_model},
-                    force=force,
+                    cfg.runs,
+                    force,
                 )
-                rows[label] = result["summary"]
-                answered[label] = result["answered"]["min"]
-                per_question[label] = _question_scores(run_dir / "eval" / "scores.jsonl")
+                label = f"{rspec.name}+{gspec.name}@k{spec.k}"
+                result = evaluate_runs(
+                    [run_dir], items, chunk_map, run_dir / "eval", scoring, False, {"name": label}, force
+                )
+                rows.add(label, result, run_dir / "eval" / "scores.jsonl")
                 bar.update()
         finally:
             close = getattr(backend, "close", None)
@@ -157,35 +131,74 @@ def run_experiment(cfg: ExperimentConfig, judge_scorer=None, nli_scorer=None, fo
                 close()
             del backend
     bar.close()
+    table = _write_tables(cfg, out, len(items), rows, retrieval_rows)
+    return {"table": table, "generation": rows.summary, "retrieval": retrieval_rows, "out": str(out)}
 
+
+def _cells(
+    cfg: ExperimentConfig, gspec: GeneratorSpec, specs: dict[str, RetrievalSpec], out: Path, force: bool
+) -> list:
+    """(retriever spec, pipeline spec, run folder) of one generator's cells, each refused before an engine
+    is started for nothing when its folder holds runs of other inputs."""
+    cells = []
+    for rspec in cfg.retrievers:
+        for k in cfg.k:
+            spec = _cell_spec(specs[rspec.name], gspec, k, cfg.language)
+            run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
+            check_run_folder(run_dir, spec.inputs(), force)
+            cells.append((rspec, spec, run_dir))
+    return cells
+
+
+def _generate(
+    spec: PipelineSpec, pipeline, retriever: str, generator: str, run_dir: Path, items, runs: int, force: bool
+) -> None:
+    config = {
+        "retriever": retriever,
+        "generator": generator,
+        "generator_config": spec.generator.to_json(),
+        "spec": spec.to_json(),
+        "spec_hash": spec.digest(),
+    }
+    generate_runs(pipeline, items, run_dir, runs=runs, progress=False, config=config, inputs=spec.inputs(), force=force)
+
+
+@dataclass
+class _Rows:
+    """The grid's table rows as they are scored: summaries, answered counts and per-question scores."""
+
+    summary: dict[str, dict] = field(default_factory=dict)
+    answered: dict[str, str] = field(default_factory=dict)
+    per_question: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+    def add(self, label: str, result: dict, scores: Path) -> None:
+        self.summary[label] = result["summary"]
+        self.answered[label] = result["answered"]["min"]
+        self.per_question[label] = _question_scores(scores)
+
+
+def _write_tables(cfg: ExperimentConfig, out: Path, n_items: int, rows: _Rows, retrieval_rows: dict) -> str:
+    """table.md (with the significance marks against the baseline row), results.csv and results.json."""
     baseline = cfg.baseline_label()
-    tests = significance_marks(per_question, baseline) if baseline else {}
+    tests = significance_marks(rows.per_question, baseline) if baseline else {}
     marks = {row: {k: t["mark"] for k, t in cells.items()} for row, cells in tests.items()}
-    table = markdown_table(rows, answered=answered, marks=marks)
-    legend = f"Baseline: {baseline}; " + LEGEND.format(correction="Holm") + ".\n" if baseline else ""
+    table = markdown_table(rows.summary, answered=rows.answered, marks=marks)
+    correction = DEFAULT_CORRECTION.capitalize()
+    legend = f"Baseline: {baseline}; " + LEGEND.format(correction=correction) + ".\n" if baseline else ""
     with atomic_file(out / "table.md") as fh:
         fh.write(
-            f"# {cfg.name}: {len(items)} questions, {cfg.runs} run(s), mean ± std over runs x100 "
+            f"# {cfg.name}: {n_items} questions, {cfg.runs} run(s), mean ± std over runs x100 "
             f"[95% interval over questions]\n\n{table}\n"
             "R, P, Hit: citations at article level. " + legend
         )
     with atomic_file(out / "results.csv") as fh:
         fh.write("configuration," + csv_text({}).splitlines()[0] + "\n")
-        for label, summary in rows.items():
+        for label, summary in rows.summary.items():
             for line in csv_text(summary).splitlines()[1:]:
                 fh.write(f"{label},{line}\n")
-    write_owned_json(
-        out / "results.json",
-        {
-            "generation": rows,
-            "retrieval": retrieval_rows,
-            "n_questions": len(items),
-            "baseline": baseline,
-            "significance": tests,
-        },
-        "results/1",
-    )
-    return {"table": table, "generation": rows, "retrieval": retrieval_rows, "out": str(out)}
+    results = {"generation": rows.summary, "retrieval": retrieval_rows, "n_questions": n_items}
+    write_owned_json(out / "results.json", {**results, "baseline": baseline, "significance": tests}, "results/1")
+    return table
 
 
 def _question_scores(path: Path) -> dict[str, dict[str, float]]:
@@ -207,7 +220,7 @@ def significance_marks(per_question: dict[str, dict[str, dict[str, float]]], bas
                 if common
                 else 1.0
             )
-        for row, p in zip(others, correct(raw, "holm")):
+        for row, p in zip(others, correct(raw, DEFAULT_CORRECTION)):
             out[row][key] = {"p": round(p, 5), "mark": mark(p)}
     return out
 
@@ -232,10 +245,13 @@ def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[di
             )
     for spec in cfg.retrievers:
         if spec.rerank:
+            reranked = replace(specs[spec.name], rerank=spec.rerank)
+            if spec.rerank_top is not None:  # otherwise the retrieval spec's own default
+                reranked = replace(reranked, rerank_top=spec.rerank_top)
+            specs[spec.name] = reranked
             retrievers[spec.name] = RerankedRetriever(
-                retrievers[spec.name], CrossEncoderReranker(spec.rerank), spec.rerank_top
+                retrievers[spec.name], CrossEncoderReranker(spec.rerank), specs[spec.name].rerank_top
             )
-            specs[spec.name] = replace(specs[spec.name], rerank=spec.rerank, rerank_top=spec.rerank_top)
     for name, s in specs.items():
         try:
             s.validate()
@@ -290,20 +306,9 @@ def cmd_experiment(args: argparse.Namespace) -> int:
                 "language": args.language,
             },
         )
+        scoring = cfg.scoring()  # a missing judge or model path is named before the grid runs
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    judge_scorer = nli_scorer = None
-    if "geval" in cfg.metrics:
-        if not cfg.judge:
-            raise UsageError('metrics include geval: set judge = "MODEL" (and judge_base_url) in the config')
-        from .evaluation.cli import make_judge
-        from .evaluation.geval import geval_scores
-
-        experiment_folder(cfg.out)  # checked before the judge's cache is made inside it
-        judge = make_judge(cfg.judge, cfg.judge_base_url, 8, Path(cfg.out) / "judge-cache")
-        judge_scorer = lambda pairs: geval_scores(judge, pairs)  # noqa: E731
-    if "nli" in cfg.metrics:
-        raise UsageError("nli in an experiment grid: run `wetqa eval generation --metrics nli` on the run folders")
-    result = run_experiment(cfg, judge_scorer, nli_scorer)
+    result = run_experiment(cfg, scoring)
     emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
     return 0

@@ -8,7 +8,7 @@ the modules named by an entry point group (``wetqa.backends``, ``wetqa.retriever
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -59,7 +59,7 @@ class Registry(Generic[T]):
         return self._entries[self._names[name]]
 
 
-def missing_modules(modules: tuple[str, ...]) -> list[str]:
+def missing_modules(modules: Sequence[str]) -> list[str]:
     import importlib.util
 
     return [m for m in modules if importlib.util.find_spec(m) is None]

