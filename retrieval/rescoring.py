@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import Hit, RetrievalError, Retriever, check_depth, check_k, search_in
+from ._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, Retriever, check_depth, check_k, search_in
 from .encoders import Encoder
 from .scope import Scope
 from .structure import lead_overlap, question_terms
@@ -237,8 +237,8 @@ class DenseRescorer:
         retriever: Retriever,
         encoder: Encoder,
         cache: EmbeddingCache,
-        weight: float = 0.7,
-        depth: int = 30,
+        weight: float = RESCORE_WEIGHT,
+        depth: int = RESCORE_DEPTH,
         clause_weight: float = 0.0,
     ):
         if not 0 <= weight <= 1:

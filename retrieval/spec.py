@@ -14,7 +14,7 @@ from pathlib import Path
 from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
-from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RetrievalError, Retriever
+from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, RetrievalError, Retriever
 from .scope import BWB_ID, Scope
 
 
@@ -36,10 +36,10 @@ class RetrievalSpec:
         metavar="MODEL",
     )
     rescore_weight: float | None = setting(
-        None, "dense share of the re-scored score (default 0.7)", minimum=0, maximum=1
+        None, f"dense share of the re-scored score (default {RESCORE_WEIGHT})", minimum=0, maximum=1
     )
     rescore_depth: int | None = setting(
-        None, "hits re-scored (default 30)", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
+        None, f"hits re-scored (default {RESCORE_DEPTH})", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
     )
     rescore_clause_weight: float | None = setting(
         None,
@@ -102,7 +102,8 @@ class RetrievalSpec:
         return Scope(tuple(self.kind), tuple(self.laws), self.jurisdiction, self.date)
 
     def build(self) -> Retriever:
-        from .index import RESCORE_CLAUSE_WEIGHT, RESCORE_DEPTH, RESCORE_WEIGHT, open_retriever
+        from ._base import RESCORE_CLAUSE_WEIGHT
+        from .index import open_retriever
 
         self.validate()
         retriever = open_retriever(
