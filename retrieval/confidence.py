@@ -184,8 +184,10 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
     names = law_names_of(retriever, index)
     held = names.named(question)
-    if held:
-        out["named_held"] = 1.0  # the question names a law this corpus holds (for the rule, not the model)
+    if held & {h.chunk.bwb_id for h in hits}:
+        # The question names a law this corpus holds, found in the scope asked (a law named but out of the
+        # request's dates or laws is no reason to answer from others). For the rule, not the model.
+        out["named_held"] = 1.0
     out["law_named"] = 1.0 if top.chunk.bwb_id in held else -1.0 if names.names_absent(question) and not held else 0.0
     if "xde" in f:
         out["xde"] = float(f["xde"])

@@ -280,3 +280,18 @@ def test_the_scope_caches_hold_under_many_threads_and_many_scopes():
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(get, range(5000)))
     assert results == [n % 9 for n in range(5000)] and len(cache) <= 4
+
+
+@pytest.mark.integration
+def test_a_named_law_not_in_the_scope_asked_gives_no_exemption_from_abstaining(two_versions):
+    """The review of issue 28: a question naming a law the index holds was never refused, also when the
+    law was out of the request's scope (a date before it began): it was answered from other laws."""
+    _, index = two_versions
+    pipeline = Pipeline(open_index(index), ExtractiveBackend(), k=3, min_confidence=0.999)  # a bar nothing meets
+    question = "Wat zegt de Fictieve Droneregeling over het gezag van een ouder en een verblijfsvergunning?"
+    today = pipeline.ask(question)
+    assert not today.abstained and "BWBR9990003" in {c.bwb_id for c in today.citations}
+    from wetqa.retrieval.scope import Scope
+
+    then = pipeline.ask(question, scope=Scope(date="2012-10-04"))  # the regulation began in 2020
+    assert then.abstained and then.citations == [] and then.related  # the 2012 gezag articles were found
