@@ -256,15 +256,15 @@ class ChunkStore(Sequence[Chunk]):
         return [found.get(r) or "" for r in rows]
 
     def article_versions(self, bwb_id: str, article: str) -> list[tuple]:
-        """Each version of one article: (bwb_id, law, article, version_date, valid_until, text, expired, place)."""
+        """Each version of one article: (bwb_id, law, article, version_date, valid_until, text, expired, place, unit)."""
         found = self._query(
-            "SELECT bwb_id, law, article, version_date, valid_until, paragraphs, expired, path_label FROM articles "
+            "SELECT bwb_id, law, article, version_date, valid_until, paragraphs, expired, path_label, unit FROM articles "
             "WHERE bwb_id = ? AND article = ? COLLATE NOCASE",
             [bwb_id, article],
         )
         return [
-            (b, law, a, day or "", until or "", "\n".join(json.loads(p)), bool(e), place or "")
-            for b, law, a, day, until, p, e, place in found
+            (b, law, a, day or "", until or "", "\n".join(json.loads(p)), bool(e), place or "", unit or "artikel")
+            for b, law, a, day, until, p, e, place, unit in found
         ]
 
     def law_titles(self) -> list[str]:

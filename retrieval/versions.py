@@ -30,6 +30,7 @@ class ArticleVersion:
     text: str
     expired: bool = False
     place: str = ""  # where in the law it stands (Boek / Titel / ...): two articles may share a label
+    unit: str = "artikel"  # what kind of unit it is (artikel, bijlage, paragraaf, ...): its link says so
 
     def valid_on(self, day: str) -> bool:
         """Whether this was the text in force on ``day`` (YYYY-MM-DD; ISO dates compare as text)."""
@@ -46,7 +47,7 @@ class ArticleVersion:
             "valid_until": self.valid_until or None,
             "expired": self.expired,
             "text": self.text,
-            "url": official_url(self.bwb_id, self.article, "", self.version_date),
+            "url": official_url(self.bwb_id, self.article, self.unit, self.version_date),
         }
 
 
@@ -92,7 +93,7 @@ def _scan(chunks, bwb_id: str, label: str) -> list[tuple]:
         cs.sort(key=lambda c: c.part)
         first = cs[0]
         text = "\n".join(c.text for c in cs)
-        rows.append((bwb_id, first.law, first.article, day, first.valid_until, text, first.expired, place))
+        rows.append((bwb_id, first.law, first.article, day, first.valid_until, text, first.expired, place, first.unit))
     return rows
 
 

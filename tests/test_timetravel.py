@@ -94,6 +94,9 @@ def test_two_articles_sharing_a_label_in_one_version_are_not_each_others_version
 
     one_each = [chunk("2012-10-04", "Bijlage 2", "oud", "2024-01-01"), chunk("2024-01-01", "Bijlage 2", "nieuw")]
     assert [v.text for v in article_versions(one_each, "B", "1")] == ["oud", "nieuw"]
+    # A version's link names its unit: an annex is linked as one (it was linked as an article).
+    annex = Chunk("B_x", "D", "B", "2024-01-01", "Wet", "Bijlage 2", 1, "tekst", unit="bijlage")
+    assert "&bijlage=2&g=2024-01-01" in article_versions([annex], "B", "Bijlage 2")[0].to_json()["url"]
     two_places = [*one_each, chunk("2024-01-01", "Bijlage 3", "ander artikel")]
     with pytest.raises(RetrievalError, match="names 2 articles of one version .*Bijlage 2; Bijlage 3"):
         article_versions(two_places, "B", "Artikel 1")
