@@ -65,19 +65,24 @@ def to_answer(request: Request, gen: Generation) -> Answer:
             )
     parsed = parse_output(gen.text, list(by_doc))
     citations = [Citation.from_hit(by_doc[d]) for d in parsed.cited]
+    return _answer(request, gen, parsed.answer, citations, format_ok=parsed.format_ok, dropped_ids=parsed.dropped)
+
+
+def _answer(request: Request, gen: Generation, text: str, citations: list[Citation], **rest) -> Answer:
+    """An answer the model gave, with what every answer carries: its request's question, hits, day and
+    confidence, the generation's output and usage, and the note on cited texts older than a year."""
     return Answer(
         question=request.question,
-        answer=parsed.answer,
+        answer=text,
         citations=citations,
         date=request.date,
         validity_note=age_note(citations, request.date) or None,
         retrieved=request.hits,
         raw=gen.text,
-        format_ok=parsed.format_ok,
-        dropped_ids=parsed.dropped,
         usage=gen.usage,
         finish_reason=gen.finish_reason,
         confidence=request.confidence,
+        **rest,
     )
 
 
@@ -121,22 +126,16 @@ def _structured_answer(request: Request, gen: Generation) -> Answer:
         note = NO_SOURCES
     text = " ".join(marked_text(s.text, markers_of(request, s.sources)) for s in parsed.sentences)
     citations = [Citation.from_hit(by_doc[d]) for d in parsed.cited]
-    return Answer(
-        question=request.question,
-        answer=text,
-        citations=citations,
-        date=request.date,
-        retrieved=request.hits,
-        raw=gen.text,
+    return _answer(
+        request,
+        gen,
+        text,
+        citations,
         format_ok=parsed.format_ok,
         dropped_ids=parsed.dropped,
-        usage=gen.usage,
-        finish_reason=gen.finish_reason,
-        confidence=request.confidence,
         structured=True,
         sentences=parsed.sentences,
         note=note,
-        validity_note=age_note(citations, request.date) or None,
     )
 
 
