@@ -87,3 +87,17 @@ def dense_index(work: Path) -> Path:
     src = work / "corpus" if (work / "corpus").is_dir() else corpus(work)
     build_index(src, "dense", work / "dense", {"model": str(tiny_model(work))}, progress=False)
     return work / "dense"
+
+
+def over_indexes(args, run, name: str) -> None:
+    """A smoke run of a bench over indexes (calibrate, cross_validate): a few questions per set of the
+    indexes given, or of a tiny index of the first dev questions' laws (re-scored by a tiny random model,
+    so that both pipelines are fitted) built in a temporary folder."""
+    import tempfile
+
+    announce("" if args.index else "a tiny index re-scored by a tiny random model")
+    if args.index:
+        return run(args)
+    with tempfile.TemporaryDirectory(prefix=f"wetqa-{name}-") as tmp:
+        args.index = [str(index(Path(tmp), rescore=True))]
+        run(args)

@@ -174,19 +174,9 @@ def main() -> None:
 
 
 def smoke(args: argparse.Namespace) -> None:
-    """A few questions per set of the indexes given, or of a tiny index of the first dev questions' laws
-    (re-scored by a tiny random model, so both rankings are fitted) built in a temporary folder; the
-    candidates are computed, never read from or written to the cache."""
-    import tempfile
-
     import _smoke
 
-    _smoke.announce("" if args.index else "a tiny index re-scored by a tiny random model")
-    if args.index:
-        return run(args)
-    with tempfile.TemporaryDirectory(prefix="wetqa-cross-validate-") as tmp:
-        args.index = [str(_smoke.index(Path(tmp), rescore=True))]
-        run(args)
+    _smoke.over_indexes(args, run, "cross-validate")
 
 
 def run(args: argparse.Namespace) -> None:

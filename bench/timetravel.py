@@ -37,16 +37,14 @@ from wetqa.generation import Pipeline  # noqa: E402
 from wetqa.generation.backends.extractive import ExtractiveBackend  # noqa: E402
 from wetqa.retrieval import build_index, chunks_of, open_index  # noqa: E402
 from wetqa.retrieval.scope import Scope  # noqa: E402
-from wetqa.retrieval.versions import article_versions  # noqa: E402
+from wetqa.retrieval.versions import article_versions, in_force  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
 
 
 def valid_on(citation, day: str) -> bool:
-    return (not citation.version_date or citation.version_date <= day) and (
-        not citation.valid_until or day < citation.valid_until
-    )
+    return in_force(citation.version_date, citation.valid_until, day)
 
 
 def today() -> str:

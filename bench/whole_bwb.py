@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,36 +33,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bwb2012 import CURRENT, FIXTURES_2012, VALID_ON, bwb_id, linked_sources, unpacked  # noqa: E402
+from fairness import start_server  # noqa: E402
+from scale import WETQA, du, free_port  # noqa: E402
+from scale import run as timed  # noqa: E402  (seconds, peak MB, stdout) of a command run to its end
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
 BES_WORDS = re.compile(r"\b(bes|bonaire|sint eustatius|saba|caribisch nederland|caribische)\b", re.IGNORECASE)
 
 
-def timed(argv: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak MB, stdout) of a child process (GNU time's maximum resident set size)."""
-    t0 = time.perf_counter()
-    run = subprocess.run(["/usr/bin/time", "-f", "%M", *argv], capture_output=True, text=True)
-    seconds = time.perf_counter() - t0
-    if run.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(argv[:4])} failed: {run.stderr.strip()[-400:]}")
-    peak_kb = int(run.stderr.strip().splitlines()[-1])
-    return seconds, peak_kb / 1024, run.stdout
-
-
-def disk_mb(folder: Path) -> float:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
-
-
-def wetqa(*args: str) -> list[str]:
-    return [sys.executable, "-m", "wetqa", *args]
-
-
 def prepare(out: Path, name: str, files: list[Path], rescore: str | None) -> dict:
     src = linked_sources(out / f"src-{name}", files)
     corpus, index = out / f"corpus-{name}", out / f"index-{name}"
     b_s, b_mb, b_out = timed(
-        wetqa(
+        [
+            *WETQA,
             "corpus",
             "build",
             "--source",
@@ -74,12 +59,12 @@ def prepare(out: Path, name: str, files: list[Path], rescore: str | None) -> dic
             "--no-progress",
             "--output",
             "json",
-        )
+        ]
     )
     built = json.loads(b_out)
     # --force: the bench's own index, built afresh each run so that its time is a build's.
     argv = ["index", "--corpus", str(corpus), "--out", str(index), "--force", "--no-progress", "--output", "json"]
-    i_s, i_mb, _ = timed(wetqa(*argv, *(["--rescore", rescore] if rescore else [])))
+    i_s, i_mb, _ = timed([*WETQA, *argv, *(["--rescore", rescore] if rescore else [])])
     return {
         "name": name,
         "files": len(files),
@@ -90,7 +75,7 @@ def prepare(out: Path, name: str, files: list[Path], rescore: str | None) -> dic
         "build_mb": b_mb,
         "index_s": i_s,
         "index_mb": i_mb,
-        "disk_mb": disk_mb(index),
+        "disk_mb": du(index),
         "index": index,
     }
 
@@ -145,27 +130,14 @@ def quality(index: Path, smoke: bool) -> dict:
 def serve_latency(index: Path, questions: list[str], seconds: float, extra: dict | None = None) -> dict:
     """p50 / p95 ms of POST /v1/search (k 10, with ``extra`` fields in each body) on a real `wetqa serve`,
     4 clients for ``seconds`` after every question was asked once."""
-    import socket
-
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        wetqa("serve", "--index", str(index), "--port", str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    from wetqa.home import cache_root
+
+    port = free_port()
+    proc = start_server(str(index), port, os.environ.get("WETQA_CACHE") or str(cache_root()))
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                httpx.get(url + "/health", timeout=1)
-                break
-            except httpx.HTTPError:
-                if proc.poll() is not None or time.time() > deadline:
-                    raise SystemExit("bench: the server did not start") from None
-                time.sleep(0.3)
         for q in questions:  # warm: kernels compiled, pages read, passages encoded
             httpx.post(url + "/v1/search", json={"query": q, "k": 10, **(extra or {})}, timeout=600)
         latencies = []
@@ -235,7 +207,7 @@ def run(args: argparse.Namespace, out: Path) -> None:
     question = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
     for r in rows:
         cold = [
-            timed(wetqa("ask", question, "--index", str(r["index"]), "--generator", "extractive"))
+            timed([*WETQA, "ask", question, "--index", str(r["index"]), "--generator", "extractive"])
             for _ in range(1 if args.smoke else 3)
         ]
         r["cold_s"], r["cold_mb"] = statistics.median(c[0] for c in cold), max(c[1] for c in cold)

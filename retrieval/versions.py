@@ -20,6 +20,12 @@ _SPACE = re.compile(r"\s+")
 _PIECE = re.compile(r"\S+\s*")
 
 
+def in_force(version_date: str, valid_until: str, day: str) -> bool:
+    """Whether a text that began on ``version_date`` ("": not known) and ended when the next began on
+    ``valid_until`` ("": it is current) was in force on ``day`` (YYYY-MM-DD; ISO dates compare as text)."""
+    return (not version_date or version_date <= day) and (not valid_until or day < valid_until)
+
+
 @dataclass(frozen=True, slots=True)
 class ArticleVersion:
     bwb_id: str
@@ -33,8 +39,7 @@ class ArticleVersion:
     unit: str = "artikel"  # what kind of unit it is (artikel, bijlage, paragraaf, ...): its link says so
 
     def valid_on(self, day: str) -> bool:
-        """Whether this was the text in force on ``day`` (YYYY-MM-DD; ISO dates compare as text)."""
-        return (not self.version_date or self.version_date <= day) and (not self.valid_until or day < self.valid_until)
+        return in_force(self.version_date, self.valid_until, day)
 
     def to_json(self) -> dict:
         from wetqa.corpus.bwb import official_url
