@@ -125,15 +125,20 @@ class Usage(BaseModel):
     total_tokens: int
 
 
-class CitationOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    index: int = Field(description="the n of the [n] markers in the answer")
+class SentenceSource(BaseModel):
+    index: int = Field(description="the n of the [n] marker")
     id: str = Field(description="stable chunk id")
     doc_id: str
     bwb_id: str
     law: str
     article: str
     text: str
+
+
+class CitationOut(SentenceSource):
+    """A source as the answer's citations list it: its [n], its article's link, version and sentences."""
+
+    model_config = ConfigDict(extra="allow")
     url: str = Field(description="the article on wetten.overheid.nl")
     version_date: str | None = Field(None, description="the date of the law version quoted (geldend op)")
     sentences: list[str]
@@ -205,14 +210,6 @@ class StreamedSentenceOut(BaseModel):
     citations: list[int] = Field(description="the n of its [n] markers (the final citations' index)")
 
 
-class SentenceSource(BaseModel):
-    index: int = Field(description="the n of the [n] marker")
-    id: str = Field(description="stable chunk id")
-    doc_id: str
-    bwb_id: str
-    law: str
-    article: str
-    text: str
 
 
 class ChatCompletionChunk(BaseModel):
