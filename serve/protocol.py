@@ -210,8 +210,6 @@ class StreamedSentenceOut(BaseModel):
     citations: list[int] = Field(description="the n of its [n] markers (the final citations' index)")
 
 
-
-
 class ChatCompletionChunk(BaseModel):
     """One server-sent event of a stream (``data: {...}``); the last carries citations and sentences.
 
