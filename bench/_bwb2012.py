@@ -42,7 +42,7 @@ def unpacked() -> Path:
     return xml
 
 
-def bwb_id(path: Path) -> str:
+def law_id(path: Path) -> str:
     return path.name.split("_")[0].split(".")[0]
 
 
@@ -76,7 +76,7 @@ def smoke_old_texts(current: list[Path], out: Path) -> list[Path]:
         text = re.sub(r' inwerkingtreding(sdatum)?="[^"]*"', "", text)
         text = re.sub(r"\s*<bwb-inputbestand>.*?</bwb-inputbestand>", "", text)
         text = re.sub(r"(<al>[^<]*?)\bde\b", r"\1het", text, count=1)
-        target = out / f"{bwb_id(f)}.xml"
+        target = out / f"{law_id(f)}.xml"
         target.write_text(text, encoding="utf-8")
         made.append(target)
     return made

@@ -10,6 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
+from wetqa.corpus.sources import law_id_of
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 DEV = SHARED / "legalqa" / "dev.jsonl"
@@ -35,7 +37,7 @@ def dataset(dest: Path, n: int = QUESTIONS) -> Path:
 
 def laws(dest: Path, n: int = QUESTIONS) -> Path:
     """A folder with copies of the shared law files that the first ``n`` dev questions cite."""
-    ids = {a["bwb_id"] for q in questions(n) for a in q["articles"]}
+    ids = {law_id_of(a) for q in questions(n) for a in q["articles"]}
     dest.mkdir(parents=True, exist_ok=True)
     for f in sorted((SHARED / "bwb").glob("*.xml")):
         if f.name.split("_")[0] in ids:

@@ -18,7 +18,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from wetqa.dataset import load_dataset
+from wetqa.corpus.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, score_record
 from wetqa.evaluation.metrics import DEFAULT_METRICS
 from wetqa.evaluation.ranking import evaluate_retrieval

@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.dataset import article_key, load_dataset
+from wetqa.corpus.dataset import article_key, load_dataset
+from wetqa.corpus.sources import law_id_of
 from wetqa.retrieval import open_index, read_index_meta
 from wetqa.retrieval.ranking import DENSE_FEATURES, FEATURES, CandidateFeatures
 
@@ -47,15 +48,15 @@ def question_sets() -> dict[str, list[dict]]:
     sets: dict[str, list[dict]] = {}
     sets["dev"] = [
         {"id": f"dev-{i.id}", "question": i.question, "answer": i.answer, "gold": i.gold_keys,
-         "laws": {a.bwb_id for a in i.articles}}
+         "laws": {a.law_id for a in i.articles}}
         for i in load_dataset(DEV)
     ]  # fmt: skip
     for name in ("everyday", "everyday_bwb", "bes"):
         rows = [json.loads(x) for x in (DATA / f"{name}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
         sets[name] = [
             {"id": r["id"], "question": r["question"], "answer": "",
-             "gold": {article_key(a["bwb_id"], a["article"]) for a in r["articles"]},
-             "laws": {a["bwb_id"] for a in r["articles"]}}
+             "gold": {article_key(law_id_of(a), a["article"]) for a in r["articles"]},
+             "laws": {law_id_of(a) for a in r["articles"]}}
             for r in rows
         ]  # fmt: skip
     ooc = [json.loads(x) for x in (DATA / "out_of_corpus.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
@@ -120,7 +121,7 @@ class Prepared:
         a = self.articles
         missing = [int(x) for x in articles if int(x) not in self.key_of]
         for x, chunk in zip(missing, a.chunks.rows([int(a.first[x]) for x in missing])):
-            self.key_of[x] = (article_key(chunk.bwb_id, chunk.article), chunk.bwb_id)
+            self.key_of[x] = (article_key(chunk.law_id, chunk.article), chunk.law_id)
 
 
 def _labels(prep: Prepared, q: dict, c) -> tuple[np.ndarray, np.ndarray]:

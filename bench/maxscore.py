@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.dataset import load_dataset
+from wetqa.corpus.dataset import load_dataset
 from wetqa.retrieval import open_index
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.dataset import article_key, load_dataset
+from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
 from wetqa.retrieval.confidence import FRAME_WORDS, _unwrap, law_names_of
 from wetqa.retrieval.structure import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, lead_overlap
@@ -115,7 +115,7 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
                 "lead": lead_match(q_terms, h.article_paragraphs, analyzer),
                 "lead_colon": lead_overlap(frozenset(q_terms), h.article_paragraphs, analyzer.tokens),
                 "lead_first": lead_match(q_terms, h.article_paragraphs, analyzer, "first"),
-                "law_named": 1.0 if h.chunk.bwb_id in named else 0.0,
+                "law_named": 1.0 if h.chunk.law_id in named else 0.0,
             }
         )
     return hits, rows
@@ -152,7 +152,7 @@ def rerank(args: argparse.Namespace, items: list) -> None:
     data = []
     for it in items:
         hits, rows = candidate_rows(r, it.question)
-        labels = [1.0 if article_key(h.chunk.bwb_id, h.chunk.article) in it.gold_keys else 0.0 for h in hits]
+        labels = [1.0 if article_key(h.chunk.law_id, h.chunk.article) in it.gold_keys else 0.0 for h in hits]
         data.append((rows, labels))
     names = list(data[0][0][0])
     order = np.random.default_rng(args.seed).permutation(len(items))

@@ -133,7 +133,7 @@ def figures(answers, seconds: float) -> dict:
 
 
 def run(args) -> dict:
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
     from wetqa.generation import Pipeline, make_backend, resolve_generator
     from wetqa.generation.prompt import as_text
     from wetqa.retrieval import RetrievalSpec

@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bwb2012 import CURRENT, VALID_ON, bwb_id, linked_sources, smoke_old_texts, unpacked  # noqa: E402
+from _bwb2012 import CURRENT, VALID_ON, law_id, linked_sources, smoke_old_texts, unpacked  # noqa: E402
 
 from wetqa.corpus import BuildOptions, build_corpus  # noqa: E402
-from wetqa.dataset import article_key, load_dataset  # noqa: E402
+from wetqa.corpus.dataset import article_key, load_dataset  # noqa: E402
 from wetqa.generation import Pipeline  # noqa: E402
 from wetqa.generation.backends.extractive import ExtractiveBackend  # noqa: E402
 from wetqa.retrieval import build_index, chunks_of, open_index  # noqa: E402
@@ -58,13 +58,13 @@ def build(out: Path, smoke: bool) -> tuple[Path, Path, list]:
     current = sorted(CURRENT.glob("*.xml"))
     if smoke:
         items = items[:4]
-        laws = {a.bwb_id for i in items for a in i.articles}
-        current = [f for f in current if bwb_id(f) in laws]
-    ids = {bwb_id(f) for f in current}
+        laws = {a.law_id for i in items for a in i.articles}
+        current = [f for f in current if law_id(f) in laws]
+    ids = {law_id(f) for f in current}
     if smoke:  # made from the current files: no archive to unpack in a smoke run
         old = smoke_old_texts(current, out / "old-texts")
     else:
-        old = [f for f in sorted(unpacked().glob("*.xml")) if bwb_id(f) in ids]
+        old = [f for f in sorted(unpacked().glob("*.xml")) if law_id(f) in ids]
     t0 = time.perf_counter()
     src = linked_sources(out / "src-both", current + old)
     report = build_corpus([src], out / "corpus-both", BuildOptions(valid_on=VALID_ON), progress=False)
@@ -85,7 +85,7 @@ def answers(pipeline: Pipeline, items, scope):
 
 def hit1(items, runs) -> float:
     right = [
-        bool(a.citations) and article_key(a.citations[0].bwb_id, a.citations[0].article) in i.gold_keys
+        bool(a.citations) and article_key(a.citations[0].law_id, a.citations[0].article) in i.gold_keys
         for i, a in zip(items, runs)
     ]
     return sum(right) / max(1, len(right))
@@ -118,7 +118,7 @@ def main() -> None:
         print(f"| citations valid on the day asked ({name}) | {ok}/{len(cites)} = {ok / max(1, len(cites)):.3f} |")
     print(f"| dev Hit@1, no date, two-version index | {hit1(items, runs['today']):.3f} |")
     print(f"| dev Hit@1, no date, 272-law index | {hit1(items, runs_alone):.3f} |")
-    in_2012 = [(i, a) for i, a in zip(items, runs[VALID_ON]) if {x.bwb_id for x in i.articles} <= held_2012]
+    in_2012 = [(i, a) for i, a in zip(items, runs[VALID_ON]) if {x.law_id for x in i.articles} <= held_2012]
     print(
         f"| dev Hit@1 as of {VALID_ON} (questions whose gold laws have a 2012 text: {len(in_2012)}) | "
         f"{hit1([i for i, _ in in_2012], [a for _, a in in_2012]):.3f} |"
@@ -137,19 +137,19 @@ def main() -> None:
             continue
         travel += 1
         for answer, day, is_old in ((then, VALID_ON, True), (now, today(), False)):
-            cited = [c for c in answer.citations if article_key(c.bwb_id, c.article) in differs]
+            cited = [c for c in answer.citations if article_key(c.law_id, c.article) in differs]
             good = [c for c in cited if valid_on(c, day) and (c.version_date <= VALID_ON) == is_old]
             if is_old:
                 old_cited, old_ok = old_cited + len(cited), old_ok + len(good)
                 hit_then += (
                     bool(answer.citations)
-                    and article_key(answer.citations[0].bwb_id, answer.citations[0].article) in i.gold_keys
+                    and article_key(answer.citations[0].law_id, answer.citations[0].article) in i.gold_keys
                 )
             else:
                 new_cited, new_ok = new_cited + len(cited), new_ok + len(good)
                 hit_now += (
                     bool(answer.citations)
-                    and article_key(answer.citations[0].bwb_id, answer.citations[0].article) in i.gold_keys
+                    and article_key(answer.citations[0].law_id, answer.citations[0].article) in i.gold_keys
                 )
     print(f"| time-travel set: dev questions whose gold article changed since 2012 | {travel} |")
     print(f"| ... as of {VALID_ON}: citations of a changed gold article quoting its 2012 text | {old_ok}/{old_cited} |")
@@ -160,7 +160,7 @@ def main() -> None:
     later = [
         (i, a)
         for i, a in zip(items, answers(Pipeline(both, ExtractiveBackend(), k=3), items, asked[VALID_ON]))
-        if not {x.bwb_id for x in i.articles} <= held_2012
+        if not {x.law_id for x in i.articles} <= held_2012
     ]
     abstained = sum(a.abstained for _, a in later)
     wrong_version = sum(not valid_on(c, VALID_ON) for _, a in later for c in a.citations)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bwb2012 import CURRENT, FIXTURES_2012, VALID_ON, bwb_id, linked_sources, unpacked  # noqa: E402
+from _bwb2012 import CURRENT, FIXTURES_2012, VALID_ON, law_id, linked_sources, unpacked  # noqa: E402
 from fairness import start_server  # noqa: E402
 from scale import WETQA, du, free_port  # noqa: E402
 from scale import run as timed  # noqa: E402  (seconds, peak MB, stdout) of a command run to its end
@@ -90,11 +90,11 @@ def question_sets(held: set[str]) -> dict[str, list[dict]]:
 
 
 def ranked(retriever, question: str) -> tuple[list[str], list[str], list]:
-    from wetqa.dataset import article_key
+    from wetqa.corpus.dataset import article_key
 
     hits = retriever.search(question, 10)
-    articles = list(dict.fromkeys(article_key(h.chunk.bwb_id, h.chunk.article) for h in hits))
-    return articles, [h.chunk.bwb_id for h in hits], hits
+    articles = list(dict.fromkeys(article_key(h.chunk.law_id, h.chunk.article) for h in hits))
+    return articles, [h.chunk.law_id for h in hits], hits
 
 
 def quality(index: Path, smoke: bool) -> dict:
@@ -106,7 +106,7 @@ def quality(index: Path, smoke: bool) -> dict:
     retriever = open_index(index)
     table = law_table_of(retriever)
     held = set(table.ids)
-    bes_laws = {r["bwb_id"] for r in table.records if r.get("jurisdiction") == "bes"}
+    bes_laws = {r["law_id"] for r in table.records if r.get("jurisdiction") == "bes"}
     pipeline = Pipeline(retriever, ExtractiveBackend(), k=3)  # the shipped calibration decides abstention
     out: dict = {}
     for name, qs in question_sets(held).items():
@@ -182,11 +182,11 @@ def main() -> None:
 
 def run(args: argparse.Namespace, out: Path) -> None:
     current = sorted(CURRENT.glob("*.xml"))
-    ids = {bwb_id(f) for f in current}
+    ids = {law_id(f) for f in current}
     if args.smoke:  # the test fixtures' 2012-style files: no archive to unpack in a smoke run
         current, old = current[:20], sorted(FIXTURES_2012.glob("*.xml"))
     else:
-        old = [f for f in sorted(unpacked().glob("*.xml")) if bwb_id(f) not in ids]
+        old = [f for f in sorted(unpacked().glob("*.xml")) if law_id(f) not in ids]
     rows = [prepare(out, "272", current, args.rescore), prepare(out, "whole", current + old, args.rescore)]
     print("\n| | 272 laws | whole BWB | ratio |\n|---|---|---|---|")
     a, b = rows

@@ -1,4 +1,4 @@
-"""Official BWB law XML -> articles -> chunks with stable ids.
+"""Official BWB law XML (or another registered source's files) -> articles -> chunks with stable ids.
 
 >>> from wetqa.corpus import build_corpus, parse_law, load_chunks
 
@@ -24,7 +24,8 @@ _EXPORTS = {
     ),
     **dict.fromkeys(["BWBParseError", "parse_law", "parse_law_bytes"], ".bwb"),
     **dict.fromkeys(["ChunkingOptions", "chunk_articles"], ".chunking"),
-    **dict.fromkeys(["Article", "Chunk", "Division", "Law"], ".records"),
+    **dict.fromkeys(["Article", "Chunk", "Division", "DocumentError", "Law", "ParsedLaw"], ".records"),
+    **dict.fromkeys(["FileVersion", "Source", "all_sources", "get_source", "register"], ".sources"),
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
@@ -41,4 +42,5 @@ if TYPE_CHECKING:
     )
     from .bwb import BWBParseError, parse_law, parse_law_bytes
     from .chunking import ChunkingOptions, chunk_articles
-    from .records import Article, Chunk, Division, Law
+    from .records import Article, Chunk, Division, DocumentError, Law, ParsedLaw
+    from .sources import FileVersion, Source, all_sources, get_source, register

@@ -24,15 +24,16 @@ from tqdm import tqdm
 from wetqa import __version__
 from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 
-from .bwb import BWBParseError, parse_law_bytes
 from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
-from .records import Chunk, ParsedLaw, ParseFailure, printable
+from .records import Chunk, DocumentError, ParsedLaw, ParseFailure, printable
+from .sources import DEFAULT, Source, UnknownSource, get_source
 
 # Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs; 3: units
-# outside articles, kind, jurisdiction and validity on each record, laws named by references), so
-# that the corpus hash, and every index keyed by it, tells an old build from a new one.
-CORPUS_FORMAT = 3
+# outside articles, kind, jurisdiction and validity on each record, laws named by references; 4: records
+# name their collection and document generically, ``collection`` and ``law_id``), so that the corpus
+# hash, and every index keyed by it, tells an old build from a new one.
+CORPUS_FORMAT = 4
 MANIFEST = "manifest.json"
 ARTICLES = "articles.jsonl"
 CHUNKS = "chunks.jsonl"
@@ -51,9 +52,11 @@ class BuildOptions:
     max_file_mb: int = 200  # a larger file is skipped: parsing it would take many times its size in memory
     # The date on which files that state no version date (the 2012 snapshot) hold the text in force.
     valid_on: str = ""
+    collection: str = DEFAULT  # the source that reads the files (corpus.sources): "bwb"
 
     def to_json(self) -> dict:
         return {
+            "collection": self.collection,
             "chunking": asdict(self.chunking),
             "exclude_technical": self.exclude_technical,
             "strict": self.strict,
@@ -81,32 +84,32 @@ class BuildReport:
         return d
 
 
-_GENERATION = re.compile(r"^(BWB[RVW][0-9]{1,8})_([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)\.xml$", re.ASCII)
-# A file of one id and version date, with or without a generation: its id and date from the name.
-_DATED = re.compile(r"^(BWB[RVW][0-9]{1,8})_([0-9]{4}-[0-9]{2}-[0-9]{2})(?:_[0-9]+)?\.xml$", re.ASCII)
-_UNDATED = re.compile(r"^(BWB[RVW][0-9]{1,8})\.xml$", re.ASCII)
-
-
 def display_name(path: str | os.PathLike) -> str:
     """A file name that can be printed and written as UTF-8 (undecodable bytes and control characters
     shown as escapes: a name may hold a terminal's escape sequences or a newline)."""
     return printable(os.fsencode(Path(path).name).decode("utf-8", "backslashreplace"))
 
 
-def scan_sources(sources: Iterable[str | os.PathLike]) -> tuple[list[Path], list[dict], list[dict]]:
+def scan_sources(
+    sources: Iterable[str | os.PathLike], source: Source | None = None
+) -> tuple[list[Path], list[dict], list[dict]]:
     """(law files, skipped entries, older generations) of the sources, files sorted by name.
 
-    Folders are read non-recursively. An entry named *.xml that is not a regular file (a link to
-    nothing, a FIFO, a folder) is listed as skipped. Of several generations of one version
-    (``{id}_{date}_{n}.xml``) only the newest is read; the others are listed as duplicates.
+    Folders are read non-recursively, for the files the source reads (``*.xml`` for the BWB). An entry
+    so named that is not a regular file (a link to nothing, a FIFO, a folder) is listed as skipped. Of
+    several generations of one version (``{id}_{date}_{n}.xml``) only the newest is read; the others are
+    listed as duplicates.
     """
+    source = source or get_source(DEFAULT)
+    sources = list(sources)
+    suffixes = {s.lower() for s in source.suffixes}
     files: list[Path] = []
     skipped: list[dict] = []
     for src in sources:
         p = Path(src)
         if p.is_dir():
             for q in sorted(p.iterdir()):
-                if q.suffix.lower() != ".xml":
+                if q.suffix.lower() not in suffixes:
                     continue
                 if q.is_symlink() and not q.exists():
                     skipped.append({"file": display_name(q), "reason": "a link to nothing"})
@@ -121,32 +124,37 @@ def scan_sources(sources: Iterable[str | os.PathLike]) -> tuple[list[Path], list
         else:
             raise CorpusBuildError(f"source not found: {p}")
     if not files:
-        raise CorpusBuildError("no .xml law files in the given sources: " + ", ".join(map(str, sources)))
-    newest: dict[tuple[str, str], tuple[int, Path]] = {}
+        kinds = "/".join(source.suffixes)
+        raise CorpusBuildError(f"no {kinds} law files in the given sources: " + ", ".join(map(str, sources)))
+    # Of the files whose names state a generation: (id, version date) -> the newest one's file.
+    generation: dict[Path, tuple[tuple[str, str], int]] = {}
     for f in files:
-        m = _GENERATION.match(f.name)
-        if m:
-            key, n = (m.group(1), m.group(2)), int(m.group(3))
-            if key not in newest or n > newest[key][0]:
-                newest[key] = (n, f)
-    keep = {f for _, f in newest.values()}
-    older = []
-    for f in files:
-        m = _GENERATION.match(f.name)
-        if m and f not in keep:
-            kept = newest[(m.group(1), m.group(2))][1]
-            older.append({"file": f.name, "kept": kept.name, "reason": "an older generation of the same version"})
-    files = [f for f in files if not (_GENERATION.match(f.name) and f not in keep)]
+        v = source.file_version(f.name)
+        if v is not None and v.generation is not None:
+            generation[f] = ((v.law_id, v.version_date), v.generation)
+    newest: dict[tuple[str, str], Path] = {}
+    for f, (key, n) in generation.items():
+        if key not in newest or n > generation[newest[key]][1]:
+            newest[key] = f
+    dropped = [f for f, (key, _) in generation.items() if newest[key] != f]
+    older = [
+        {"file": f.name, "kept": newest[generation[f][0]].name, "reason": "an older generation of the same version"}
+        for f in dropped
+    ]
+    gone = set(dropped)
+    files = [f for f in files if f not in gone]
     # The published pipeline numbered chunks over the laws sorted by file name.
     return sorted(files, key=lambda q: (q.name, str(q))), skipped, older
 
 
-def collect_sources(sources: Iterable[str | os.PathLike]) -> list[Path]:
+def collect_sources(sources: Iterable[str | os.PathLike], source: Source | None = None) -> list[Path]:
     """The law files a build reads (see :func:`scan_sources`)."""
-    return scan_sources(sources)[0]
+    return scan_sources(sources, source)[0]
 
 
-def _parse_one(path: str, max_bytes: int = 200 << 20) -> tuple[str, str, ParsedLaw | ParseFailure]:
+def _parse_one(
+    path: str, max_bytes: int = 200 << 20, source: Source | None = None
+) -> tuple[str, str, ParsedLaw | ParseFailure]:
     try:
         os.fsencode(Path(path).name).decode("utf-8")
     except UnicodeDecodeError:  # bytes that are not UTF-8 in the name: ids and manifests cannot hold it
@@ -159,8 +167,8 @@ def _parse_one(path: str, max_bytes: int = 200 << 20) -> tuple[str, str, ParsedL
         return path, "", ParseFailure(path, f"cannot read: {exc.strerror or exc}")
     digest = hashlib.sha256(data).hexdigest()
     try:
-        return path, digest, parse_law_bytes(data, path)
-    except BWBParseError as exc:
+        return path, digest, (source or get_source(DEFAULT)).parse(data, path)
+    except DocumentError as exc:
         return path, digest, ParseFailure(exc.file, exc.problem)
     except Exception as exc:  # noqa: BLE001 - a parser bug must not take the other laws down
         return path, digest, ParseFailure(path, f"unexpected {type(exc).__name__}: {exc}")
@@ -195,8 +203,10 @@ def download_records(files: Sequence[Path]) -> dict[str, dict]:
     return out
 
 
-def _parse_group(paths: list[str], max_bytes: int) -> list[tuple[str, str, ParsedLaw | ParseFailure]]:
-    return [_parse_one(p, max_bytes) for p in paths]
+def _parse_group(
+    paths: list[str], max_bytes: int, source: Source | None
+) -> list[tuple[str, str, ParsedLaw | ParseFailure]]:
+    return [_parse_one(p, max_bytes, source) for p in paths]
 
 
 def _die_with_parent(parent: int) -> None:
@@ -213,8 +223,16 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, max_bytes: int = 200 << 20):
-    """Yield (path, sha256, ParsedLaw | ParseFailure) in the order of ``files``."""
+def parse_many(
+    files: Sequence[Path],
+    workers: int = 0,
+    progress: bool = True,
+    max_bytes: int = 200 << 20,
+    source: Source | None = None,
+):
+    """Yield (path, sha256, ParsedLaw | ParseFailure) in the order of ``files``, each read by ``source``
+    (default: the BWB). The workers are handed the source itself: one registered at run time (by a test,
+    a notebook) is in no worker's registry when workers are spawned rather than forked."""
     if workers == 0:
         workers = min(4, os.cpu_count() or 1)
     names = [str(f) for f in files]
@@ -222,7 +240,7 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, m
     try:
         if workers <= 1 or len(names) < 8:
             for name in names:
-                yield _parse_one(name, max_bytes)
+                yield _parse_one(name, max_bytes, source)
                 bar.update()
         else:
             with ProcessPoolExecutor(
@@ -234,13 +252,13 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, m
                 window = 4 * workers
                 groups = (names[i : i + 4] for i in range(0, len(names), 4))
                 pending: deque = deque(
-                    pool.submit(_parse_group, g, max_bytes) for g in itertools.islice(groups, window)
+                    pool.submit(_parse_group, g, max_bytes, source) for g in itertools.islice(groups, window)
                 )
                 while pending:
                     items = pending.popleft().result()
                     nxt = next(groups, None)
                     if nxt is not None:
-                        pending.append(pool.submit(_parse_group, nxt, max_bytes))
+                        pending.append(pool.submit(_parse_group, nxt, max_bytes, source))
                     for item in items:
                         yield item
                         bar.update()
@@ -248,13 +266,14 @@ def parse_many(files: Sequence[Path], workers: int = 0, progress: bool = True, m
         bar.close()
 
 
-def dated_versions(files: Sequence[Path]) -> dict[str, list[tuple[str, str]]]:
+def dated_versions(files: Sequence[Path], source: Source | None = None) -> dict[str, list[tuple[str, str]]]:
     """Each id's dated files, from their names: id -> [(version date, file name)], by date."""
+    source = source or get_source(DEFAULT)
     out: dict[str, list[tuple[str, str]]] = {}
     for f in files:
-        m = _DATED.match(f.name)
-        if m:
-            out.setdefault(m.group(1), []).append((m.group(2), f.name))
+        v = source.file_version(f.name)
+        if v is not None and v.version_date:
+            out.setdefault(v.law_id, []).append((v.version_date, f.name))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -283,6 +302,9 @@ class _Writer:
     def add(self, path: str, digest: str, parsed: ParsedLaw) -> ParseFailure | None:
         """Write one law; a law that yields no chunk is a failure (listed), never a silent success."""
         law = parsed.law
+        law.collection = self.options.collection  # records name the collection they come from
+        for article in parsed.articles:
+            article.collection = law.collection
         first = self.chunks + 1
         chunks = list(chunk_articles(parsed.articles, self.options.chunking, start=first))
         if not chunks:
@@ -301,7 +323,8 @@ class _Writer:
             {
                 "file": name,
                 "sha256": digest,
-                "bwb_id": law.bwb_id,
+                "collection": law.collection,
+                "law_id": law.law_id,
                 "version_date": law.version_date,
                 "valid_until": "",
                 "title": law.title,
@@ -323,7 +346,7 @@ def _date_undated(parsed: ParsedLaw, path: str, options: BuildOptions, report: d
     """A file that states no version date holds the text in force on ``--valid-on``: that is its date."""
     if parsed.law.version_date:
         return
-    entry = {"file": display_name(path), "bwb_id": parsed.law.bwb_id}
+    entry = {"file": display_name(path), "law_id": parsed.law.law_id}
     if options.valid_on:
         parsed.law.version_date = options.valid_on
         for article in parsed.articles:
@@ -336,11 +359,11 @@ def valid_until(rows: list[dict]) -> dict[tuple[str, str], str]:
     """Each version's end: the date the next version of the same law starts (absent: still current)."""
     versions: dict[str, set[str]] = {}
     for r in rows:
-        versions.setdefault(r["bwb_id"], set()).add(r["version_date"])
+        versions.setdefault(r["law_id"], set()).add(r["version_date"])
     until: dict[tuple[str, str], str] = {}
-    for bwb_id, days in versions.items():
+    for law_id, days in versions.items():
         ordered = sorted(days)
-        until.update(((bwb_id, a), b) for a, b in zip(ordered, ordered[1:]) if a)
+        until.update(((law_id, a), b) for a, b in zip(ordered, ordered[1:]) if a)
     return until
 
 
@@ -375,13 +398,13 @@ class ReferenceNames:
             self.uses[target][name] += 1
             self.citers.setdefault(target, {}).setdefault(name, set()).add(citing)
 
-    def cited_by(self, bwb_id: str) -> int:
+    def cited_by(self, law_id: str) -> int:
         """How many other regulations refer to this one (by any name): how central it is to the law."""
-        return len(set().union(*self.citers.get(bwb_id, {}).values()))
+        return len(set().union(*self.citers.get(law_id, {}).values()))
 
-    def names(self, bwb_id: str, top: int = 3) -> list[str]:
+    def names(self, law_id: str, top: int = 3) -> list[str]:
         """The names used often enough by enough regulations, most used first."""
-        uses, citers = self.uses.get(bwb_id, {}), self.citers.get(bwb_id, {})
+        uses, citers = self.uses.get(law_id, {}), self.citers.get(law_id, {})
         ok = [n for n, u in uses.items() if u >= MIN_NAME_USES and len(citers[n]) >= MIN_NAME_CITERS]
         return sorted(ok, key=lambda n: (-uses[n], n))[:top]
 
@@ -393,19 +416,19 @@ def finish_records(folder: Path, rows: list[dict], names: ReferenceNames) -> Non
     until = valid_until(rows)
     titles: dict[str, str] = {}
     for r in rows:
-        r["valid_until"] = until.get((r["bwb_id"], r["version_date"]), "")
-        r["names"] = names.names(r["bwb_id"])
-        r["cited_by"] = names.cited_by(r["bwb_id"])
+        r["valid_until"] = until.get((r["law_id"], r["version_date"]), "")
+        r["names"] = names.names(r["law_id"])
+        r["cited_by"] = names.cited_by(r["law_id"])
         if not r.pop("titled") and r["names"] and nameless(r["title"]):
-            titles[r["bwb_id"]] = r["title"] = r["names"][0]
+            titles[r["law_id"]] = r["title"] = r["names"][0]
     changed = {i for i, _ in until} | set(titles)
     if not changed:
         return
 
     def fix(record: dict) -> None:
-        if record["bwb_id"] in titles:
-            record["law"] = titles[record["bwb_id"]]
-        end = until.get((record["bwb_id"], record["version_date"]))
+        if record["law_id"] in titles:
+            record["law"] = titles[record["law_id"]]
+        end = until.get((record["law_id"], record["version_date"]))
         if end and "valid_until" in record:
             record["valid_until"] = end
 
@@ -417,7 +440,7 @@ def _rewrite(path: Path, ids: set[str], fix) -> None:
     tmp = path.with_suffix(".tmp")
     with open(path, encoding="utf-8") as src, open(tmp, "w", encoding="utf-8") as dst:
         for line in src:
-            at = line.find('"bwb_id": "') + 11
+            at = line.find('"law_id": "') + 11
             if line[at : line.find('"', at)] in ids:
                 record = json.loads(line)
                 fix(record)
@@ -434,8 +457,12 @@ def build_corpus(
 ) -> BuildReport:
     options = options or BuildOptions()
     t0 = time.perf_counter()
-    files, skipped, duplicates = scan_sources(sources)
-    dated = dated_versions(files)
+    try:
+        source = get_source(options.collection)
+    except UnknownSource as exc:
+        raise CorpusBuildError(str(exc)) from None
+    files, skipped, duplicates = scan_sources(sources, source)
+    dated = dated_versions(files, source)
     failures: list[ParseFailure] = []
     excluded: list[dict] = []
     listed: dict = {"undated": []}
@@ -446,13 +473,13 @@ def build_corpus(
         writer = _Writer(tmp, options, download_records(files))
         try:
             built: dict[tuple[str, str], str] = {}
-            for path, digest, result in parse_many(files, options.workers, progress, options.max_file_mb << 20):
+            for path, digest, result in parse_many(files, options.workers, progress, options.max_file_mb << 20, source):
                 if digest:
                     digests[Path(path).name] = digest
                 if isinstance(result, ParsedLaw):
-                    names.add(result.law.bwb_id, result.references)
+                    names.add(result.law.law_id, result.references)
                     _date_undated(result, path, options, listed)
-                    result = _place(result, path, dated, built, duplicates, excluded, options)
+                    result = _place(result, path, source, dated, built, duplicates, excluded, options)
                     if result is None:
                         continue
                     result = writer.add(path, digest, result) or result
@@ -509,6 +536,7 @@ def build_corpus(
 def _place(
     parsed: ParsedLaw,
     path: str,
+    source: Source,
     dated: dict[str, list[tuple[str, str]]],
     built: dict[tuple[str, str], str],
     duplicates: list[dict],
@@ -517,8 +545,9 @@ def _place(
 ) -> ParsedLaw | None:
     """The law to build, or None when it is a duplicate of another file's version or excluded."""
     law, name = parsed.law, Path(path).name
-    if _UNDATED.match(name) and options.valid_on:
-        same = same_dated_version(dated.get(law.bwb_id, []), options.valid_on)
+    named = source.file_version(name)
+    if named is not None and not named.version_date and options.valid_on:
+        same = same_dated_version(dated.get(law.law_id, []), options.valid_on)
         if same is not None:
             duplicates.append(
                 {
@@ -528,13 +557,13 @@ def _place(
                 }
             )
             return None
-    key = (law.bwb_id, law.version_date)
+    key = (law.law_id, law.version_date)
     if key in built:  # the same version again (a copy under another name): ids would repeat
         duplicates.append({"file": name, "kept": built[key], "reason": "the same law version as another file"})
         return None
     built[key] = name
     if options.exclude_technical and (word := technical_title_word(law.title)):
-        excluded.append({"file": name, "bwb_id": law.bwb_id, "title": law.title, "word": word})
+        excluded.append({"file": name, "law_id": law.law_id, "title": law.title, "word": word})
         return None
     return parsed
 
@@ -545,7 +574,7 @@ def corpus_summary(rows: list[dict]) -> dict:
 
     dates = sorted(r["version_date"] for r in rows if r["version_date"])
     return {
-        "laws": len({r["bwb_id"] for r in rows}),
+        "laws": len({r["law_id"] for r in rows}),
         "versions": len(rows),
         "kinds": dict(Counter(r["kind"] or "?" for r in rows).most_common()),
         "jurisdictions": dict(Counter(r["jurisdiction"] for r in rows).most_common()),

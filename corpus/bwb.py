@@ -13,7 +13,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from .records import Article, Division, Law, ParsedLaw
+from .records import Article, Division, DocumentError, Law, ParsedLaw
+from .sources import FileVersion, register
 from .text import block_lines, inline_text, render_article
 
 # Elements that structure a law above the article; their <kop> gives number and title.
@@ -89,13 +90,11 @@ _NAMED_KIND = re.compile(r"(?i)(wet|besluit|regeling|verdrag|reglement|code|vero
 MAX_REFERENCES = 400  # names kept per regulation file: enough to learn from, bounded in memory
 
 
-class BWBParseError(ValueError):
+class BWBParseError(DocumentError):
     """A law file that cannot be turned into articles; the message names file and problem."""
 
     def __init__(self, file: str | os.PathLike, problem: str):
-        self.file = str(file)
-        self.problem = problem
-        super().__init__(f"{self.file}: {problem}")
+        super().__init__(str(file), problem)
 
 
 def _parser() -> etree.XMLParser:
@@ -239,26 +238,26 @@ def _law_metadata(root: etree._Element, name: str) -> Law:
         wetgeving = root.find("wetgeving")
         if wetgeving is None:
             raise BWBParseError(name, "<toestand> has no <wetgeving> element")
-        bwb_id = root.get("bwb-id") or (fname.group(1) if fname else "")
+        law_id = root.get("bwb-id") or (fname.group(1) if fname else "")
         version = root.get("inwerkingtreding") or (fname.group(2) or "" if fname else "")
     elif root.tag == "wetgeving":
         source_format = "wetgeving"
         wetgeving = root
-        bwb_id = root.get("bwb-id") or _text(root.find(".//bwb-id")) or (fname.group(1) if fname else "")
+        law_id = root.get("bwb-id") or _text(root.find(".//bwb-id")) or (fname.group(1) if fname else "")
         version = (fname.group(2) or "" if fname else "") or root.get("inwerkingtredingsdatum") or ""
     else:
         raise BWBParseError(name, f"root element <{root.tag}> is neither <toestand> nor <wetgeving>: not BWB law XML")
-    if not BWB_ID.fullmatch(bwb_id or ""):
+    if not BWB_ID.fullmatch(law_id or ""):
         raise BWBParseError(
             name, "no BWB id (a bwb-id attribute, or a file named BWBR0000000[_YYYY-MM-DD]; BWBV and BWBW too)"
         )
     intitule = _text(wetgeving.find("intitule"))
     citeertitels = [t for t in (_text(x) for x in wetgeving.findall("citeertitel")) if t]
     short = citeertitels[0] if citeertitels else _cited_as(wetgeving, intitule)
-    title = short or intitule or bwb_id
+    title = short or intitule or law_id
     kind = wetgeving.get("soort", "")
     return Law(
-        bwb_id=bwb_id,
+        law_id=law_id,
         title=title,
         long_title=intitule or title,
         titled=bool(short),
@@ -300,7 +299,8 @@ class _Units:
         law = self.law
         self.out.append(
             Article(
-                bwb_id=law.bwb_id,
+                law_id=law.law_id,
+                collection=law.collection,
                 version_date=law.version_date,
                 law=law.title,
                 article=label,
@@ -400,7 +400,7 @@ def parse_law_bytes(data: bytes, name: str) -> ParsedLaw:
     _walk(wetgeving, (), units)
     if not units.out:
         _title_unit(wetgeving, units)
-    return ParsedLaw(law=law, articles=units.out, references=references(root, law.bwb_id))
+    return ParsedLaw(law=law, articles=units.out, references=references(root, law.law_id))
 
 
 def _title_unit(wetgeving: etree._Element, units: _Units) -> None:
@@ -426,13 +426,13 @@ def parse_law(path: str | os.PathLike) -> ParsedLaw:
 _LINK_UNITS = {"artikel": "artikel", "enig-artikel": "artikel", "bijlage": "bijlage"}
 
 
-def official_url(bwb_id: str, article: str, unit: str = "artikel", version_date: str = "") -> str:
+def official_url(law_id: str, article: str, unit: str = "artikel", version_date: str = "") -> str:
     """The unit's text on wetten.overheid.nl, in its juriconnect form (``jci1.3:c:BWBR...&artikel=N``),
     as valid and seen on ``version_date`` when given (``&g=DATE&z=DATE``): the version cited, not today's.
     A unit without a number of its own (a circulaire's paragraph, a preamble) links to its regulation."""
     from urllib.parse import quote
 
-    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(bwb_id, safe='')}"
+    url = f"https://wetten.overheid.nl/jci1.3:c:{quote(law_id, safe='')}"
     part = _LINK_UNITS.get(unit or "artikel")
     number = article.split(" ", 1)[1] if " " in article else ""
     if part and number and unit != "enig-artikel":
@@ -441,12 +441,35 @@ def official_url(bwb_id: str, article: str, unit: str = "artikel", version_date:
     return url + (f"&g={version_date}&z={version_date}" if version_date else "")
 
 
-_MONTHS = "januari februari maart april mei juni juli augustus september oktober november december".split()
+class BWBSource:
+    """The Basiswettenbestand: consolidated Dutch regulations as official XML (``BWBR0001854_2024-01-01_0.xml``)."""
+
+    name = "bwb"
+    description = "Basiswettenbestand: official XML of Dutch regulations (wetten.overheid.nl)"
+    suffixes: tuple[str, ...] = (".xml",)
+    id_field = "bwb_id"
+    id_example = "BWBR0001854"
+
+    def file_version(self, file_name: str) -> FileVersion | None:
+        m = _FILE_VERSION.match(file_name)
+        if m is None:
+            return None
+        return FileVersion(m.group(1), m.group(2) or "", None if m.group(3) is None else int(m.group(3)))
+
+    def parse(self, data: bytes, name: str) -> ParsedLaw:
+        return parse_law_bytes(data, name)
+
+    def is_id(self, text: str) -> bool:
+        return bool(BWB_ID.fullmatch(text))
+
+    def url(self, law_id: str, article: str, unit: str, version_date: str) -> str:
+        return official_url(law_id, article, unit or "artikel", version_date)
+
+    def metadata(self, law_id: str) -> dict[str, str]:
+        return {"bwb_id": law_id}
 
 
-def dutch_date(day: str) -> str:
-    """``2012-10-04`` -> ``4 oktober 2012`` ("" stays "")."""
-    if not day:
-        return ""
-    year, month, date = day.split("-")
-    return f"{int(date)} {_MONTHS[int(month) - 1]} {year}"
+# ``{id}.xml``, ``{id}_{date}.xml`` or ``{id}_{date}_{generation}.xml``: what a file's name says of it.
+_FILE_VERSION = re.compile(r"^(BWB[RVW][0-9]{1,8})(?:_([0-9]{4}-[0-9]{2}-[0-9]{2})(?:_([0-9]+))?)?\.xml$", re.ASCII)
+
+register(BWBSource())

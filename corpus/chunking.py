@@ -64,7 +64,7 @@ def stable_id(article: Article, part: int, occurrence: int = 1) -> str:
     slug = _article_slug(article.number)
     if occurrence > 1:
         slug = f"{slug}~{occurrence}"
-    return f"{article.bwb_id}_{article.version_date}_art{slug}_{part}"
+    return f"{article.law_id}_{article.version_date}_art{slug}_{part}"
 
 
 def _pieces(article: Article, opts: ChunkingOptions) -> list[str]:
@@ -98,7 +98,7 @@ def chunk_articles(articles: Iterable[Article], opts: ChunkingOptions, start: in
     for article in articles:
         if article.expired and not opts.keeps_expired:
             continue
-        key = (article.bwb_id, article.version_date, _article_slug(article.number))
+        key = (article.law_id, article.version_date, _article_slug(article.number))
         seen[key] = occurrence = seen.get(key, 0) + 1
         pieces = _pieces(article, opts) or (["Vervallen"] if article.expired else [])
         path_label = article.path_label()
@@ -114,7 +114,7 @@ def chunk_articles(articles: Iterable[Article], opts: ChunkingOptions, start: in
             yield Chunk(
                 id=stable_id(article, part, occurrence),
                 doc_id=f"DOC{n:04d}",
-                bwb_id=article.bwb_id,
+                law_id=article.law_id,
                 version_date=article.version_date,
                 law=article.law,
                 article=article.article,
@@ -123,4 +123,5 @@ def chunk_articles(articles: Iterable[Article], opts: ChunkingOptions, start: in
                 search_text=search_text,
                 expired=article.expired,
                 path_label=path_label,
+                collection=article.collection,
             )

@@ -31,6 +31,13 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     b = csub.add_parser("build", parents=[output], help="BWB XML -> articles.jsonl, chunks.jsonl, manifest.json")
     b.add_argument("--source", nargs="+", required=True, metavar="DIR_OR_FILE", help="law XML files or folders")
     b.add_argument(
+        "--collection",
+        default="bwb",
+        metavar="NAME",
+        help="the corpus source that reads the files (default bwb; others register under the wetqa.sources "
+        "entry points)",
+    )
+    b.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -126,6 +133,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         workers=args.workers,
         max_file_mb=args.max_file_mb,
         valid_on=args.valid_on or "",
+        collection=args.collection,
     )
     try:
         report = build_corpus(args.source, args.out or default_corpus(), opts, progress=not args.no_progress)

@@ -497,8 +497,8 @@ def fetch(client: Client, version: LawVersion, out: OwnedFolder) -> Path:
             law = parse_law_bytes(data, version.url).law
         except BWBParseError as exc:
             raise DownloadError(f"{version.url}: not usable law XML: {exc}") from None
-        if law.bwb_id != version.bwb_id:  # never saved under the name of a law it is not
-            raise DownloadError(f"{version.url} holds {law.bwb_id}, not {version.bwb_id}; not kept")
+        if law.law_id != version.bwb_id:  # never saved under the name of a law it is not
+            raise DownloadError(f"{version.url} holds {law.law_id}, not {version.bwb_id}; not kept")
     _record(out.path, version, hashlib.sha256(data).hexdigest(), len(data))
     return target
 

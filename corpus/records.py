@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The collection of records that name none: every corpus before sources were parts held the BWB.
+DEFAULT_COLLECTION = "bwb"
+
 # How a division is named where its tag is not its name.
 DIVISION_NAMES = {"titeldeel": "Titel", "circulaire.divisie": "Paragraaf", "verdragtekst": "Tekst"}
 
@@ -22,9 +25,17 @@ class Division:
         return f"{head}. {self.title}" if self.title else head
 
 
+class DocumentError(ValueError):
+    """A file a source cannot read as a document: names the file and the problem, in one line."""
+
+    def __init__(self, file: str, problem: str):
+        self.file, self.problem = str(file), problem
+        super().__init__(f"{self.file}: {problem}")
+
+
 @dataclass(slots=True)
 class Law:
-    bwb_id: str
+    law_id: str  # the document's id in its collection ("BWBR0001854")
     title: str  # citeertitel where there is one, else the intitule
     long_title: str  # the intitule
     kind: str  # the ``soort`` attribute: wet, AMvB, ...
@@ -33,11 +44,12 @@ class Law:
     source_file: str = ""
     jurisdiction: str = "nl"  # "bes": a regulation of Caribisch Nederland (Bonaire, Sint Eustatius, Saba)
     titled: bool = False  # the title is a short title the regulation states (citeertitel, "aangehaald als")
+    collection: str = DEFAULT_COLLECTION  # the source it comes from (corpus.sources)
 
 
 @dataclass(slots=True)
 class Article:
-    bwb_id: str
+    law_id: str
     version_date: str
     law: str
     article: str  # label as written: "Artikel 266", "Artikel 7.3.12"
@@ -54,6 +66,7 @@ class Article:
     kind: str = ""  # the law's soort: wet, AMvB, ministeriele-regeling, verdrag, wet-BES, ...
     jurisdiction: str = "nl"  # "bes" for the regulations of Caribisch Nederland
     valid_until: str = ""  # the date the next version of the law starts ("" while this one is current)
+    collection: str = DEFAULT_COLLECTION
 
     @property
     def text(self) -> str:
@@ -64,7 +77,7 @@ class Article:
 
     def to_json(self) -> dict:
         return {
-            "bwb_id": self.bwb_id,
+            "law_id": self.law_id,
             "version_date": self.version_date,
             "law": self.law,
             "article": self.article,
@@ -78,6 +91,7 @@ class Article:
             "kind": self.kind,
             "jurisdiction": self.jurisdiction,
             "valid_until": self.valid_until,
+            "collection": self.collection,
             "text": self.text,
             "paragraphs": self.paragraphs,
         }
@@ -85,9 +99,9 @@ class Article:
 
 @dataclass(slots=True)
 class Chunk:
-    id: str  # stable: derived from bwb_id, version, article number and part
+    id: str  # stable: derived from the law's id, version, article number and part
     doc_id: str  # positional, as in the published pipeline: DOC0001, DOC0002, ...
-    bwb_id: str
+    law_id: str
     version_date: str
     law: str
     article: str
@@ -96,18 +110,20 @@ class Chunk:
     search_text: str = ""  # what retrieval indexes; defaults to ``text``
     expired: bool = False
     path_label: str = ""
-    # Of the chunk's law and article (an index's store joins them in; chunks.jsonl leaves them out).
+    # Of the chunk's law and article (an index's store joins them in; chunks.jsonl leaves them out, but
+    # for a collection other than the default).
     kind: str = ""  # the law's soort
     jurisdiction: str = "nl"
     valid_until: str = ""  # the date the next version of the law starts ("": current)
     unit: str = "artikel"
+    collection: str = DEFAULT_COLLECTION  # the source of its law (corpus.sources)
 
     def to_json(self) -> dict:
         # Written by hand: dataclasses.asdict deep-copies and was a third of the build time.
         d = {
             "id": self.id,
             "doc_id": self.doc_id,
-            "bwb_id": self.bwb_id,
+            "law_id": self.law_id,
             "version_date": self.version_date,
             "law": self.law,
             "article": self.article,
@@ -116,6 +132,8 @@ class Chunk:
             "expired": self.expired,
             "path_label": self.path_label,
         }
+        if self.collection != DEFAULT_COLLECTION:  # read alone (load_chunks), a chunk still names its source
+            d["collection"] = self.collection
         if self.search_text and self.search_text != self.text:
             d["search_text"] = self.search_text
         return d
@@ -123,6 +141,8 @@ class Chunk:
     @classmethod
     def from_json(cls, d: dict) -> Chunk:
         known = {f for f in cls.__slots__}  # type: ignore[attr-defined]
+        if "law_id" not in d and "bwb_id" in d:  # written before records named their document generically
+            d = {**d, "law_id": d["bwb_id"]}
         return cls(**{k: v for k, v in d.items() if k in known})
 
     @property

@@ -123,3 +123,14 @@ def render_article(article: etree._Element) -> list[str]:
         if lines:
             blocks.append("\n".join(lines))
     return blocks
+
+
+_MONTHS = "januari februari maart april mei juni juli augustus september oktober november december".split()
+
+
+def dutch_date(day: str) -> str:
+    """``2012-10-04`` -> ``4 oktober 2012`` ("" stays "")."""
+    if not day:
+        return ""
+    year, month, date = day.split("-")
+    return f"{int(date)} {_MONTHS[int(month) - 1]} {year}"

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from wetqa._lazy import lazy
 
 _EXPORTS = {
-    **dict.fromkeys(["DatasetError", "GoldArticle", "QAItem", "article_key", "load_dataset"], "wetqa.dataset"),
+    **dict.fromkeys(["DatasetError", "GoldArticle", "QAItem", "article_key", "load_dataset"], "wetqa.corpus.dataset"),
     "evaluate_retrieval": ".ranking",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from wetqa.dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
+    from wetqa.corpus.dataset import DatasetError, GoldArticle, QAItem, article_key, load_dataset
 
     from .ranking import evaluate_retrieval

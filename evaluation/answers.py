@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationErro
 from tqdm import tqdm
 
 from wetqa.corpus.build import read_chunks
+from wetqa.corpus.dataset import QAItem, article_key, first_problem
 from wetqa.corpus.records import Chunk
-from wetqa.dataset import QAItem, article_key, first_problem
+from wetqa.corpus.sources import law_id_of
 from wetqa.io import OwnedFolder, atomic_file, own_folder, read_journal, recognised, write_owned_json
 
 from .abstention import answered_only, at_coverages, plot_risk_coverage, risk_coverage, zeroed
@@ -80,13 +81,13 @@ def find_run_files(paths: Sequence[str | Path]) -> list[Path]:
 
 
 class CorpusMap:
-    """chunk id -> (bwb_id, article) and article key -> chunk ids, from a corpus or index chunks.jsonl."""
+    """chunk id -> (law_id, article) and article key -> chunk ids, from a corpus or index chunks.jsonl."""
 
     def __init__(self, chunks: Sequence[Chunk]):
-        self.chunk_article = {c.id: (c.bwb_id, c.article) for c in chunks}
+        self.chunk_article = {c.id: (c.law_id, c.article) for c in chunks}
         self.article_chunks: dict[str, list[str]] = {}
         for c in chunks:
-            self.article_chunks.setdefault(article_key(c.bwb_id, c.article), []).append(c.id)
+            self.article_chunks.setdefault(article_key(c.law_id, c.article), []).append(c.id)
         self.texts = {c.id: c.text for c in chunks}
 
     @classmethod
@@ -301,7 +302,7 @@ class _ScoreBook:
         first = (rec.get("retrieved") or [{}])[0]
         row["abstained"] = bool(rec.get("abstained"))
         row["confidence"] = rec.get("confidence")
-        row["first_right"] = article_key(first.get("bwb_id", ""), first.get("article", "")) in item.gold_keys
+        row["first_right"] = article_key(law_id_of(first), first.get("article", "")) in item.gold_keys
         missing = [m.name for m in self.scoring.local() if not m.has(row)]
         if missing:
             row.update(score_record(rec, item, self.corpus, missing))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
-from wetqa.dataset import article_key
+from wetqa.corpus.dataset import article_key
 
 from .metrics import Metric, register
 
@@ -43,7 +43,7 @@ def citation_scores(
 ) -> dict[str, CitationScores]:
     """Scores at ``chunk`` and ``article`` level.
 
-    ``chunk_article`` maps a chunk id to (bwb_id, article label); ids absent
+    ``chunk_article`` maps a chunk id to (law_id, article label); ids absent
     from it (not in the corpus) count as wrong citations. ``article_chunks``
     maps an article key to its chunk ids.
     """

@@ -136,7 +136,7 @@ RETRIEVAL_FILES = ("run.chunk.trec", "run.article.trec", "qrels.chunk.txt", "qre
 
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
     from wetqa.io import own_folder, recognised, write_json
     from wetqa.retrieval.spec import RetrievalSpec
 
@@ -198,7 +198,7 @@ def _corpus_for(args: argparse.Namespace, run_paths: list[str]):
 
 
 def cmd_eval_generation(args: argparse.Namespace) -> int:
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
 
     from .answers import evaluate_runs
     from .scoring import Scoring, from_cli_args, parse_metrics
@@ -282,7 +282,7 @@ def _generation_text(result: dict, name: str, out: Path) -> str:
 
 
 def cmd_eval_compare(args: argparse.Namespace) -> int:
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
     from wetqa.io import atomic_file, own_folder, recognised, write_owned_json
 
     from .answers import CorpusMap, RunFileError

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from wetqa.console import install_command
-from wetqa.dataset import QAItem
+from wetqa.corpus.dataset import QAItem
 
 from .answers import CorpusMap, find_run_files, load_run, question_means, score_record
 from .metrics import metric, metrics

@@ -30,7 +30,7 @@ from typing import Protocol
 from tqdm import tqdm
 
 from wetqa.console import check_model_ref
-from wetqa.dataset import data_files
+from wetqa.corpus.dataset import data_files
 from wetqa.generation.sentences import split_sentences
 from wetqa.io import read_journal
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wetqa.dataset import QAItem
+from wetqa.corpus.dataset import QAItem
 from wetqa.settings import setting
 
 from .judge import Judge, LLMJudge

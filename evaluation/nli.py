@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wetqa.console import check_model_ref
-from wetqa.dataset import QAItem
+from wetqa.corpus.dataset import QAItem
 from wetqa.generation.sentences import split_sentences
 from wetqa.settings import setting
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from wetqa.corpus.dataset import QAItem, article_key
 from wetqa.corpus.records import Chunk
-from wetqa.dataset import QAItem, article_key
 from wetqa.retrieval._base import Hit
 
 MEASURE_NAMES = {"R": "R@{k}", "Success": "Hit@{k}"}
@@ -39,7 +39,7 @@ def _name(measure) -> str:
 def chunk_qrels(items: Iterable[QAItem], chunks: Sequence[Chunk]) -> dict[str, dict[str, int]]:
     by_article: dict[str, list[str]] = {}
     for c in chunks:
-        by_article.setdefault(article_key(c.bwb_id, c.article), []).append(c.id)
+        by_article.setdefault(article_key(c.law_id, c.article), []).append(c.id)
     return {item.id: {cid: 1 for key in item.gold_keys for cid in by_article.get(key, [])} for item in items}
 
 
@@ -56,7 +56,7 @@ def article_run(results: dict[str, list[Hit]]) -> dict[str, list[str]]:
     for qid, hits in results.items():
         seen: list[str] = []
         for h in hits:
-            key = article_key(h.chunk.bwb_id, h.chunk.article)
+            key = article_key(h.chunk.law_id, h.chunk.article)
             if key not in seen:
                 seen.append(key)
         run[qid] = seen

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from wetqa.dataset import data_files
+from wetqa.corpus.dataset import data_files
 
 from .attribution import Attributor, select
 

@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from wetqa.corpus.records import DEFAULT_COLLECTION
+from wetqa.corpus.sources import citation_url, document_metadata
 from wetqa.retrieval._base import Hit
 from wetqa.settings import setting
 
@@ -191,7 +193,7 @@ def age_note(citations: Sequence[Citation], day: str | None = None) -> str:
     """One line when an answer rests on a text older than a year (the corpus may hold no later version)."""
     import datetime
 
-    from wetqa.corpus.bwb import dutch_date
+    from wetqa.corpus.text import dutch_date
 
     asked = datetime.date.fromisoformat(day) if day else datetime.date.today()
     old = sorted(
@@ -214,27 +216,28 @@ def age_note(citations: Sequence[Citation], day: str | None = None) -> str:
 class Citation:
     id: str  # stable chunk id
     doc_id: str
-    bwb_id: str
+    law_id: str
     law: str
     article: str
     text: str
     version_date: str = ""  # the version of the law the text is from ("" when the corpus does not know)
     valid_until: str = ""  # when the next version started ("": the newest version the corpus holds)
-    url: str = ""  # the cited text on wetten.overheid.nl, as valid on its version date
+    url: str = ""  # the cited text's official source (its collection's link), as valid on its version date
+    collection: str = DEFAULT_COLLECTION  # the source of the law (corpus.sources)
 
     @classmethod
     def from_hit(cls, hit: Hit) -> Citation:
-        from wetqa.corpus.bwb import official_url
-
         c = hit.chunk
-        url = official_url(c.bwb_id, c.article, c.unit, c.version_date)
-        return cls(c.id, c.doc_id, c.bwb_id, c.law, c.article, c.text, c.version_date, c.valid_until, url)
+        url = citation_url(c.collection, c.law_id, c.article, c.unit, c.version_date)
+        return cls(c.id, c.doc_id, c.law_id, c.law, c.article, c.text, c.version_date, c.valid_until, url, c.collection)
 
     def to_json(self) -> dict:
         return {
             "id": self.id,
             "doc_id": self.doc_id,
-            "bwb_id": self.bwb_id,
+            "collection": self.collection,
+            "law_id": self.law_id,
+            **document_metadata(self.collection, self.law_id),
             "law": self.law,
             "article": self.article,
             "text": self.text,

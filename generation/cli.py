@@ -72,7 +72,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def sources(answer: Answer) -> str:
-    from wetqa.corpus.bwb import dutch_date
+    from wetqa.corpus.text import dutch_date
 
     lines = []
     if answer.abstained:
@@ -103,7 +103,7 @@ def print_answer(args: argparse.Namespace, answer: Answer) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
 
     from .presets import make_backend
     from .runs import check_run_folder, generate_runs

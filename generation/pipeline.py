@@ -191,7 +191,7 @@ def abstained_answer(request: Request) -> Answer:
     related: list[Citation] = []
     seen: set[tuple[str, str]] = set()
     for h in request.hits:
-        key = (h.chunk.bwb_id, h.chunk.article)
+        key = (h.chunk.law_id, h.chunk.article)
         if key not in seen:
             seen.add(key)
             related.append(Citation.from_hit(h))

@@ -19,7 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from wetqa import __version__
-from wetqa.dataset import QAItem
+from wetqa.corpus.dataset import QAItem
 from wetqa.io import OwnedFolder, own_folder, read_journal, recognised, wetqa_made, write_owned_json
 
 from ._base import Answer, GenerationError, Request
@@ -68,7 +68,7 @@ def record(qid: str, run: int, k: int, request: Request, answer: Answer, seconds
             {
                 "id": h.chunk.id,
                 "doc_id": h.chunk.doc_id,
-                "bwb_id": h.chunk.bwb_id,
+                "law_id": h.chunk.law_id,
                 "article": h.chunk.article,
                 "score": round(h.score, 6),
             }
@@ -92,7 +92,7 @@ def prompt_fingerprint(language: str = "nl", structured: bool = False) -> str:
 
     from .prompt import build_messages
 
-    hit = Hit(Chunk("X_1", "DOC0001", "BWBR0000000", "2000-01-01", "Wet", "Artikel 1", 1, "Tekst."), 1.0, 1)
+    hit = Hit(Chunk("X_1", "DOC0001", "LAW0000000", "2000-01-01", "Wet", "Artikel 1", 1, "Tekst."), 1.0, 1)
     messages = build_messages("Vraag?", [hit], language, structured)
     rendered = json.dumps(messages, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(rendered.encode()).hexdigest()[:16]

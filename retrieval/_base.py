@@ -40,7 +40,7 @@ class Hit:
         return self.chunk.id
 
     def to_json(self) -> dict:
-        from wetqa.corpus.bwb import official_url
+        from wetqa.corpus.sources import citation_url, document_metadata
 
         c = self.chunk
         return {
@@ -48,13 +48,15 @@ class Hit:
             "score": round(float(self.score), 6),
             "id": c.id,
             "doc_id": c.doc_id,
-            "bwb_id": c.bwb_id,
+            "collection": c.collection,
+            "law_id": c.law_id,
+            **document_metadata(c.collection, c.law_id),
             "law": c.law,
             "article": c.article,
             "text": c.text,
             "version_date": c.version_date or None,
             "valid_until": c.valid_until or None,
-            "url": official_url(c.bwb_id, c.article, c.unit, c.version_date),
+            "url": citation_url(c.collection, c.law_id, c.article, c.unit, c.version_date),
         }
 
 

@@ -112,7 +112,7 @@ def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentPars
         description="Lists the versions of an article the index holds and shows, word by word, what changed "
         "between the version in force on --from (default: the oldest) and on --to (default: the newest).",
     )
-    d.add_argument("bwb_id", help="the law's BWB id, such as BWBR0002656")
+    d.add_argument("law_id", help="the law's id (law_id, as search results give it)")
     d.add_argument("article", help="the article, such as 'Artikel 266' (or 266)")
     d.add_argument("--from", dest="since", type=iso_date, metavar="YYYY-MM-DD", help="the older text: in force then")
     d.add_argument("--to", dest="until", type=iso_date, metavar="YYYY-MM-DD", help="the newer text: in force then")
@@ -123,26 +123,20 @@ def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentPars
 def cmd_diff(args: argparse.Namespace) -> int:
     from ._base import RetrievalError, chunks_of
     from .index import open_index
-    from .versions import article_label, article_versions, diff_markup, diff_versions
+    from .versions import article_label, article_versions, diff_markup, diff_versions, versions_payload
 
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--from {args.since} is after --to {args.until}")
     store = chunks_of(open_index(args.index or default_index(), rescore=False))
-    versions = article_versions(store, args.bwb_id, args.article)
+    versions = article_versions(store, args.law_id, args.article)
     if not versions:
-        raise RetrievalError(f"{args.bwb_id} {article_label(args.article)}: not in this index")
+        raise RetrievalError(f"{args.law_id} {article_label(args.article)}: not in this index")
     change = diff_versions(versions, args.since, args.until)
     first = versions[0]
-    payload = {
-        "bwb_id": first.bwb_id,
-        "law": first.law,
-        "article": first.article,
-        "data": [v.to_json() for v in versions],  # named as the API's GET .../versions names them
-        **change,
-    }
+    payload = versions_payload(versions, change)  # named as the API's GET .../versions names them
 
     def text() -> str:
-        lines = [f"{first.law}, {first.article} ({first.bwb_id}): {len(versions)} version(s) in this index"]
+        lines = [f"{first.law}, {first.article} ({first.law_id}): {len(versions)} version(s) in this index"]
         for v in versions:
             lines.append(
                 f"  {v.version_date or 'undated'} .. {v.valid_until or 'now'}" + (" (vervallen)" if v.expired else "")

@@ -184,11 +184,11 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
     names = law_names_of(retriever, index)
     held = names.named(question)
-    if held & {h.chunk.bwb_id for h in hits}:
+    if held & {h.chunk.law_id for h in hits}:
         # The question names a law this corpus holds, found in the scope asked (a law named but out of the
         # request's dates or laws is no reason to answer from others). For the rule, not the model.
         out["named_held"] = 1.0
-    out["law_named"] = 1.0 if top.chunk.bwb_id in held else -1.0 if names.names_absent(question) and not held else 0.0
+    out["law_named"] = 1.0 if top.chunk.law_id in held else -1.0 if names.names_absent(question) and not held else 0.0
     if "xde" in f:
         out["xde"] = float(f["xde"])
     if "f_law_share" in f:
@@ -208,7 +208,7 @@ def law_names_of(retriever, index):
         if names is None:
             laws = getattr(index, "laws", None)
             names = LawNames(
-                laws.records if laws is not None else [{"title": t, "bwb_id": t} for t in law_titles(index)]
+                laws.records if laws is not None else [{"title": t, "law_id": t} for t in law_titles(index)]
             )
             if hasattr(index, "__dict__"):
                 index._law_names = names

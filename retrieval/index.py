@@ -18,6 +18,7 @@ from pathlib import Path
 
 from wetqa import __version__
 from wetqa.corpus.build import read_manifest
+from wetqa.corpus.records import DEFAULT_COLLECTION
 from wetqa.io import FORMAT_KEY, atomic_dir
 
 from ._base import (
@@ -35,10 +36,11 @@ from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
+# 5: records name their collection and document generically (collection, law_id);
 # 4: each law version's kind, jurisdiction and validity (scope filters), the passage vectors; 3: every
 # file's content hash in index.json, the build options in the store (2: the store and memory-mapped arrays,
 # sizes only; 1: chunks.jsonl and bm25s folders, loaded whole).
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -240,7 +242,8 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
 CHUNK_LAW = "chunk_law.npy"
 # What an index keeps of each law version (scope.LawTable): its records in laws.json.
 LAW_FIELDS = (
-    "bwb_id",
+    "collection",
+    "law_id",
     "version_date",
     "valid_until",
     "title",
@@ -258,14 +261,14 @@ class LawRows:
 
     def __init__(self, records: list[dict]):
         self.records = records
-        self.rows = {(r["bwb_id"], r["version_date"]): i for i, r in enumerate(records)}
+        self.rows = {(r["law_id"], r["version_date"]): i for i, r in enumerate(records)}
 
     def row_of(self, article: dict) -> int:
-        key = (article["bwb_id"], article.get("version_date") or "")
+        key = (article["law_id"], article.get("version_date") or "")
         if key not in self.rows:
             self.rows[key] = len(self.records)
             self.records.append(
-                {"bwb_id": key[0], "version_date": key[1], "valid_until": article.get("valid_until") or "",
+                {"collection": article.get("collection") or DEFAULT_COLLECTION, "law_id": key[0], "version_date": key[1], "valid_until": article.get("valid_until") or "",
                  "title": article.get("law") or key[0], "long_title": article.get("law") or key[0],
                  "kind": article.get("kind") or "", "jurisdiction": article.get("jurisdiction") or "nl",
                  "names": [], "cited_by": 0}
@@ -274,11 +277,14 @@ class LawRows:
 
 
 def law_records(manifest: dict) -> list[dict]:
-    """The law versions a corpus holds, from its manifest (one record per BWB id and version date)."""
+    """The law versions a corpus holds, from its manifest (one record per document id and version date)."""
+    from wetqa.corpus.sources import law_id_of
+
     seen: dict[tuple[str, str], dict] = {}
     for row in manifest.get("sources") or []:
-        key = (row["bwb_id"], row.get("version_date") or "")
-        seen.setdefault(key, {f: row.get(f) for f in LAW_FIELDS} | {"version_date": key[1]})
+        key = (law_id_of(row), row.get("version_date") or "")  # a manifest of before law_id: its own name
+        record = {f: row.get(f) for f in LAW_FIELDS} | {"law_id": key[0], "version_date": key[1]}
+        seen.setdefault(key, record | {"collection": row.get("collection") or DEFAULT_COLLECTION})
     return list(seen.values())
 
 

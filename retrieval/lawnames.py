@@ -114,21 +114,21 @@ def made_abbreviations(title: str) -> set[str]:
 
 
 class LawNames:
-    """Which laws of an index a question names (by BWB id), and whether it names one the index lacks."""
+    """Which laws of an index a question names (by document id), and whether it names one the index lacks."""
 
     def __init__(self, laws: Iterable[dict]):
-        self.by_name: dict[str, set[str]] = {}  # normalised title or name -> BWB ids
+        self.by_name: dict[str, set[str]] = {}  # normalised title or name -> document ids
         self.by_abbreviation: dict[str, set[str]] = {}
         made: dict[str, set[str]] = {}
         for law in laws:
-            bwb_id = law["bwb_id"]
+            law_id = law["law_id"]
             names = [law.get("title") or "", *(law.get("names") or [])]
             for name in names:
                 key = _normalise(name)
                 if len(key) > 6:
-                    self.by_name.setdefault(key, set()).add(bwb_id)
+                    self.by_name.setdefault(key, set()).add(law_id)
                 for abbreviation in made_abbreviations(name):
-                    made.setdefault(abbreviation, set()).add(bwb_id)
+                    made.setdefault(abbreviation, set()).add(law_id)
         titles = list(self.by_name)
         for abbreviation, full in CONVENTIONAL.items():
             ids = set().union(*(self.by_name[t] for t in titles if t.startswith(full)), set())
@@ -144,7 +144,7 @@ class LawNames:
         self._longest = max((len(k.split()) for k in self.by_name), default=0)
 
     def named(self, question: str) -> set[str]:
-        """The BWB ids of the laws the question names."""
+        """The document ids of the laws the question names."""
         words = _normalise(question).split()
         found: set[str] = set()
         for n in range(min(self._longest, len(words)), 0, -1):

@@ -140,7 +140,7 @@ class CandidateFeatures:
                 if g != "wet":
                     static[f"kind_{g}"] = np.asarray([x == g for x in groups], dtype=np.float64)
             static["bes"] = np.asarray([r.get("jurisdiction") == "bes" for r in records], dtype=np.float64)
-            static["bwb_id"] = np.asarray([r["bwb_id"] for r in records], dtype=object)
+            static["law_id"] = np.asarray([r["law_id"] for r in records], dtype=object)
             self._law_static = static
         return self._law_static
 
@@ -184,7 +184,7 @@ class CandidateFeatures:
         named = self.law_names.named(c.question)
         static = self.law_static()
         laws = self.ranked_law[c.articles]
-        c.raw["named"] = np.asarray([static["bwb_id"][x] in named for x in laws], dtype=np.float64)
+        c.raw["named"] = np.asarray([static["law_id"][x] in named for x in laws], dtype=np.float64)
         c.values.update({"bm": _minmax(c.raw["bm"]), "xbm": _minmax(c.raw["xbm"])})
         c.values.update({k: c.raw[k] for k in ("clause", "named")})
         for f in ("cited", *KIND_FEATURES):

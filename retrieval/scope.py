@@ -27,7 +27,6 @@ import numpy as np
 from ._base import RetrievalError
 
 JURISDICTIONS = ("nl", "bes", "all")
-BWB_ID = re.compile(r"BWB[RVW][0-9]{1,8}", re.ASCII)
 _BES_QUESTION = re.compile(
     r"\b(?:bes|bes-eilanden|bonaire|sint[ -]eustatius|statia|saba|caribisch nederland|caribische deel van nederland)\b",
     re.IGNORECASE,
@@ -87,7 +86,7 @@ class Scope:
     (and of Caribisch Nederland for a question about it), in the version valid today."""
 
     kinds: tuple[str, ...] = ()  # soort values (wet, AMvB, ministeriele-regeling, ...); empty: every kind
-    laws: tuple[str, ...] = ()  # BWB ids; empty: every law
+    laws: tuple[str, ...] = ()  # document ids (law_id); empty: every law
     jurisdiction: str = "nl"
     date: str | None = None  # YYYY-MM-DD: the text valid on that day; None: today
 
@@ -132,7 +131,7 @@ class LawTable:
         self.kind, self.bes = arrays["law_kind"], arrays["law_bes"]
         self.valid_from, self.valid_until = arrays["law_from"], arrays["law_until"]
         self.kinds = kinds  # code -> soort
-        self.ids = ids  # law version -> BWB id
+        self.ids = ids  # law version -> its document id
         self.held = frozenset(ids)
         self._masks = BoundedCache(64)
         self._records: list[dict] | None = None
@@ -168,7 +167,8 @@ class LawTable:
             )
         missing = [i for i in scope.laws if i not in self.held]
         if missing:
-            raise RetrievalError(f"--laws: {', '.join(missing[:5])} not in this index (BWB ids such as BWBR0001854)")
+            example = min(self.held, default="")
+            raise RetrievalError(f"--laws: {', '.join(missing[:5])} not in this index (it holds ids such as {example})")
         if scope.date is not None and len(self.valid_from):
             dated = self.valid_from[self.valid_from > 0]
             if len(dated) and len(dated) == len(self.valid_from) and day_number(scope.date) < int(dated.min()):
@@ -212,7 +212,7 @@ def write_law_table(folder: Path, laws: list[dict]) -> None:
     np.save(folder / "law_from.npy", np.asarray([day_number(law["version_date"]) for law in laws], np.int32))
     until = [day_number(law.get("valid_until") or "") or OPEN_END for law in laws]
     np.save(folder / "law_until.npy", np.asarray(until, np.int32))
-    meta = {"kinds": kinds, "ids": [law["bwb_id"] for law in laws], "laws": laws}
+    meta = {"kinds": kinds, "ids": [law["law_id"] for law in laws], "laws": laws}
     (folder / LAWS_FILE).write_text(json.dumps(meta, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

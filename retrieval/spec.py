@@ -15,7 +15,7 @@ from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
 from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, RetrievalError, Retriever
-from .scope import BWB_ID, Scope
+from .scope import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class RetrievalSpec:
     kind: tuple[str, ...] = setting(
         (), "rank only regulations of these kinds (soort: wet, AMvB, ministeriele-regeling, ...)", metavar="K1,K2"
     )
-    laws: tuple[str, ...] = setting((), "rank only these laws (BWB ids)", metavar="BWBR...,BWBR...")
+    laws: tuple[str, ...] = setting((), "rank only these laws (their law_id)", metavar="ID,ID")
     jurisdiction: str = setting(
         "nl",
         "nl: the European Netherlands (and Caribisch Nederland for a question that names it); bes: only the "
@@ -90,9 +90,11 @@ class RetrievalSpec:
                 raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
         if self.rerank_top != 20 and not self.rerank:
             raise RetrievalError("--rerank-top applies with --rerank MODEL")
+        from wetqa.corpus.sources import id_problem
+
         for law in self.laws:
-            if not BWB_ID.fullmatch(law):
-                raise RetrievalError(f"--laws: {law!r} is not a BWB id (such as BWBR0001854)")
+            if problem := id_problem(law):
+                raise RetrievalError(f"--laws: {problem}")
         _ = self.scope  # checks the jurisdiction and the date
         return self
 

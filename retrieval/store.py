@@ -20,22 +20,22 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from wetqa.corpus.records import Chunk
+from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 
 from ._base import DamagedIndex, RetrievalError
 
 STORE = "store.sqlite"
-STORE_FORMAT = 2
+STORE_FORMAT = 3  # 3: articles name their collection and document generically (collection, law_id)
 _CHUNK_COLUMNS = (
-    "c.row, c.id, c.doc_id, a.bwb_id, a.version_date, a.law, a.article, c.part, c.text, c.search_text, "
-    "a.expired, a.path_label, a.kind, a.jurisdiction, a.valid_until, a.unit"
+    "c.row, c.id, c.doc_id, a.law_id, a.version_date, a.law, a.article, c.part, c.text, c.search_text, "
+    "a.expired, a.path_label, a.kind, a.jurisdiction, a.valid_until, a.unit, a.collection"
 )
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
 CREATE TABLE articles (
-    row INTEGER PRIMARY KEY, bwb_id TEXT, version_date TEXT, law TEXT, article TEXT, number TEXT, title TEXT,
+    row INTEGER PRIMARY KEY, law_id TEXT, version_date TEXT, law TEXT, article TEXT, number TEXT, title TEXT,
     path_label TEXT, expired INTEGER, paragraphs TEXT, first_chunk INTEGER, n_chunks INTEGER,
-    kind TEXT, jurisdiction TEXT, valid_until TEXT, unit TEXT
+    kind TEXT, jurisdiction TEXT, valid_until TEXT, unit TEXT, collection TEXT
 );
 CREATE TABLE chunks (
     row INTEGER PRIMARY KEY, id TEXT, doc_id TEXT, article_row INTEGER, part INTEGER, text TEXT, search_text TEXT
@@ -51,6 +51,7 @@ def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
     that has none, e.g. an expired one under ``structured`` chunking, is passed with an empty list).
     """
     from wetqa.corpus.build import ARTICLES, CHUNKS
+    from wetqa.corpus.sources import law_id_of
     from wetqa.io import read_jsonl
 
     for name in (ARTICLES, CHUNKS):
@@ -62,9 +63,10 @@ def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
     chunks = (Chunk.from_json(row) for row in read_jsonl(corpus_dir / CHUNKS))
     pending = next(chunks, None)
     for article in read_jsonl(corpus_dir / ARTICLES):
-        key = (article["bwb_id"], article["version_date"], article["article"])
+        article.setdefault("law_id", law_id_of(article))  # a corpus built before records named it so
+        key = (article["law_id"], article["version_date"], article["article"])
         own: list[Chunk] = []
-        while pending is not None and (pending.bwb_id, pending.version_date, pending.article) == key:
+        while pending is not None and (pending.law_id, pending.version_date, pending.article) == key:
             own.append(pending)
             pending = next(chunks, None)
         yield article, own
@@ -93,7 +95,7 @@ class StoreWriter:
         self._articles.append(
             (
                 row,
-                article["bwb_id"],
+                article["law_id"],
                 article["version_date"],
                 article["law"],
                 article["article"],
@@ -108,6 +110,7 @@ class StoreWriter:
                 article.get("jurisdiction") or "nl",
                 article.get("valid_until") or "",
                 article.get("unit") or "artikel",
+                article.get("collection") or DEFAULT_COLLECTION,
             )
         )
         for i, c in enumerate(chunks):
@@ -119,7 +122,7 @@ class StoreWriter:
         return row, range(first, first + len(chunks))
 
     def _flush(self) -> None:
-        self.db.executemany("INSERT INTO articles VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._articles)
+        self.db.executemany("INSERT INTO articles VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", self._articles)
         self.db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?,?,?)", self._chunks)
         self._articles.clear()
         self._chunks.clear()
@@ -138,7 +141,22 @@ class StoreWriter:
 
 def _chunk(r: tuple) -> Chunk:
     return Chunk(
-        r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9] or "", bool(r[10]), r[11], r[12], r[13], r[14], r[15]
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9] or "",
+        bool(r[10]),
+        r[11],
+        r[12],
+        r[13],
+        r[14],
+        r[15],
+        r[16] or DEFAULT_COLLECTION,
     )
 
 
@@ -158,6 +176,11 @@ class ChunkStore(Sequence[Chunk]):
         except sqlite3.DatabaseError as exc:
             raise DamagedIndex(path.parent, f"{path.name} cannot be read ({exc})") from None
         self.meta = meta
+        if meta.get("format") != STORE_FORMAT:
+            raise RetrievalError(
+                f"{path.parent}: its {path.name} is of format {meta.get('format')!r}, this wetqa reads "
+                f"{STORE_FORMAT}; rebuild the index with `wetqa index --force --out {path.parent}`"
+            )
         for key, value in (expect or {}).items():
             if meta.get(key) != value:
                 raise DamagedIndex(
@@ -212,11 +235,14 @@ class ChunkStore(Sequence[Chunk]):
         return [found[r] for r in rows]
 
     def __iter__(self) -> Iterator[Chunk]:
-        cur = self._db().execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN articles a ON a.row = c.article_row ORDER BY c.row"
-        )
-        for r in cur:
-            yield _chunk(r)
+        try:
+            cur = self._db().execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN articles a ON a.row = c.article_row ORDER BY c.row"
+            )
+            for r in cur:
+                yield _chunk(r)
+        except sqlite3.DatabaseError as exc:
+            raise DamagedIndex(self.path.parent, f"{self.path.name} ({exc})") from None
 
     def row_of(self, chunk_id: str) -> int | None:
         found = self._query("SELECT row FROM chunks WHERE id = ? ORDER BY row LIMIT 1", [chunk_id])
@@ -255,16 +281,17 @@ class ChunkStore(Sequence[Chunk]):
         found = dict(self._query(sql, rows))
         return [found.get(r) or "" for r in rows]
 
-    def article_versions(self, bwb_id: str, article: str) -> list[tuple]:
-        """Each version of one article: (bwb_id, law, article, version_date, valid_until, text, expired, place, unit)."""
+    def article_versions(self, law_id: str, article: str) -> list[tuple]:
+        """Each version of one article: (law_id, law, article, version_date, valid_until, text, expired, place,
+        unit, collection)."""
         found = self._query(
-            "SELECT bwb_id, law, article, version_date, valid_until, paragraphs, expired, path_label, unit FROM articles "
-            "WHERE bwb_id = ? AND article = ? COLLATE NOCASE",
-            [bwb_id, article],
+            "SELECT law_id, law, article, version_date, valid_until, paragraphs, expired, path_label, unit, collection "
+            "FROM articles WHERE law_id = ? AND article = ? COLLATE NOCASE",
+            [law_id, article],
         )
         return [
-            (b, law, a, day or "", until or "", "\n".join(json.loads(p)), bool(e), place or "", unit or "artikel")
-            for b, law, a, day, until, p, e, place, unit in found
+            (b, law, a, day or "", until or "", "\n".join(json.loads(p)), bool(e), place or "", unit or "artikel", c)
+            for b, law, a, day, until, p, e, place, unit, c in found
         ]
 
     def law_titles(self) -> list[str]:

@@ -2,7 +2,7 @@
 
 A corpus built from files of several version dates holds each version of an article as its own record
 (``version_date``, and ``valid_until``: the next version's date, or open). ``wetqa diff`` and the API's
-``GET /v1/articles/{bwb_id}/{article}/versions`` read them from the index's chunk store.
+``GET /v1/articles/{law_id}/{article}/versions`` read them from the index's chunk store.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from wetqa.corpus.records import Chunk
+from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
+from wetqa.corpus.sources import citation_url, document_metadata
 
 from ._base import RetrievalError
 
@@ -28,7 +29,7 @@ def in_force(version_date: str, valid_until: str, day: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ArticleVersion:
-    bwb_id: str
+    law_id: str
     law: str
     article: str
     version_date: str  # "" when the corpus did not know it
@@ -37,22 +38,23 @@ class ArticleVersion:
     expired: bool = False
     place: str = ""  # where in the law it stands (Boek / Titel / ...): two articles may share a label
     unit: str = "artikel"  # what kind of unit it is (artikel, bijlage, paragraaf, ...): its link says so
+    collection: str = DEFAULT_COLLECTION
 
     def valid_on(self, day: str) -> bool:
         return in_force(self.version_date, self.valid_until, day)
 
     def to_json(self) -> dict:
-        from wetqa.corpus.bwb import official_url
-
         return {
-            "bwb_id": self.bwb_id,
+            "collection": self.collection,
+            "law_id": self.law_id,
+            **document_metadata(self.collection, self.law_id),
             "law": self.law,
             "article": self.article,
             "version_date": self.version_date or None,
             "valid_until": self.valid_until or None,
             "expired": self.expired,
             "text": self.text,
-            "url": official_url(self.bwb_id, self.article, self.unit, self.version_date),
+            "url": citation_url(self.collection, self.law_id, self.article, self.unit, self.version_date),
         }
 
 
@@ -67,14 +69,14 @@ def article_label(article: str) -> str:
     return (head.capitalize() + (" " + rest if rest else "")) if head.lower() == "artikel" else text
 
 
-def article_versions(store, bwb_id: str, article: str) -> list[ArticleVersion]:
+def article_versions(store, law_id: str, article: str) -> list[ArticleVersion]:
     """The versions of one article in a chunk store (oldest first); [] when the index does not hold it."""
     label = article_label(article)
     query = getattr(store, "article_versions", None)
     if query is not None:  # the SQLite chunk store answers from its articles table
-        rows = query(bwb_id, label)
+        rows = query(law_id, label)
     else:  # a plain list of chunks (small indexes): one scan
-        rows = _scan(store, bwb_id, label)
+        rows = _scan(store, law_id, label)
     versions = sorted((ArticleVersion(*row) for row in rows), key=lambda v: v.version_date)
     # A label may name two articles of one version (an "Artikel 1" in each of two chapters that number
     # afresh): their texts are not versions of each other.
@@ -84,22 +86,51 @@ def article_versions(store, bwb_id: str, article: str) -> list[ArticleVersion]:
     shared = next((sorted(p) for p in places.values() if len(p) > 1), None)
     if shared:
         where = "; ".join(x or "(top)" for x in shared)
-        raise RetrievalError(f"{bwb_id} {label} names {len(shared)} articles of one version ({where}): not one article")
+        raise RetrievalError(f"{law_id} {label} names {len(shared)} articles of one version ({where}): not one article")
     return versions
 
 
-def _scan(chunks, bwb_id: str, label: str) -> list[tuple]:
+def _scan(chunks, law_id: str, label: str) -> list[tuple]:
     parts: dict[tuple[str, str], list[Chunk]] = {}
     for c in chunks:
-        if c.bwb_id == bwb_id and c.article.lower() == label.lower():
+        if c.law_id == law_id and c.article.lower() == label.lower():
             parts.setdefault((c.version_date, c.path_label), []).append(c)
     rows = []
     for (day, place), cs in parts.items():
         cs.sort(key=lambda c: c.part)
         first = cs[0]
         text = "\n".join(c.text for c in cs)
-        rows.append((bwb_id, first.law, first.article, day, first.valid_until, text, first.expired, place, first.unit))
+        rows.append(
+            (
+                law_id,
+                first.law,
+                first.article,
+                day,
+                first.valid_until,
+                text,
+                first.expired,
+                place,
+                first.unit,
+                first.collection,
+            )
+        )
     return rows
+
+
+def versions_payload(versions: list[ArticleVersion], change: dict) -> dict:
+    """An article's versions and the words changed between two, as `wetqa diff --output json` and the API's
+    ``GET /v1/articles/{law_id}/{article}/versions`` give them."""
+    first = versions[0]
+    return {
+        "object": "list",
+        "collection": first.collection,
+        "law_id": first.law_id,
+        **document_metadata(first.collection, first.law_id),
+        "law": first.law,
+        "article": first.article,
+        "data": [v.to_json() for v in versions],
+        **change,
+    }
 
 
 def version_on(versions: list[ArticleVersion], day: str) -> ArticleVersion | None:

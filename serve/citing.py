@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wetqa.corpus.bwb import dutch_date
+from wetqa.corpus.text import dutch_date
 from wetqa.generation import Answer
 from wetqa.generation.posthoc import select
 from wetqa.generation.sentences import split_sentences

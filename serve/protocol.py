@@ -66,7 +66,9 @@ class ScopeFields(BaseModel):
     kind: list[Text] | None = Field(
         default=None, max_length=20, description="only regulations of these kinds (soort: wet, AMvB, ...)"
     )
-    laws: list[Text] | None = Field(default=None, max_length=MAX_SCOPE_LAWS, description="only these laws (BWB ids)")
+    laws: list[Text] | None = Field(
+        default=None, max_length=MAX_SCOPE_LAWS, description="only these laws (their law_id)"
+    )
     jurisdiction: Literal["nl", "bes", "all"] | None = Field(
         default=None, description="nl: the European Netherlands (default); bes: Caribisch Nederland; all"
     )
@@ -125,11 +127,19 @@ class Usage(BaseModel):
     total_tokens: int
 
 
-class SentenceSource(BaseModel):
+class DocumentRef(BaseModel):
+    """Which document a record is of: its collection and its id there. The collection's own names for it
+    come beside them (extra fields its source declares), so a client of that collection reads the id it knows."""
+
+    model_config = ConfigDict(extra="allow")
+    collection: str = Field(description="the corpus source the document comes from (its registered name)")
+    law_id: str = Field(description="the document's id in its collection")
+
+
+class SentenceSource(DocumentRef):
     index: int = Field(description="the n of the [n] marker")
     id: str = Field(description="stable chunk id")
     doc_id: str
-    bwb_id: str
     law: str
     article: str
     text: str
@@ -139,15 +149,14 @@ class CitationOut(SentenceSource):
     """A source as the answer's citations list it: its [n], its article's link, version and sentences."""
 
     model_config = ConfigDict(extra="allow")
-    url: str = Field(description="the article on wetten.overheid.nl")
+    url: str = Field(description="the article's official text (for the BWB: wetten.overheid.nl), as of its version")
     version_date: str | None = Field(None, description="the date of the law version quoted (geldend op)")
     sentences: list[str]
 
 
-class RelatedArticle(BaseModel):
+class RelatedArticle(DocumentRef):
     id: str = Field(description="stable chunk id (GET /v1/chunks/{id} gives the whole article)")
     doc_id: str
-    bwb_id: str
     law: str
     article: str
     text: str
@@ -247,12 +256,11 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-class SearchHit(BaseModel):
+class SearchHit(DocumentRef):
     rank: int
     score: float
     id: str
     doc_id: str
-    bwb_id: str
     law: str
     article: str
     text: str
@@ -264,10 +272,9 @@ class SearchResponse(BaseModel):
     data: list[SearchHit]
 
 
-class ChunkResponse(BaseModel):
+class ChunkResponse(DocumentRef):
     id: str
     doc_id: str
-    bwb_id: str
     law: str
     article: str
     path: str
@@ -275,8 +282,7 @@ class ChunkResponse(BaseModel):
     article_text: str
 
 
-class ArticleVersionModel(BaseModel):
-    bwb_id: str
+class ArticleVersionModel(DocumentRef):
     law: str
     article: str
     version_date: str | None = Field(description="the day this text began to be in force (None: not known)")
@@ -291,11 +297,10 @@ class DiffPiece(BaseModel):
     text: str
 
 
-class ArticleVersions(BaseModel):
+class ArticleVersions(DocumentRef):
     """An article's versions in the index, oldest first, and the words that changed between two of them."""
 
     object: Literal["list"] = "list"
-    bwb_id: str
     law: str
     article: str
     data: list[ArticleVersionModel]

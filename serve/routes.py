@@ -74,20 +74,20 @@ async def chunk(chunk_id: str, request: Request):
 
 
 @router.get(
-    "/v1/articles/{bwb_id}/{article:path}/versions",
+    "/v1/articles/{law_id}/{article:path}/versions",
     response_model=ArticleVersions,
     response_model_by_alias=True,
     responses=error_responses(400, 401, 404),
     summary="An article's versions in the index and the words that changed between two",
 )
 def article_versions(  # sync: FastAPI runs it in its thread pool (a store scan and a diff off the event loop)
-    bwb_id: str,
+    law_id: str,
     article: str,
     request: Request,
     since: str | None = Query(default=None, alias="from", description="compare from the version in force then"),
     until: str | None = Query(default=None, alias="to", description="compare to the version in force then"),
 ):
-    return service(request).chunks.versions(bwb_id, article, since, until)
+    return service(request).chunks.versions(law_id, article, since, until)
 
 
 @router.get("/health", response_model=Health)

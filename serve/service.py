@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from wetqa.corpus.sources import document_metadata
 from wetqa.generation import (
     Answer,
     AsyncStreamingBackend,
@@ -76,10 +77,10 @@ class ChunkLookup:
                 return self._describe(store, target)
         raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
 
-    def versions(self, bwb_id: str, article: str, since: str | None, until: str | None) -> dict:
+    def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> dict:
         """An article's versions (the first store holding it answers) and the words changed between two."""
         from wetqa.console import check_day
-        from wetqa.retrieval.versions import article_versions, diff_versions
+        from wetqa.retrieval.versions import article_versions, diff_versions, versions_payload
 
         for name, day in (("from", since), ("to", until)):
             if day is not None:
@@ -88,25 +89,17 @@ class ChunkLookup:
                 except ValueError as exc:
                     raise APIError(400, str(exc), param=name) from None
         try:
-            found = next((v for v in (article_versions(s, bwb_id, article) for s in self.stores) if v), [])
+            found = next((v for v in (article_versions(s, law_id, article) for s in self.stores) if v), [])
         except RetrievalError as exc:
             raise APIError(400, str(exc), param="article") from None
         if not found:
-            raise APIError(404, f"no article {article!r} of {bwb_id!r} in this index", code="not_found")
+            raise APIError(404, f"no article {article!r} of {law_id!r} in this index", code="not_found")
         try:
             change = diff_versions(found, since, until)
         except RetrievalError as exc:
             param = "from" if str(exc).startswith("--from") else "to"
             raise APIError(400, str(exc).replace("--", "", 1), param=param) from None
-        first = found[0]
-        return {
-            "object": "list",
-            "bwb_id": first.bwb_id,
-            "law": first.law,
-            "article": first.article,
-            "data": [v.to_json() for v in found],
-            **change,
-        }
+        return versions_payload(found, change)
 
     @staticmethod
     def _describe(store, target) -> dict:
@@ -116,7 +109,9 @@ class ChunkLookup:
         return {
             "id": chunk.id,
             "doc_id": chunk.doc_id,
-            "bwb_id": chunk.bwb_id,
+            "collection": chunk.collection,
+            "law_id": chunk.law_id,
+            **document_metadata(chunk.collection, chunk.law_id),
             "law": chunk.law,
             "article": chunk.article,
             "path": chunk.path_label,

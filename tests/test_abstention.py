@@ -10,7 +10,7 @@ import pytest
 
 from wetqa.cli import main
 from wetqa.corpus import load_chunks
-from wetqa.dataset import article_key, load_dataset
+from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.generation import Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
@@ -153,7 +153,7 @@ def test_questions_about_laws_outside_the_corpus_abstain_and_dev_questions_are_a
     assert (dev_conf < threshold).mean() <= 0.10
     # Confidence ranks: the dev questions whose first article is right are surer than the outside ones.
     firsts = [retriever.search(item.question, 1)[0].chunk for item in dev]
-    right = [c for c, top, item in zip(dev_conf, firsts, dev) if article_key(top.bwb_id, top.article) in item.gold_keys]
+    right = [c for c, top, item in zip(dev_conf, firsts, dev) if article_key(top.law_id, top.article) in item.gold_keys]
     assert np.median(right) > np.median(out_conf)
     # Calibrated with the everyday questions answerable (issue 32), this model refuses about half of the
     # questions outside the corpus, not all: the tbs question (the Penal Code) is less sure than most dev

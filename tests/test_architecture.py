@@ -1,6 +1,6 @@
 """The layers and the direction of their imports, read from the source (every import, lazy ones too).
 
-core (wetqa.console, io, config, dataset, home) <- corpus <- retrieval <- generation <- serve;
+core (wetqa.console, io, config, home) <- corpus <- retrieval <- generation <- serve;
 evaluation reads records beside them and may import the stages below serve, but only the top
 layer (wetqa.cli, wetqa.experiment, wetqa.doctor, and the ``__main__`` entry points) imports it.
 """
@@ -282,3 +282,24 @@ def test_the_ladder_check_sees_a_ladder():
     )
     found = name_ladders(source, names)
     assert [f.split(":")[0] for f in found] == ["line 1", "line 2", "line 3", "line 5"]
+
+
+# What only the BWB source may know: its id field and its id pattern.
+_BWB_WORDS = ("bwb_id", "BWBR")
+
+
+def bwb_spellings(text: str) -> list[str]:
+    return [f"line {n}: {w}" for n, line in enumerate(text.splitlines(), 1) for w in _BWB_WORDS if w in line]
+
+
+def test_only_the_corpus_knows_the_bwb():
+    # Storing, retrieving, citing and serving a document go through corpus.sources: a second collection
+    # (case law, municipal regulations) touches no stage but corpus/. The page's script counts too.
+    files = [p for folder in FOLDERS if folder != "corpus" for p in sorted((ROOT / folder).rglob("*.py"))]
+    files += sorted((ROOT / "serve" / "static").glob("*"))
+    found = {str(p.relative_to(ROOT)): bwb_spellings(p.read_text(encoding="utf-8")) for p in files if p.is_file()}
+    assert {p: lines for p, lines in found.items() if lines} == {}
+
+
+def test_the_bwb_check_sees_a_spelling():
+    assert bwb_spellings('x = chunk.law_id\ny = row["bwb_id"]\nz = "BWBR0001854"') == ["line 2: bwb_id", "line 3: BWBR"]

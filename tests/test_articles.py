@@ -20,7 +20,7 @@ def indexes(articles_index, bm25s_index):
 def test_one_hit_per_article_in_force_with_its_chunks(indexes):
     articles, _ = indexes
     hits = articles.search("gezag rechter kind ouder wet tarief griffierecht", k=10)
-    keys = [(h.chunk.bwb_id, h.chunk.article) for h in hits]
+    keys = [(h.chunk.law_id, h.chunk.article) for h in hits]
     assert len(keys) == len(set(keys)) and hits
     assert all(not h.chunk.expired for h in hits)  # Artikel 267 is vervallen: never ranked
     for h in hits:
@@ -63,24 +63,24 @@ def test_weights_zero_rank_like_the_chunk_index(fixture_corpus, bm25s_index, tmp
     query = "gezag ouder rechter"
     seen, expected = set(), []
     for h in chunks.search(query, k=50):
-        key = (h.chunk.bwb_id, h.chunk.article)
+        key = (h.chunk.law_id, h.chunk.article)
         if key not in seen and not h.chunk.expired:
             seen.add(key)
             expected.append(key)
-    assert [(h.chunk.bwb_id, h.chunk.article) for h in flat.search(query, k=50)] == expected
+    assert [(h.chunk.law_id, h.chunk.article) for h in flat.search(query, k=50)] == expected
 
 
 @pytest.mark.integration
 def test_article_ranking_beats_chunk_ranking_on_dev(real_articles_index, real_bm25s_index):
     require_shared()
-    from wetqa.dataset import article_key, load_dataset
+    from wetqa.corpus.dataset import article_key, load_dataset
 
     items = load_dataset(DEV)
 
     def hit_at_1(index) -> float:
         r = open_index(index)
         top = r.batch_search([i.question for i in items], 1)
-        return sum(article_key(h[0].chunk.bwb_id, h[0].chunk.article) in i.gold_keys for h, i in zip(top, items) if h)
+        return sum(article_key(h[0].chunk.law_id, h[0].chunk.article) in i.gold_keys for h, i in zip(top, items) if h)
 
     # Measured: 34 of 51 (article Hit@1 .667) against 29 (.569) for chunk BM25.
     assert hit_at_1(real_articles_index) >= 33 > hit_at_1(real_bm25s_index)

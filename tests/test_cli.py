@@ -126,7 +126,7 @@ def test_empty_vocabulary_is_an_error_not_no_hits(capsys, tmp_path):
     corpus.mkdir()
     chunk = Chunk("X_1", "DOC0001", "X", "2024-01-01", "Wet", "Artikel 1", 1, "de het een")
     (corpus / "chunks.jsonl").write_text(json.dumps(chunk.to_json()) + "\n")
-    article = {"bwb_id": "X", "version_date": "2024-01-01", "law": "Wet", "article": "Artikel 1", "expired": False}
+    article = {"law_id": "X", "version_date": "2024-01-01", "law": "Wet", "article": "Artikel 1", "expired": False}
     (corpus / "articles.jsonl").write_text(json.dumps({**article, "text": "de het een"}) + "\n")
     (corpus / "manifest.json").write_text(json.dumps({"corpus_hash": "h", "counts": {}, "options": {"chunking": {}}}))
     assert (

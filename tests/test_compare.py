@@ -73,7 +73,7 @@ def _runs(tmp_path, name: str, answers: dict[str, tuple[str, list[str]]], extra:
 @pytest.fixture
 def dataset(tmp_path):
     path = tmp_path / "qa.jsonl"
-    rows = [{**q, "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]} for q in QUESTIONS]
+    rows = [{**q, "articles": [{"law_id": "BWBR9990001", "article": "Artikel 266"}]} for q in QUESTIONS]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     return path
 

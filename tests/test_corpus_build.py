@@ -9,6 +9,7 @@ import pytest
 
 from wetqa.corpus import BuildOptions, build_corpus, load_chunks, read_manifest
 from wetqa.corpus.build import CHUNKS
+from wetqa.corpus.sources import law_id_of
 
 from .conftest import BWB_DIR, DEV, FIXTURES, ROOT
 
@@ -17,19 +18,19 @@ from .conftest import BWB_DIR, DEV, FIXTURES, ROOT
 def test_build_writes_articles_chunks_manifest(fixture_corpus):
     manifest = read_manifest(fixture_corpus)
     assert manifest["counts"] == {"laws": 2, "articles": 6, "expired_articles": 2, "chunks": 8}
-    assert [s["bwb_id"] for s in manifest["sources"]] == ["BWBR9990001", "BWBR9990002"]  # sorted by file name
+    assert [s["law_id"] for s in manifest["sources"]] == ["BWBR9990001", "BWBR9990002"]  # sorted by file name
     assert all(len(s["sha256"]) == 64 for s in manifest["sources"])
     assert manifest["options"]["chunking"]["strategy"] == "words150"
     chunks = load_chunks(fixture_corpus)
     first = chunks[0]
-    assert (first.doc_id, first.bwb_id, first.law, first.article) == (
+    assert (first.doc_id, first.law_id, first.law, first.article) == (
         "DOC0001",
         "BWBR9990001",
         "Wet fictief gezag",
         "Artikel 266",
     )
     rows = [json.loads(l) for l in (fixture_corpus / "articles.jsonl").read_text().splitlines()]
-    assert {"bwb_id", "law", "article", "path", "text"} <= rows[0].keys()
+    assert {"law_id", "law", "article", "path", "text"} <= rows[0].keys()
 
 
 @pytest.mark.unit
@@ -45,7 +46,7 @@ def test_technical_law_filter(tmp_path):
     report = build_corpus([src], tmp_path / "out", BuildOptions(exclude_technical=True, workers=1), progress=False)
     assert report.laws == 1
     assert report.excluded == [
-        {"file": "b.xml", "bwb_id": "BWBR9990009", "title": "Invoeringswet fictief gezag", "word": "invoeringswet"}
+        {"file": "b.xml", "law_id": "BWBR9990009", "title": "Invoeringswet fictief gezag", "word": "invoeringswet"}
     ]
 
 
@@ -110,8 +111,8 @@ def test_real_corpus_counts_and_gold_articles(real_corpus):
     assert abs(counts["articles"] - 21563) / 21563 < 0.05
     assert abs(counts["chunks"] - 29426) / 29426 < 0.05
     chunks = load_chunks(real_corpus)
-    keys = {(c.bwb_id, c.article) for c in chunks}
-    gold = [(a["bwb_id"], a["article"]) for line in DEV.read_text().splitlines() for a in json.loads(line)["articles"]]
+    keys = {(c.law_id, c.article) for c in chunks}
+    gold = [(law_id_of(a), a["article"]) for line in DEV.read_text().splitlines() for a in json.loads(line)["articles"]]
     assert gold and [g for g in gold if g not in keys] == []
     assert len({c.id for c in chunks}) == len(chunks)
     assert max(len(c.text.split()) for c in chunks) == 150

@@ -13,7 +13,7 @@ WETGEVING = FIXTURES / "bwb" / "wetgeving_besluit_oud.xml"
 
 def test_toestand_law_metadata():
     law = parse_law(TOESTAND).law
-    assert law.bwb_id == "BWBR9990001"
+    assert law.law_id == "BWBR9990001"
     assert law.title == "Wet fictief gezag"  # citeertitel, without its meta-data
     assert law.long_title.startswith("Wet van 1 januari 2020, houdende regels")
     assert law.kind == "wet"
@@ -45,7 +45,7 @@ def test_articles_labels_hierarchy_and_text():
 
 def test_older_wetgeving_format():
     parsed = parse_law(WETGEVING)
-    assert parsed.law.bwb_id == "BWBR9990002"
+    assert parsed.law.law_id == "BWBR9990002"
     assert parsed.law.source_format == "wetgeving"
     assert parsed.law.kind == "AMvB"
     assert parsed.law.title == "Fictief Vreemdelingenbesluit"

@@ -28,7 +28,7 @@ def _units(name: str):
 
 def test_a_treaty_parses_with_its_texts_in_every_language():
     parsed = parse_law(OLD / "BWBV9990001.xml")
-    assert parsed.law.bwb_id == "BWBV9990001" and parsed.law.kind == "verdrag"
+    assert parsed.law.law_id == "BWBV9990001" and parsed.law.kind == "verdrag"
     units = {a.article: a for a in parsed.articles}
     assert list(units) == ["Aanhef", "Artikel 1", "Artikel 2", "Tekst en"]
     assert units["Artikel 1"].path[-1].kind == "verdragtekst"
@@ -54,7 +54,7 @@ def test_short_titles_from_clauses_and_one_word_article_regulations():
     assert bes.title == "Fictieve Wet minimumlonen BES" and bes.jurisdiction == "bes"  # the first citeertitel
     assert parse_law(OLD / "BWBR9990102.xml").law.title == "Wet van 3 maart 1881"  # none stated
     enig = parse_law(OLD / "BWBW99901.xml")
-    assert enig.law.bwb_id == "BWBW99901" and [a.article for a in enig.articles] == ["Enig artikel"]
+    assert enig.law.law_id == "BWBW99901" and [a.article for a in enig.articles] == ["Enig artikel"]
     assert [a.article for a in parse_law(OLD / "BWBV9990002.xml").articles] == ["Titel"]  # titles only
 
 
@@ -93,11 +93,11 @@ def test_the_whole_fixture_set_builds_without_a_failure_and_a_nameless_law_takes
     report = _build(tmp_path, [OLD], valid_on="2012-10-04")
     assert report.failures == [] and report.laws == 7
     manifest = json.loads((tmp_path / "corpus" / "manifest.json").read_text())
-    rows = {r["bwb_id"]: r for r in manifest["sources"]}
+    rows = {r["law_id"]: r for r in manifest["sources"]}
     # "Wet van 3 maart 1881" is referred to as the Fictief Strafwetboek by two other regulations.
     assert rows["BWBR9990102"]["title"] == "Fictief Strafwetboek"
     assert rows["BWBR9990102"]["long_title"] == "Wet van 3 maart 1881"
-    renamed = [a for a in _articles(tmp_path) if a["bwb_id"] == "BWBR9990102"]
+    renamed = [a for a in _articles(tmp_path) if a["law_id"] == "BWBR9990102"]
     assert renamed and {a["law"] for a in renamed} == {"Fictief Strafwetboek"}
     chunks = (tmp_path / "corpus" / "chunks.jsonl").read_text().splitlines()
     assert {json.loads(c)["law"] for c in chunks if "BWBR9990102" in c} == {"Fictief Strafwetboek"}
@@ -109,7 +109,7 @@ def test_the_whole_fixture_set_builds_without_a_failure_and_a_nameless_law_takes
 
 def test_without_valid_on_undated_files_are_listed_with_an_empty_date(tmp_path):
     report = _build(tmp_path, [OLD / "BWBR9990103.xml"])
-    assert report.undated == [{"file": "BWBR9990103.xml", "bwb_id": "BWBR9990103"}]
+    assert report.undated == [{"file": "BWBR9990103.xml", "law_id": "BWBR9990103"}]
     assert _articles(tmp_path)[0]["version_date"] == ""
 
 

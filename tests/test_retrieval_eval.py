@@ -2,8 +2,8 @@
 
 import pytest
 
+from wetqa.corpus.dataset import DatasetError, GoldArticle, QAItem
 from wetqa.corpus.records import Chunk
-from wetqa.dataset import DatasetError, GoldArticle, QAItem
 from wetqa.evaluation import evaluate_retrieval, load_dataset
 from wetqa.retrieval import Hit, interpolate, open_index, rrf
 
@@ -14,7 +14,7 @@ def _chunk(bwb, art, part=1):
     return Chunk(
         id=f"{bwb}_{art}_{part}",
         doc_id="DOC",
-        bwb_id=bwb,
+        law_id=bwb,
         version_date="2024-01-01",
         law="L",
         article=f"Artikel {art}",
@@ -81,7 +81,7 @@ def test_dataset_errors(tmp_path):
     for line, where in [
         ('{"question": null}', "question"),
         ('{"question": 5}', "question"),
-        ('{"question": "q?", "articles": [{"bwb_id": null, "article": 5}]}', "articles.0.bwb_id"),
+        ('{"question": "q?", "articles": [{"law_id": null, "article": 5}]}', "articles.0.law_id"),
         ("[1, 2]", "record"),
     ]:
         p.write_text(line + "\n")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from wetqa.cli import main
-from wetqa.dataset import QAItem
+from wetqa.corpus.dataset import QAItem
 from wetqa.generation import GenerationError, Pipeline, make_backend, resolve_generator
 from wetqa.generation._base import Generation
 from wetqa.generation.runs import generate_runs, read_done, run_inputs

@@ -68,7 +68,7 @@ def test_non_streaming_answer_with_citations(server):
     assert "De rechtbank kan het gezag van een ouder beëindigen" in content and "[1]" in content
     assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266" in content
     citations = resp.model_extra["citations"]
-    assert citations[0]["article"] == "Artikel 266" and citations[0]["bwb_id"] == "BWBR9990001"
+    assert citations[0]["article"] == "Artikel 266" and citations[0]["law_id"] == "BWBR9990001"
     assert citations[0]["url"].startswith("https://wetten.overheid.nl/jci1.3:c:BWBR9990001&artikel=266")
     assert resp.usage.total_tokens > 0 and resp.choices[0].finish_reason == "stop"
     sentences = resp.model_extra["sentences"]
@@ -618,14 +618,14 @@ def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(serv
     # Both laws answer the question's words; each scope keeps only what it names.
     base = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 10}
     every = httpx.post(server.url + "/v1/search", json=base).json()
-    assert {h["bwb_id"] for h in every["data"]} == {"BWBR9990001", "BWBR9990002"} and every["date"] is None
+    assert {h["law_id"] for h in every["data"]} == {"BWBR9990001", "BWBR9990002"} and every["date"] is None
     only = httpx.post(server.url + "/v1/search", json={**base, "laws": ["BWBR9990002"]}).json()
-    assert only["data"] and {h["bwb_id"] for h in only["data"]} == {"BWBR9990002"}
+    assert only["data"] and {h["law_id"] for h in only["data"]} == {"BWBR9990002"}
     amvb = httpx.post(server.url + "/v1/search", json={**base, "kind": ["AMvB"]}).json()
-    assert {h["bwb_id"] for h in amvb["data"]} == {"BWBR9990002"}
+    assert {h["law_id"] for h in amvb["data"]} == {"BWBR9990002"}
     # A day between the two versions: the one that had not begun is left out, and the day is echoed.
     dated = httpx.post(server.url + "/v1/search", json={**base, "date": "2010-06-01"}).json()
-    assert dated["date"] == "2010-06-01" and {h["bwb_id"] for h in dated["data"]} == {"BWBR9990002"}
+    assert dated["date"] == "2010-06-01" and {h["law_id"] for h in dated["data"]} == {"BWBR9990002"}
     assert all(h["version_date"] and h["url"].startswith("https://wetten.overheid.nl/") for h in every["data"])
     for field, value, words in [
         ("kind", ["nonsense"], "no regulation of that kind"),
@@ -646,9 +646,9 @@ def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(serv
     scoped = c.chat.completions.create(**ask, extra_body={"laws": ["BWBR9990002"], "date": "2010-06-01"})
     extra = scoped.model_extra
     assert extra["date"] == "2010-06-01" and extra["citations"]
-    assert {x["bwb_id"] for x in extra["citations"]} == {"BWBR9990002"}
+    assert {x["law_id"] for x in extra["citations"]} == {"BWBR9990002"}
     streamed = list(c.chat.completions.create(**ask, stream=True, extra_body={"laws": ["BWBR9990002"]}))
-    assert {x["bwb_id"] for x in streamed[-1].model_extra["citations"]} == {"BWBR9990002"}
+    assert {x["law_id"] for x in streamed[-1].model_extra["citations"]} == {"BWBR9990002"}
     with pytest.raises(openai.BadRequestError) as err:
         c.chat.completions.create(**ask, extra_body={"kind": ["verdrag"]})
     assert err.value.body["param"] == "kind"

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from wetqa.dataset import load_dataset
+from wetqa.corpus.dataset import load_dataset
 from wetqa.evaluation.answers import CorpusMap, evaluate_runs
 from wetqa.evaluation.scoring import Scoring, settings_from
 from wetqa.generation import Pipeline, make_backend, resolve_generator

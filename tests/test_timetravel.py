@@ -106,7 +106,7 @@ def test_two_articles_sharing_a_label_in_one_version_are_not_each_others_version
 def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_versions, capsys):
     corpus, index = two_versions
     arts = [json.loads(line) for line in (corpus / "articles.jsonl").read_text(encoding="utf-8").splitlines()]
-    both = {(a["version_date"], a["valid_until"]) for a in arts if a["bwb_id"] == "BWBR9990001"}
+    both = {(a["version_date"], a["valid_until"]) for a in arts if a["law_id"] == "BWBR9990001"}
     assert both == {("2012-10-04", "2024-01-01"), ("2024-01-01", "")}
     code, today = ask_json(index, capsys)
     assert code == 0 and today["citations"]
@@ -122,7 +122,7 @@ def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_version
     capsys.readouterr()
     assert main(["search", "dronepiloot verblijfsvergunning", "--index", str(index), "--output", "json"]) == 0
     found = json.loads(capsys.readouterr().out)
-    assert found["date"] is None and {h["bwb_id"] for h in found["hits"]} == {"BWBR9990003"}
+    assert found["date"] is None and {h["law_id"] for h in found["hits"]} == {"BWBR9990003"}
     assert (
         main(
             [
@@ -138,7 +138,7 @@ def test_asked_as_of_a_date_the_answer_quotes_the_text_in_force_then(two_version
         )
         == 0
     )
-    assert "BWBR9990003" not in {h["bwb_id"] for h in json.loads(capsys.readouterr().out)["hits"]}
+    assert "BWBR9990003" not in {h["law_id"] for h in json.loads(capsys.readouterr().out)["hits"]}
     # A day before every version, and a day that is no date: one line, exit 2.
     for bad in ("1900-01-01", "2012-02-30", "4 oktober 2012"):
         capsys.readouterr()
@@ -293,7 +293,7 @@ def test_a_named_law_not_in_the_scope_asked_gives_no_exemption_from_abstaining(t
     pipeline = Pipeline(open_index(index), ExtractiveBackend(), k=3, min_confidence=0.999)  # a bar nothing meets
     question = "Wat zegt de Fictieve Droneregeling over het gezag van een ouder en een verblijfsvergunning?"
     today = pipeline.ask(question)
-    assert not today.abstained and "BWBR9990003" in {c.bwb_id for c in today.citations}
+    assert not today.abstained and "BWBR9990003" in {c.law_id for c in today.citations}
     from wetqa.retrieval.scope import Scope
 
     then = pipeline.ask(question, scope=Scope(date="2012-10-04"))  # the regulation began in 2020

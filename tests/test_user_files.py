@@ -72,7 +72,7 @@ def _survived(root: Path, before: dict[str, str]) -> None:
 
 
 def _dataset(path: Path) -> Path:
-    rows = [{"id": i, "question": q, "articles": [{"bwb_id": "BWBR9990001", "article": a}]} for i, q, a in QUESTIONS]
+    rows = [{"id": i, "question": q, "articles": [{"law_id": "BWBR9990001", "article": a}]} for i, q, a in QUESTIONS]
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     return path
 

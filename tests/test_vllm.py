@@ -178,7 +178,7 @@ def offline_started(vllm_setup, tmp_path_factory):
     ]
     (work / "qa.jsonl").write_text(
         "".join(
-            json.dumps({**q, "articles": [{"bwb_id": "BWBR9990001", "article": f"Artikel {a}"} for a in q["articles"]]})
+            json.dumps({**q, "articles": [{"law_id": "BWBR9990001", "article": f"Artikel {a}"} for a in q["articles"]]})
             + "\n"
             for q in qa
         )

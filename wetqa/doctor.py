@@ -129,6 +129,13 @@ def _extras() -> dict:
     return out
 
 
+def _sources() -> dict[str, str]:
+    """The corpus sources `wetqa corpus build --collection` can read: name -> what the collection is."""
+    from wetqa.corpus.sources import all_sources
+
+    return {name: s.description for name, s in sorted(all_sources().items())}
+
+
 def report() -> dict:
     models = _models()
     return {
@@ -141,6 +148,7 @@ def report() -> dict:
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "openai_api_key_set": bool(os.environ.get("OPENAI_API_KEY")),
         "data": _data(),
+        "corpus_sources": _sources(),
     }
 
 
@@ -175,6 +183,8 @@ def _text(r: dict) -> str:
         f"WETQA_BWB_DIR: {d['WETQA_BWB_DIR'] or 'unset (the reference corpus is downloaded)'}"
         + (f" ({d['bwb_files']} xml files)" if "bwb_files" in d else "")
     )
+    lines.append("corpus sources (corpus build --collection NAME):")
+    lines += [f"  {name:24} {what}" for name, what in r["corpus_sources"].items()]
     return "\n".join(lines)
 
 

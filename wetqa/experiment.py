@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
+from wetqa.corpus.dataset import load_dataset
 from wetqa.generation import GenerationError, PipelineSpec, make_backend
 from wetqa.generation.runs import check_run_folder, generate_runs
 from wetqa.retrieval import RetrievalSpec, build_index, chunks_of, open_index
@@ -23,7 +24,6 @@ from wetqa.retrieval.fusion import CrossEncoderReranker, HybridRetriever, Rerank
 
 from .config import ConfigError, ExperimentConfig, GeneratorSpec
 from .console import UsageError, emit
-from .dataset import load_dataset
 from .evaluation.abstention import zeroed
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
 from .evaluation.metrics import score_keys

@@ -31,6 +31,12 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def unregister(self, name: str) -> None:
+        """Forget an entry and its aliases (a part registered for a while, as by a test)."""
+        self._entries.pop(name, None)
+        for n in [n for n, own in self._names.items() if own == name]:
+            del self._names[n]
+
     def _load_all(self) -> None:
         if self._all_loaded:
             return

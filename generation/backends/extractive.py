@@ -128,8 +128,8 @@ class ExtractiveBackend:
         base = self._coverage(q_terms, primary)
         chosen = [primary]
         for hit in hits[1:]:
-            same_article = (hit.chunk.bwb_id, hit.chunk.version_date, hit.chunk.article) == (
-                primary.chunk.bwb_id,
+            same_article = (hit.chunk.law_id, hit.chunk.version_date, hit.chunk.article) == (
+                primary.chunk.law_id,
                 primary.chunk.version_date,
                 primary.chunk.article,
             )
@@ -140,8 +140,8 @@ class ExtractiveBackend:
         # Parts of one article in reading order; articles in retrieval order.
         first_rank: dict[tuple, int] = {}
         for h in chosen:
-            first_rank.setdefault((h.chunk.bwb_id, h.chunk.article), h.rank)
-        return sorted(chosen, key=lambda h: (first_rank[(h.chunk.bwb_id, h.chunk.article)], h.chunk.part))
+            first_rank.setdefault((h.chunk.law_id, h.chunk.article), h.rank)
+        return sorted(chosen, key=lambda h: (first_rank[(h.chunk.law_id, h.chunk.article)], h.chunk.part))
 
     def paragraphs(self, question: str, hit: Hit) -> tuple[list[str], list[str]]:
         """The paragraphs of the hit's article that answer best, in reading order, and the DOC ids they span.
@@ -186,7 +186,7 @@ class ExtractiveBackend:
         chosen = live[:1]
         if self.second_article_gap > 0 and len(live) > 1:
             first, second = live[0], live[1]
-            other_article = (second.chunk.bwb_id, second.chunk.article) != (first.chunk.bwb_id, first.chunk.article)
+            other_article = (second.chunk.law_id, second.chunk.article) != (first.chunk.law_id, first.chunk.article)
             if other_article and first.score > 0 and second.score >= (1 - self.second_article_gap) * first.score:
                 chosen.append(second)
         return chosen

@@ -18,7 +18,7 @@ function showSource(citation, support, marker) {
     if (wanted.has(i)) { const m = el("mark", s); m.dataset.support = "1"; span.append(m); } else { span.textContent = s; }
     body.append(span);
   });
-  const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
+  const link = el("a", "Bekijk de officiële tekst"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
   otherVersions(citation, body);
 }
@@ -27,7 +27,7 @@ function showSource(citation, support, marker) {
 async function otherVersions(citation, body) {
   let data;
   try {
-    const path = `/v1/articles/${encodeURIComponent(citation.bwb_id)}/${encodeURIComponent(citation.article)}/versions`;
+    const path = `/v1/articles/${encodeURIComponent(citation.law_id)}/${encodeURIComponent(citation.article)}/versions`;
     const r = await api(path);
     if (!r.ok) return;
     data = await r.json();
@@ -52,7 +52,7 @@ async function showVersion(citation, version) {
   const q = new URLSearchParams();
   if (version.version_date) q.set("from", version.version_date);
   if (citation.version_date) q.set("to", citation.version_date);
-  const path = `/v1/articles/${encodeURIComponent(citation.bwb_id)}/${encodeURIComponent(citation.article)}/versions?${q}`;
+  const path = `/v1/articles/${encodeURIComponent(citation.law_id)}/${encodeURIComponent(citation.article)}/versions?${q}`;
   try {
     const r = await api(path);
     if (r.ok) {
@@ -67,7 +67,7 @@ async function showVersion(citation, version) {
   const back = el("a", "Terug naar de aangehaalde tekst"); back.href = "#";
   back.addEventListener("click", (ev) => { ev.preventDefault(); showSource(citation, [], null); });
   body.append(back);
-  const link = el("a", " · Bekijk op wetten.overheid.nl"); link.href = version.url; link.target = "_blank"; link.rel = "noopener";
+  const link = el("a", " · Bekijk de officiële tekst"); link.href = version.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
 }
 
@@ -84,7 +84,7 @@ function showRelated(r) {
   body.append(el("h3", `${r.law}, ${r.article}`));
   body.append(el("div", "Mogelijk verwant; niet als antwoord aangehaald.", "path"));
   r.text.split("\n").forEach((line) => body.append(el("span", line, "sentence")));
-  const link = el("a", "Bekijk op wetten.overheid.nl"); link.href = r.url; link.target = "_blank"; link.rel = "noopener";
+  const link = el("a", "Bekijk de officiële tekst"); link.href = r.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
 }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 
 
 class DatasetError(ValueError):
@@ -23,18 +23,18 @@ def data_files(path: str | Path, pattern: str, what: str) -> list[Path]:
 
 @dataclass(frozen=True, slots=True)
 class GoldArticle:
-    bwb_id: str
+    law_id: str
     article: str  # label as written: "Artikel 266"
     law: str = ""
 
     @property
     def key(self) -> str:
-        return article_key(self.bwb_id, self.article)
+        return article_key(self.law_id, self.article)
 
 
-def article_key(bwb_id: str, article: str) -> str:
-    """How an article is matched to gold: bwb id + label (gold does not name a version)."""
-    return f"{bwb_id}|{' '.join(article.split())}"
+def article_key(law_id: str, article: str) -> str:
+    """How an article is matched to gold: document id + label (gold does not name a version)."""
+    return f"{law_id}|{' '.join(article.split())}"
 
 
 @dataclass(slots=True)
@@ -52,9 +52,21 @@ class QAItem:
 
 class _GoldRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    bwb_id: StrictStr = Field(min_length=1)
+    law_id: StrictStr = Field(min_length=1)
     article: StrictStr = Field(min_length=1)
     law: StrictStr | None = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collection_named_id(cls, data):
+        """``law_id``, or the name a collection's own data gives it (a BWB benchmark says ``bwb_id``)."""
+        if isinstance(data, dict) and "law_id" not in data:
+            from .sources import id_fields
+
+            named = next((k for k in id_fields() if k in data), None)
+            if named is not None:
+                return {**data, "law_id": data[named]}
+        return data
 
 
 class _QARecord(BaseModel):
@@ -69,7 +81,7 @@ class _QARecord(BaseModel):
 
 
 def first_problem(exc: ValidationError) -> str:
-    """One line naming the first invalid field, e.g. ``articles.0.bwb_id: Input should be a valid string``."""
+    """One line naming the first invalid field, e.g. ``articles.0.law_id: Input should be a valid string``."""
     err = exc.errors()[0]
     where = ".".join(str(x) for x in err.get("loc", ())) or "record"
     return f"{where}: {err.get('msg', 'invalid value')}"
@@ -103,7 +115,7 @@ def load_dataset(path: str | Path) -> list[QAItem]:
                     id=qid,
                     question=row.question.strip(),
                     answer=row.answer or "",
-                    articles=[GoldArticle(a.bwb_id, a.article, a.law or "") for a in row.articles],
+                    articles=[GoldArticle(a.law_id, a.article, a.law or "") for a in row.articles],
                     paper_chunk_ids=list(row.paper_chunk_ids),
                 )
             )
