@@ -91,6 +91,17 @@ def dense_index(work: Path) -> Path:
     return work / "dense"
 
 
+def main_over_indexes(ap, run, name: str) -> None:
+    """The command line of a bench over indexes: ``--smoke`` runs :func:`over_indexes`, else the indexes
+    given are required."""
+    args = ap.parse_args()
+    if args.smoke:
+        return over_indexes(args, run, name)
+    if not args.index:
+        ap.error("give one or more indexes")
+    run(args)
+
+
 def over_indexes(args, run, name: str) -> None:
     """A smoke run of a bench over indexes (calibrate, cross_validate): a few questions per set of the
     indexes given, or of a tiny index of the first dev questions' laws (re-scored by a tiny random model,

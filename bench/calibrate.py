@@ -168,18 +168,9 @@ def main() -> None:
         "--rows", type=Path, help="keep the questions' signals in this file and read them from it when it exists"
     )
     ap.add_argument("--sweep", action="store_true", help="print the abstention per set at several --max-answerable")
-    args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.index:
-        ap.error("give one or more indexes")
-    run(args)
-
-
-def smoke(args: argparse.Namespace) -> None:
     import _smoke
 
-    _smoke.over_indexes(args, run, "calibrate")
+    _smoke.main_over_indexes(ap, run, "calibrate")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -166,18 +166,9 @@ def main() -> None:
         action="store_true",
         help="a few questions per set (of a tiny index built here when none is given): seconds, for the test suite",
     )
-    args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.index:
-        ap.error("give one or more indexes")
-    run(args)
-
-
-def smoke(args: argparse.Namespace) -> None:
     import _smoke
 
-    _smoke.over_indexes(args, run, "cross-validate")
+    _smoke.main_over_indexes(ap, run, "cross-validate")
 
 
 def run(args: argparse.Namespace) -> None:

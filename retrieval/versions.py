@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
-from wetqa.corpus.sources import citation_url, document_metadata
+from wetqa.corpus.sources import citation_url, document_fields
 
 from ._base import RetrievalError
 
@@ -45,9 +45,7 @@ class ArticleVersion:
 
     def to_json(self) -> dict:
         return {
-            "collection": self.collection,
-            "law_id": self.law_id,
-            **document_metadata(self.collection, self.law_id),
+            **document_fields(self.collection, self.law_id),
             "law": self.law,
             "article": self.article,
             "version_date": self.version_date or None,
@@ -123,9 +121,7 @@ def versions_payload(versions: list[ArticleVersion], change: dict) -> dict:
     first = versions[0]
     return {
         "object": "list",
-        "collection": first.collection,
-        "law_id": first.law_id,
-        **document_metadata(first.collection, first.law_id),
+        **document_fields(first.collection, first.law_id),
         "law": first.law,
         "article": first.article,
         "data": [v.to_json() for v in versions],

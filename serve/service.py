@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from wetqa.corpus.sources import document_metadata
+from wetqa.corpus.sources import document_fields
 from wetqa.generation import (
     Answer,
     AsyncStreamingBackend,
@@ -109,9 +109,7 @@ class ChunkLookup:
         return {
             "id": chunk.id,
             "doc_id": chunk.doc_id,
-            "collection": chunk.collection,
-            "law_id": chunk.law_id,
-            **document_metadata(chunk.collection, chunk.law_id),
+            **document_fields(chunk.collection, chunk.law_id),
             "law": chunk.law,
             "article": chunk.article,
             "path": chunk.path_label,
