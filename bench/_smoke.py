@@ -91,14 +91,14 @@ def dense_index(work: Path) -> Path:
     return work / "dense"
 
 
-def main_over_indexes(ap, run, name: str) -> None:
-    """The command line of a bench over indexes: ``--smoke`` runs :func:`over_indexes`, else the indexes
-    given are required."""
+def main(ap, run, smoke, required: str, missing: str) -> None:
+    """A bench's command line: ``--smoke`` runs ``smoke(args)`` (tiny inputs it makes itself); else the
+    argument ``required`` must be given (``missing`` says what to give) and ``run(args)`` measures."""
     args = ap.parse_args()
     if args.smoke:
-        return over_indexes(args, run, name)
-    if not args.index:
-        ap.error("give one or more indexes")
+        return smoke(args)
+    if not getattr(args, required):
+        ap.error(missing)
     run(args)
 
 

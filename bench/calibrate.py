@@ -168,9 +168,11 @@ def main() -> None:
         "--rows", type=Path, help="keep the questions' signals in this file and read them from it when it exists"
     )
     ap.add_argument("--sweep", action="store_true", help="print the abstention per set at several --max-answerable")
+    from functools import partial
+
     import _smoke
 
-    _smoke.main_over_indexes(ap, run, "calibrate")
+    _smoke.main(ap, run, partial(_smoke.over_indexes, run=run, name="calibrate"), "index", "give one or more indexes")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -61,12 +61,9 @@ def main() -> None:
     ap.add_argument("--dense", help="a dense index built from the same corpus")
     ap.add_argument("--e5", help="a sentence-transformers model folder for dense re-scoring")
     ap.add_argument("--smoke", action="store_true", help="a few questions over tiny indexes built here (seconds)")
-    args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.corpus:
-        ap.error("give the corpus folder")
-    components(args, load_dataset(DEV))
+    import _smoke
+
+    _smoke.main(ap, lambda a: components(a, load_dataset(DEV)), smoke, "corpus", "give the corpus folder")
 
 
 def smoke(args: argparse.Namespace) -> None:

@@ -166,9 +166,12 @@ def main() -> None:
         action="store_true",
         help="a few questions per set (of a tiny index built here when none is given): seconds, for the test suite",
     )
+    from functools import partial
+
     import _smoke
 
-    _smoke.main_over_indexes(ap, run, "cross-validate")
+    smoke = partial(_smoke.over_indexes, run=run, name="cross-validate")
+    _smoke.main(ap, run, smoke, "index", "give one or more indexes")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -56,11 +56,12 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=30)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
-    args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.indexes:
-        ap.error("give one or more articles indexes")
+    import _smoke
+
+    _smoke.main(ap, run, smoke, "indexes", "give one or more articles indexes")
+
+
+def run(args: argparse.Namespace) -> None:
     questions = [item.question for item in load_dataset(DEV)]
     questions += [json.loads(line)["question"] for line in OOC.read_text(encoding="utf-8").splitlines() if line]
     compare(args, questions)

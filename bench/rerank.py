@@ -128,12 +128,9 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--smoke", action="store_true", help="a few questions over a tiny index built here (seconds)")
-    args = ap.parse_args()
-    if args.smoke:
-        return smoke(args)
-    if not args.index:
-        ap.error("give the articles index")
-    rerank(args, load_dataset(DEV))
+    import _smoke
+
+    _smoke.main(ap, lambda a: rerank(a, load_dataset(DEV)), smoke, "index", "give the articles index")
 
 
 def smoke(args: argparse.Namespace) -> None:

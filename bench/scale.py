@@ -57,6 +57,13 @@ def make_corpus(scale: int, out: Path, laws: Path = SHARED / "bwb") -> Path:
     return out
 
 
+def build_corpus(src: Path, corpus: Path, *flags: str, env: dict | None = None) -> tuple[float, float, dict]:
+    """(seconds, peak RSS in MB, the build's JSON report) of `wetqa corpus build` from ``src`` into ``corpus``."""
+    seconds, rss, out = run([*WETQA, "corpus", "build", "--source", str(src), "--out", str(corpus), *flags,
+                             "--no-progress", "--output", "json"], env)  # fmt: skip
+    return seconds, rss, json.loads(out)
+
+
 def run(argv: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """(seconds, peak RSS in MB, stdout) of a command run to its end."""
     t0 = time.perf_counter()
@@ -228,22 +235,7 @@ def scale_up(args: argparse.Namespace, questions: list[str], laws: Path, cold_as
         src = make_corpus(scale, work / f"bwb-{scale}x", laws)
         corpus, index = work / f"corpus-{scale}x", work / f"index-{scale}x"
         row: dict = {"scale": scale}
-        row["corpus_s"], row["corpus_rss"], out = run(
-            [
-                *WETQA,
-                "corpus",
-                "build",
-                "--source",
-                str(src),
-                "--out",
-                str(corpus),
-                "--no-progress",
-                "--output",
-                "json",
-            ],
-            env,
-        )
-        built = json.loads(out)
+        row["corpus_s"], row["corpus_rss"], built = build_corpus(src, corpus, env=env)
         row["laws"], row["chunks"] = built["laws"], built["chunks"]
         index_cmd = [*WETQA, "index", "--corpus", str(corpus), "--out", str(index)]
         index_cmd += ["--rescore", args.model] if args.model else []  # --model "": no re-scoring

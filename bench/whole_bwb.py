@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bwb2012 import CURRENT, FIXTURES_2012, VALID_ON, law_id, linked_sources, unpacked  # noqa: E402
 from fairness import start_server  # noqa: E402
-from scale import WETQA, du, free_port  # noqa: E402
+from scale import WETQA, build_corpus, du, free_port  # noqa: E402
 from scale import run as timed  # noqa: E402  (seconds, peak MB, stdout) of a command run to its end
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,23 +45,7 @@ BES_WORDS = re.compile(r"\b(bes|bonaire|sint eustatius|saba|caribisch nederland|
 def prepare(out: Path, name: str, files: list[Path], rescore: str | None) -> dict:
     src = linked_sources(out / f"src-{name}", files)
     corpus, index = out / f"corpus-{name}", out / f"index-{name}"
-    b_s, b_mb, b_out = timed(
-        [
-            *WETQA,
-            "corpus",
-            "build",
-            "--source",
-            str(src),
-            "--out",
-            str(corpus),
-            "--valid-on",
-            VALID_ON,
-            "--no-progress",
-            "--output",
-            "json",
-        ]
-    )
-    built = json.loads(b_out)
+    b_s, b_mb, built = build_corpus(src, corpus, "--valid-on", VALID_ON)
     # --force: the bench's own index, built afresh each run so that its time is a build's.
     argv = ["index", "--corpus", str(corpus), "--out", str(index), "--force", "--no-progress", "--output", "json"]
     i_s, i_mb, _ = timed([*WETQA, *argv, *(["--rescore", rescore] if rescore else [])])
