@@ -63,7 +63,8 @@ def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
     chunks = (Chunk.from_json(row) for row in read_jsonl(corpus_dir / CHUNKS))
     pending = next(chunks, None)
     for article in read_jsonl(corpus_dir / ARTICLES):
-        article.setdefault("law_id", law_id_of(article))  # a corpus built before records named it so
+        if "law_id" not in article:  # a corpus built before records named it so
+            article["law_id"] = law_id_of(article)
         key = (article["law_id"], article["version_date"], article["article"])
         own: list[Chunk] = []
         while pending is not None and (pending.law_id, pending.version_date, pending.article) == key:
