@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from wetqa.retrieval import open_index
-from wetqa.retrieval.confidence import FEATURES, WHOLE_FROM_LAWS, signals
+from wetqa.retrieval.confidence import FEATURES, WHOLE_FROM_LAWS, capped, signals
 from wetqa.retrieval.index import article_ranker, read_index_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,7 +223,7 @@ def calibrate(key: str, rows: list, args) -> dict:
         train = np.setdiff1d(np.arange(len(y)), test)
         m = Model(features, x[train], y[train], args.l2)
         t = threshold_for(m(x[train]), y[train] == 1, args.max_answerable)
-        held_conf[test] = m(x[test])
+        held_conf[test] = [capped(rows[i][3], c) for i, c in zip(test, m(x[test]))]  # as estimate() caps
         held_abstain[test] = (held_conf[test] < t) & ~np.asarray([bool(rows[i][3].get("named_held")) for i in test])
     final = Model(features, x, y, args.l2)
     threshold = threshold_for(final(x), y == 1, args.max_answerable)

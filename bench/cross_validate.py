@@ -80,8 +80,9 @@ class Prepared:
         self.sets = {name: qs for name, qs in self.sets.items() if qs}
         meta = read_index_meta(path)
         key = json.dumps(
-            [meta["corpus_hash"], meta.get("rescore"), {n: [q["id"] for q in qs] for n, qs in self.sets.items()}]
-        )
+            [meta["corpus_hash"], meta.get("rescore"), {n: [q["id"] for q in qs] for n, qs in self.sets.items()},
+             _code_fingerprint()]
+        )  # fmt: skip
         cache = Path.home() / ".cache" / "wetqa" / "bench" / f"cv-{hashlib.sha1(key.encode()).hexdigest()[:16]}.pkl"
         if cached and cache.is_file():
             self.cands = pickle.loads(cache.read_bytes())
@@ -122,6 +123,15 @@ class Prepared:
         missing = [int(x) for x in articles if int(x) not in self.key_of]
         for x, chunk in zip(missing, a.chunks.rows([int(a.first[x]) for x in missing])):
             self.key_of[x] = (article_key(chunk.law_id, chunk.article), chunk.law_id)
+
+
+def _code_fingerprint() -> str:
+    """The retrieval code's own hash: candidates cached by an older ranking are not this one's."""
+    folder = ROOT / "retrieval"
+    digest = hashlib.sha1()
+    for path in sorted([*folder.glob("*.py"), *folder.glob("*.tsv")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def _labels(prep: Prepared, q: dict, c) -> tuple[np.ndarray, np.ndarray]:

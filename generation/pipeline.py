@@ -218,6 +218,8 @@ def abstention_text(request: Request, related: Sequence[Citation]) -> str:
             "Ik heb in de wetten van dit corpus geen artikel gevonden dat deze vraag beantwoordt. Het corpus bevat "
             "niet alle Nederlandse wetgeving: de vraag gaat mogelijk over een wet die er niet in staat."
         )
+        if signals.get("law_named") == -1.0:
+            lead += " De vraag noemt een wet die niet in dit corpus staat."
         if signals.get("english"):
             lead += " Stel de vraag in het Nederlands: wetqa zoekt in Nederlandse wetteksten."
     if request.confidence is not None:

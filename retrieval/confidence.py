@@ -15,7 +15,10 @@ gets a first article. These signals tell the two apart:
 - ``law_named``: the question names a law by title or abbreviation: +1 when the first article is of
   that law, -1 when the named law is not in the corpus;
 - ``clause``: the share of the question's words in the clause announcing the article's list
-  (``structure.py``).
+  (``structure.py``);
+- ``title``: how much of the first article's law's title the question's words cover ("kinderbijslag"
+  of the Algemene Kinderbijslagwet; :class:`.lawnames.TitleCover`): a question about a held law's
+  subject is answerable even in plain words.
 
 A logistic model over these (few features, strong regularisation) gives the probability that the first
 article is right. ``bench/calibrate.py`` fits it on the dev questions (first article right or wrong) and
@@ -55,6 +58,7 @@ FEATURES = (
     "clause",
     "xde",
     "law_share",
+    "title",
 )
 # An index of this many laws or more holds (nearly) all of Dutch law: its own calibration ("@whole"),
 # since "answerable" means there "the corpus holds a law about it".
@@ -193,6 +197,8 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         out["xde"] = float(f["xde"])
     if "f_law_share" in f:
         out["law_share"] = float(f["f_law_share"])
+    if "f_title" in f:
+        out["title"] = float(f["f_title"])
     laws = getattr(index, "laws", None)
     out["whole"] = 1.0 if laws is not None and len(set(laws.ids)) >= WHOLE_FROM_LAWS else 0.0
     return out
@@ -279,12 +285,21 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
     model = model_for(values)
     if model is None:
         return 1.0, values  # no model fitted for this kind of pipeline: nothing to say
-    confidence = model.probability(values)
-    # Too short to say which article it means; or in English, which Dutch law texts cannot be matched on
-    # (what its words match is chance, however sure it looks).
-    if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS or values.get("english"):
-        confidence = min(confidence, SHORT_QUESTION_CAP)
-    return confidence, values
+    return capped(values, model.probability(values)), values
+
+
+def capped(values: dict[str, float], confidence: float) -> float:
+    """The model's confidence, at most SHORT_QUESTION_CAP for a question no article of the corpus can be
+    sure to answer: too short to say which article it means; in English, which Dutch law texts cannot be
+    matched on (what its words match is chance, however sure it looks); or naming a law the corpus does not
+    hold, and none that it does ("volgens de Wet open overheid" asked of the BWB of 2012)."""
+    if (
+        values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS
+        or values.get("english")
+        or values.get("law_named") == -1.0
+    ):
+        return min(confidence, SHORT_QUESTION_CAP)
+    return confidence
 
 
 def names_a_held_law(values: dict[str, float]) -> bool:

@@ -13,8 +13,10 @@ from the questions wetqa is measured on.
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 # Abbreviations lawyers and the public use that a title's initials do not give.
 CONVENTIONAL = {
@@ -142,6 +144,7 @@ class LawNames:
             if len(ids) == 1 and abbreviation not in self.by_abbreviation:
                 self.made_abbreviations[abbreviation] = ids
         self._longest = max((len(k.split()) for k in self.by_name), default=0)
+        self._names_with: dict[str, set[int]] | None = None  # word -> the names that have it (made when needed)
 
     def named(self, question: str) -> set[str]:
         """The document ids of the laws the question names."""
@@ -163,13 +166,138 @@ class LawNames:
         return found
 
     def names_absent(self, question: str) -> bool:
-        """Whether the question names a law by a conventional abbreviation or a known title that this index
-        does not hold ("volgens het Wetboek van Strafrecht" asked of the 272 laws)."""
+        """Whether the question names a law by a conventional abbreviation, a known title or a law's name it
+        spells out (:func:`law_mentions`) that this index does not hold ("volgens het Wetboek van
+        Strafrecht" asked of the 272 laws, "de Wet open overheid" asked of the BWB of 2012)."""
         q = _normalise(question)
         words = set(q.split()) | {w.split("-")[0] for w in q.split()}
         absent = [a for a in CONVENTIONAL if a in words and a not in self.by_abbreviation]
         absent += [t for t in KNOWN_TITLES if t in q and not any(k.startswith(t) for k in self.by_name)]
-        return bool(absent)
+        return bool(absent) or any(not self._holds(m) for m in law_mentions(question))
+
+    def _holds(self, mention: str) -> bool:
+        """Whether some name of a law held has every word of the mention, in any order ("Wet zorgtoeslag" is
+        the Wet op de zorgtoeslag), or the mention is an abbreviation of one."""
+        if mention in self.by_abbreviation or mention in self.made_abbreviations:
+            return True
+        if self._names_with is None:
+            self._names_with = {}
+            for i, name in enumerate(self.by_name):
+                for word in set(name.split()):
+                    self._names_with.setdefault(word, set()).add(i)
+        words = [self._names_with.get(w, set()) for w in set(mention.split())]
+        return bool(set.intersection(*words)) if words else True
+
+
+# Words of a title that say what kind of regulation it is, not what it is about, and the months of the
+# dates that title a law without a short title ("Wet van 3 maart 1881").
+_GENERIC_IN_TITLES = frozenset(
+    "wet wetten wetboek besluit regeling verordening rijkswet reglement januari februari maart april mei juni "
+    "juli augustus september oktober november december".split()
+)
+_QUESTION_STOP = (
+    _STOP_IN_TITLES
+    | _NOT_ABBREVIATIONS
+    | frozenset(
+        "mijn jouw zijn hun mag moet kan kun wil heb hebt heeft krijg krijgt wordt word mogen moeten kunnen "
+        "wanneer welke hoeveel lang hoelang waar waarom wat iets iemand niet geen".split()
+    )
+)
+
+
+_TITLE_WORD = re.compile(r"[^\W\d_]{3,}")
+_SKIP_IN_TITLES = _STOP_IN_TITLES | _GENERIC_IN_TITLES
+
+
+def title_words(title: str) -> list[str]:
+    """What a title says its regulation is about: its words less the small ones, numbers and the kind of
+    regulation, a compound ending in -wet or -besluit cut to its first part (Paspoortwet -> paspoort)."""
+    out: dict[str, None] = {}
+    for w in _TITLE_WORD.findall(title.lower()):
+        if w in _SKIP_IN_TITLES:
+            continue
+        if w.endswith(_LAW_SUFFIXES):
+            suffix = next((s for s in _LAW_SUFFIXES if w.endswith(s) and len(w) > len(s) + 2), "")
+            w = w[: len(w) - len(suffix)]
+        # A kingdom act's compound names its subject after "rijks" (Rijksoctrooiwet -> octrooi).
+        if w.startswith("rijks") and len(w) > 9:
+            w = w[5:]
+        out[w] = None
+    return list(out)
+
+
+class TitleCover:
+    """How much of each law's title a question's words cover, weighted by how rare each title word is among
+    the index's titles: "omzetbelasting" covers the Wet op de omzetbelasting 1968 whole and the
+    Uitvoeringsbesluit omzetbelasting 1968 in part. A question word matches a title word it equals or
+    begins with ("vennootschapsbelastingplichtig", "paspoortaanvraag"), or that begins with it when it is
+    most of that word ("werkloosheid" of the Werkloosheidswet). Graded, unlike :class:`LawNames`, which
+    needs the whole title or an abbreviation: people name the subject of a law more often than the law."""
+
+    def __init__(self, titles: Sequence[str]):
+        words = [title_words(t) for t in titles]
+        df: dict[str, int] = {}
+        for ws in words:
+            for w in ws:
+                df[w] = df.get(w, 0) + 1
+        n = len(titles)
+        self.idf = {w: math.log((n + 1) / (d + 0.5)) for w, d in df.items()}
+        self.total = [sum(self.idf[w] for w in ws) for ws in words]
+        self.laws_of: dict[str, list[int]] = {}
+        for row, ws in enumerate(words):
+            for w in ws:
+                self.laws_of.setdefault(w, []).append(row)
+        self.vocabulary = sorted(self.idf)
+
+    def _matches(self, q: str) -> set[str]:
+        found = {q} if q in self.idf else set()
+        found |= {q[:i] for i in range(5, len(q)) if q[:i] in self.idf}  # title words q begins with
+        if len(q) >= 5:
+            at = bisect.bisect_left(self.vocabulary, q)
+            while at < len(self.vocabulary) and self.vocabulary[at].startswith(q):
+                w = self.vocabulary[at]
+                if len(q) >= 0.75 * len(w):
+                    found.add(w)
+                at += 1
+        return found
+
+    def cover(self, question: str) -> dict[int, float]:
+        """Law row -> the share of its title's weight the question's words cover (rows covered at all)."""
+        matched: set[str] = set()
+        for word in _WORD.findall(question.lower()):
+            for q in word.split("-"):
+                if len(q) >= 4 and q not in _QUESTION_STOP and not q.isdigit():
+                    matched |= self._matches(q)
+        mass: dict[int, float] = {}
+        for w in matched:
+            for row in self.laws_of[w]:
+                mass[row] = mass.get(row, 0.0) + self.idf[w]
+        return {row: m / self.total[row] for row, m in mass.items() if self.total[row] > 0}
+
+
+# A law's name spelled out in a question: "Wet" (capital: "de wet" is the law in general) with the small
+# words after it and its first two words of substance when they follow one another ("Wet op de
+# zorgtoeslag", "Wet goed verhuurderschap"; "de Wet zorgtoeslag over vermogen" stops at "over"); or one word
+# ending in -wet or -wetboek, capitalised as a name is ("Omgevingswet"; "de belastingwet" is any tax law).
+_SMALL = "op|van|de|het|der|inzake|tot|voor|en|in|over|met|bij|ter|ten|aan"
+_SPELLED_TITLE = re.compile(rf"\b(Rijkswet|Wetboek|Wet)(?:\s+(?:{_SMALL}))*\s+([\w-]+)(?:[ \t]+([\w-]+))?")
+_COMPOUND_TITLE = re.compile(r"\b([A-Z]\w{2,}(?:wet|wetboek))\b")
+
+
+def law_mentions(question: str) -> list[str]:
+    """The law names a question spells out, normalised (see :data:`_SPELLED_TITLE`)."""
+    from .tokenization import DUTCH_STOPWORDS
+
+    out = []
+    for m in _SPELLED_TITLE.finditer(question):
+        words = [m.group(2).lower()]
+        second = (m.group(3) or "").lower()
+        if second and second not in _QUESTION_STOP and second not in DUTCH_STOPWORDS and not second.isdigit():
+            words.append(second)
+        if words[0] not in _NOT_ABBREVIATIONS and words[0] not in _QUESTION_STOP:
+            out.append(" ".join([m.group(1).lower(), *words]))
+    out += [m.group(1).lower() for m in _COMPOUND_TITLE.finditer(question)]
+    return list(dict.fromkeys(out))
 
 
 # Titles of laws people name that a corpus may lack (so that naming one says the corpus cannot answer).

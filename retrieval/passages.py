@@ -130,7 +130,7 @@ class PassageVectors:
         """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
         with that cosine."""
         clusters = np.arange(len(self.centroids))
-        if len(clusters) > 1 and allowed is not None and allowed.mean() < NARROW_SCOPE:
+        if allowed is not None and allowed.mean() < NARROW_SCOPE:  # also one run: read only the scope's rows
             return self._top_in(query, depth, allowed)
         if len(clusters) > 1:
             nprobe = int(self.meta.get("nprobe", NPROBE))

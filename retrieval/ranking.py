@@ -6,7 +6,9 @@ Candidates (the union, all in the question's scope):
 - the articles BM25 ranks first for the question (:mod:`.articles`), and for the legal words its
   everyday words stand for (:mod:`.expansion`);
 - the articles whose passages are nearest the question in a dense model's space, and nearest the
-  question with those legal words (:mod:`.passages`: every passage's vector, kept with the index).
+  question with those legal words (:mod:`.passages`: every passage's vector, kept with the index);
+- the best articles, by BM25 and by meaning, of the few laws whose titles the question's words cover
+  most ("omzetbelasting", "paspoort": :class:`.lawnames.TitleCover`), searched on their own.
 
 Each candidate's features, most min-max normalised over the candidates of the question:
 
@@ -14,7 +16,8 @@ Each candidate's features, most min-max normalised over the candidates of the qu
 cosine of its best chunk with the question and the expanded question; ``place`` the cosine of the
 question with the article's law, Boek / Titel / Afdeling and heading; ``clause`` the share of the
 question's words in the clause that announces the article's list (:mod:`.structure`); ``named`` the
-question names the article's law (:mod:`.lawnames`); ``law_de``, ``law_bm`` the best ``de`` and ``bm`` of
+question names the article's law (:mod:`.lawnames`); ``title`` the share of the law's title the
+question's words cover; ``law_de``, ``law_bm`` the best ``de`` and ``bm`` of
 any candidate of the same law, ``law_share`` that law's share of the ten nearest candidates (a question
 is about a law before it is about an article); ``cited`` how many regulations refer to the article's law
 (log, over the most referred-to: the codes and framework laws come before the regulations under them);
@@ -43,6 +46,8 @@ from .scope import names_bes
 from .structure import lead_overlap, question_terms
 
 DEPTH = 30  # candidates from each source
+TITLED_LAWS = 5  # the laws whose titles the question covers most, searched on their own
+TITLE_COVER = 0.5  # ... when it covers at least this share of the title
 SHARE_OF = 10  # the nearest candidates a law's share is counted over
 KIND_GROUPS = {
     "wet": ("wet", "rijkswet", "wet-BES"),
@@ -55,7 +60,7 @@ KIND_GROUPS = {
 KIND_FEATURES = tuple(f"kind_{g}" for g in KIND_GROUPS if g != "wet")
 _GROUP_OF = {kind: group for group, kinds in KIND_GROUPS.items() for kind in kinds}
 DENSE_FEATURES = ("de", "xde", "place", "law_de", "law_share")
-FEATURES = ("bm", "xbm", "clause", "named", "law_bm", "cited", *KIND_FEATURES, "bes", *DENSE_FEATURES)
+FEATURES = ("bm", "xbm", "clause", "named", "title", "law_bm", "cited", *KIND_FEATURES, "bes", *DENSE_FEATURES)
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -115,12 +120,13 @@ class CandidateFeatures:
     """Computes the candidates of a question and their features over one articles index."""
 
     def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH):
-        from .lawnames import LawNames
+        from .lawnames import LawNames, TitleCover
 
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth
         laws = articles.laws
         self.law_names = LawNames(laws.records if laws is not None else [])
+        self.titles = TitleCover([r.get("title") or "" for r in (laws.records if laws is not None else [])])
         self.ranked_law = np.asarray(articles.ranked_law)
         self._law_static: dict[str, np.ndarray] | None = None
 
@@ -161,6 +167,14 @@ class CandidateFeatures:
             found.append(a.top(xterms, self.depth, allowed)[0])
         if vectors is not None and self.passages is not None:
             found += [self.passages.top_articles(v, self.depth, allowed)[0] for v in vectors]
+        cover = self.titles.cover(question)
+        titled = self._titled_articles(cover, allowed)
+        if titled is not None:
+            # The laws the question names by their subject ("omzetbelasting", "paspoort") searched on their
+            # own: among 18,000 regulations their articles need not be among the best of all.
+            found.append(a.top(terms, self.depth, titled)[0])
+            if vectors is not None and self.passages is not None:
+                found.append(self.passages.top_articles(vectors[0], self.depth, titled)[0])
         union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
         c = Candidates(question, union)
         if not len(union):
@@ -172,10 +186,25 @@ class CandidateFeatures:
         c.raw["first_rank"] = np.asarray([first.get(int(x), len(found[0]) + 1) for x in union], dtype=np.float64)
         c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
         self._text_features(c, terms=question_terms(question, a.analyzer.tokens))
+        laws = self.ranked_law[c.articles]
+        c.values["title"] = np.asarray([cover.get(int(x), 0.0) for x in laws], dtype=np.float64)
         if vectors is not None:
             self._dense_features(c, vectors)
         self._law_features(c)
         return c
+
+    def _titled_articles(self, cover: dict[int, float], allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles (in scope) of the laws whose titles the question covers most, or None."""
+        if not cover:
+            return None
+        cited = self.law_static()["cited"]
+        best = sorted((row for row, v in cover.items() if v >= TITLE_COVER), key=lambda r: (-cover[r], -cited[r]))
+        if not best:
+            return None
+        mask = np.isin(self.ranked_law, np.asarray(best[:TITLED_LAWS]))
+        if allowed is not None:
+            mask &= allowed
+        return mask if mask.any() else None
 
     def _text_features(self, c: Candidates, terms: frozenset[str]) -> None:
         a = self.articles

@@ -99,3 +99,27 @@ def test_ties_at_the_cut_are_the_earlier_articles(copied_law_index, k):
     # article is tied with its seven copies), so which of them are kept is what the test decides.
     assert len(full) > k and fused[full[k - 1]] == fused[full[k]]
     assert [h.features["doc"] for h in articles.search(query, k=k)] == ranked
+
+
+@pytest.mark.integration
+def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_articles_index):
+    """Among many laws, the articles of the law a question names by its subject ("alcohol": the Alcoholwet)
+    need not be among BM25's best of all: the ranking searches that law's articles too, and they carry the
+    share of the title the question covers."""
+    from wetqa.retrieval.ranking import CandidateFeatures
+
+    articles = open_index(real_articles_index, rescore=False)
+    articles = getattr(articles, "retriever", articles)
+    question = "Hoeveel alcohol mag je drinken als je auto rijdt?"
+    records = articles.laws.records
+
+    def law_of(x) -> str:
+        return records[int(articles.ranked_law[x])]["title"]
+
+    first = articles.top(articles.term_ids(question), 3)[0]
+    assert "Alcoholwet" not in {law_of(x) for x in first}  # BM25's three best are of other laws
+    c = CandidateFeatures(articles, depth=3).candidates(question, None, None)
+    titled = [v for x, v in zip(c.articles, c.values["title"]) if law_of(x) == "Alcoholwet"]
+    assert titled and set(titled) == {1.0}
+    others = [v for x, v in zip(c.articles, c.values["title"]) if law_of(x) != "Alcoholwet"]
+    assert max(others) < 1.0

@@ -10,7 +10,7 @@ import pytest
 from wetqa.cli import main
 from wetqa.retrieval import passages
 from wetqa.retrieval.expansion import expand, expanded_question
-from wetqa.retrieval.lawnames import LawNames, made_abbreviations
+from wetqa.retrieval.lawnames import LawNames, TitleCover, made_abbreviations, title_words
 
 pytestmark = pytest.mark.unit
 
@@ -50,6 +50,63 @@ def test_laws_are_named_by_title_reference_name_and_the_abbreviations_their_titl
     assert without_sr.names_absent("Wat zegt art. 310 Sr?")
     assert not names.names_absent("Wat zegt art. 310 Sr?")
     assert not without_sr.names_absent("Mag dat volgens de Awb?")
+
+
+def test_a_question_covers_the_titles_of_the_laws_about_its_subject():
+    assert title_words("Wet op de omzetbelasting 1968") == ["omzetbelasting"]
+    assert title_words("Paspoortwet") == ["paspoort"]
+    assert title_words("Rijksoctrooiwet 1995") == ["octrooi"]
+    assert title_words("Uitvoeringsbesluit omzetbelasting 1968") == ["uitvoerings", "omzetbelasting"]
+    titles = [
+        "Wet op de omzetbelasting 1968",
+        "Uitvoeringsbesluit omzetbelasting 1968",
+        "Wet op de vennootschapsbelasting 1969",
+        "Paspoortwet",
+        "Werkloosheidswet",
+        "Wet werk en zekerheid",
+        "Rijksoctrooiwet 1995",
+        "Wet van 3 maart 1881",
+    ]
+    cover = TitleCover(titles)
+    btw = cover.cover("Welke diensten zijn vrijgesteld van omzetbelasting?")
+    assert btw[0] == 1.0 and 0.3 < btw[1] < 1.0 and set(btw) == {0, 1}  # the law whole, its decree in part
+    assert cover.cover("Wanneer is een lichaam vennootschapsbelastingplichtig?") == {2: 1.0}  # a compound
+    assert cover.cover("Kan mijn paspoort worden ingenomen?") == {3: 1.0}
+    assert cover.cover("Hoe lang duurt een werkloosheid-uitkering?") == {4: 1.0}  # most of a title word
+    assert cover.cover("Wanneer krijg ik octrooi op een uitvinding?") == {6: 1.0}
+    # A short word that begins a title word is no match ("werkt" is not the Wet werk en zekerheid), nor are
+    # the words that frame a question, nor a title of small words and a date.
+    assert cover.cover("Hoeveel uur werkt een mens per week?") == {}
+    assert cover.cover("Wanneer moet ik welke wet volgen in maart?") == {}
+
+
+def test_a_law_spelled_out_that_the_index_lacks_says_it_cannot_answer():
+    from wetqa.retrieval.confidence import SHORT_QUESTION_CAP, capped
+    from wetqa.retrieval.lawnames import law_mentions
+
+    held = LawNames(
+        [*LAWS, {"law_id": "BWBR0018472", "title": "Wet op de zorgtoeslag"}, {"law_id": "X", "title": "Woningwet"}]
+    )
+    assert law_mentions("Wat regelt de Wet open overheid over actieve openbaarmaking?") == ["wet open overheid"]
+    assert law_mentions("Moet ik onder de Omgevingswet een vergunning aanvragen?") == ["omgevingswet"]
+    # The law's words stop where the name does: a small word after its first word of substance, a comma, a
+    # question word; "de wet" in small letters is the law in general.
+    assert law_mentions("Wat zegt de Wet zorgtoeslag over vermogen?") == ["wet zorgtoeslag"]
+    assert law_mentions("Volgens de Wet studiefinanciering hoe lang?") == ["wet studiefinanciering"]
+    assert law_mentions("Mag dat volgens de wet wel?") == []
+    assert law_mentions("Wat zegt de belastingwet daarover?") == []  # any tax law, not a name
+    assert law_mentions("Is dat strafbaar volgens het Wetboek van Strafrecht?") == ["wetboek strafrecht"]
+    assert not held.names_absent("Is dat strafbaar volgens het Wetboek van Strafrecht?")
+    assert held.names_absent("Wat regelt de Wet open overheid over actieve openbaarmaking?")
+    assert held.names_absent("Moet ik onder de Omgevingswet een vergunning aanvragen?")
+    # A held law named in other words or another order is held: "Wet zorgtoeslag" is the Wet op de zorgtoeslag.
+    assert not held.names_absent("Wat zegt de Wet zorgtoeslag over vermogen?")
+    assert not held.names_absent("Wat zegt de Woningwet over onderhoud?")
+    assert not held.names_absent("Wanneer krijg ik een WW-uitkering?")
+    # Such a question is refused whatever the model says, as a one-word question is; one naming a held law
+    # too is not capped here (law_named is then not -1).
+    assert capped({"law_named": -1.0, "content_words": 6}, 0.9) == SHORT_QUESTION_CAP
+    assert capped({"law_named": 0.0, "content_words": 6}, 0.9) == 0.9
 
 
 def test_everyday_words_give_the_words_of_the_law():

@@ -167,17 +167,39 @@ def _run(argv: list[str]) -> int:
         return int(exc.code or 0)
 
 
-def _killed(argv: list[str], monkeypatch, at: int) -> None:
-    """The command run in a forked child that dies at the ``at``-th call, as kill -9 leaves things."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            Interrupt(monkeypatch, at, kill=True)
-            main(argv)
-        finally:
-            os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status)
+def _killed(argv: list[str], monkeypatch, at: int, limit: float = 300.0) -> None:
+    """The command run in a forked child that dies at the ``at``-th call, as kill -9 leaves things.
+
+    A forked child has only the thread that forked: a lock another thread of this process held at that
+    moment (a BLAS pool's, tqdm's monitor's) is held for ever in the child. So the fork happens with the
+    BLAS pools at one thread and no tqdm monitor, and a child that still hangs is killed and named (it
+    once hung the suite in ``eval compare``) instead of waiting for CI's limit."""
+    import signal
+    import time
+
+    import tqdm
+    from threadpoolctl import threadpool_limits
+
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
+    if tqdm.tqdm.monitor is not None:
+        tqdm.tqdm.monitor.exit()
+        tqdm.tqdm.monitor = None
+    with threadpool_limits(limits=1):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                Interrupt(monkeypatch, at, kill=True)
+                main(argv)
+            finally:
+                os._exit(0)
+    deadline = time.monotonic() + limit
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"the forked child of {argv[:2]} killed at call {at} hung for {limit:.0f} s")
+        time.sleep(0.05)
+    assert os.WIFEXITED(done[1])
 
 
 @pytest.mark.parametrize("command", COMMANDS)
