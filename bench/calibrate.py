@@ -210,6 +210,11 @@ def run(args: argparse.Namespace) -> None:
         print(f"\nwrote {path}")
 
 
+def _capped(rows: list, index: np.ndarray, confidence: np.ndarray) -> np.ndarray:
+    """The model's confidences as ``estimate()`` gives them (a one-word or English question capped)."""
+    return np.asarray([capped(rows[i][3], float(c)) for i, c in zip(index, confidence)])
+
+
 def calibrate(key: str, rows: list, args) -> dict:
     features = [f for f in FEATURES if all(f in r[3] for r in rows)]
     x = np.asarray([[r[3][f] for f in features] for r in rows], dtype=np.float64)
@@ -222,11 +227,11 @@ def calibrate(key: str, rows: list, args) -> dict:
         test = order[f::folds]
         train = np.setdiff1d(np.arange(len(y)), test)
         m = Model(features, x[train], y[train], args.l2)
-        t = threshold_for(m(x[train]), y[train] == 1, args.max_answerable)
-        held_conf[test] = [capped(rows[i][3], c) for i, c in zip(test, m(x[test]))]  # as estimate() caps
+        t = threshold_for(_capped(rows, train, m(x[train])), y[train] == 1, args.max_answerable)
+        held_conf[test] = _capped(rows, test, m(x[test]))
         held_abstain[test] = (held_conf[test] < t) & ~np.asarray([bool(rows[i][3].get("named_held")) for i in test])
     final = Model(features, x, y, args.l2)
-    threshold = threshold_for(final(x), y == 1, args.max_answerable)
+    threshold = threshold_for(_capped(rows, np.arange(len(y)), final(x)), y == 1, args.max_answerable)
     print(f"\n{key}: {len(features)} signals; {folds}-fold CV AUC (answerable or not) {auc(held_conf, y):.3f}")
     print("  coefficients (standardised): " + ", ".join(f"{f} {c:+.2f}" for f, c in zip(features, final.coef)))
     groups: dict[tuple, list[int]] = {}

@@ -12,8 +12,9 @@ gets a first article. These signals tell the two apart:
 - ``dense``: the dense model's cosine of question and article (raw, not normalised over the hits),
   and ``dense_margin``, how far it stands above the next article's;
 - ``agree``: whether BM25 alone ranked the article first too; ``margin``: its lead in the fused score;
-- ``law_named``: the question names a law by title or abbreviation: +1 when the first article is of
-  that law, -1 when the named law is not in the corpus;
+- ``law_named``: the question names a law by title, abbreviation or a name it spells out ("de Wet open
+  overheid", "de Omgevingswet"): +1 when the first article is of that law, -1 when the named law is not
+  in the corpus and no law it names is;
 - ``clause``: the share of the question's words in the clause announcing the article's list
   (``structure.py``);
 - ``title``: how much of the first article's law's title the question's words cover ("kinderbijslag"
@@ -289,15 +290,11 @@ def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict
 
 
 def capped(values: dict[str, float], confidence: float) -> float:
-    """The model's confidence, at most SHORT_QUESTION_CAP for a question no article of the corpus can be
-    sure to answer: too short to say which article it means; in English, which Dutch law texts cannot be
-    matched on (what its words match is chance, however sure it looks); or naming a law the corpus does not
-    hold, and none that it does ("volgens de Wet open overheid" asked of the BWB of 2012)."""
-    if (
-        values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS
-        or values.get("english")
-        or values.get("law_named") == -1.0
-    ):
+    """The model's confidence, at most SHORT_QUESTION_CAP for a question too short to say which article it
+    means, or in English, which Dutch law texts cannot be matched on (what its words match is chance,
+    however sure it looks). A law named that the corpus lacks is a signal of the model (``law_named``), not
+    a cap: people name laws loosely ("de Wet", "de Privacywet"), and a wrong flag would refuse outright."""
+    if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS or values.get("english"):
         return min(confidence, SHORT_QUESTION_CAP)
     return confidence
 

@@ -18,6 +18,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
+from .tokenization import DUTCH_STOPWORDS
+
 # Abbreviations lawyers and the public use that a title's initials do not give.
 CONVENTIONAL = {
     "awb": "algemene wet bestuursrecht",
@@ -145,6 +147,7 @@ class LawNames:
                 self.made_abbreviations[abbreviation] = ids
         self._longest = max((len(k.split()) for k in self.by_name), default=0)
         self._names_with: dict[str, set[int]] | None = None  # word -> the names that have it (made when needed)
+        self._titles: TitleCover | None = None
 
     def named(self, question: str) -> set[str]:
         """The document ids of the laws the question names."""
@@ -176,17 +179,23 @@ class LawNames:
         return bool(absent) or any(not self._holds(m) for m in law_mentions(question))
 
     def _holds(self, mention: str) -> bool:
-        """Whether some name of a law held has every word of the mention, in any order ("Wet zorgtoeslag" is
-        the Wet op de zorgtoeslag), or the mention is an abbreviation of one."""
+        """Whether the mention may be a law held: an abbreviation of one, a name of one with every word of
+        the mention in any order ("Wet zorgtoeslag" is the Wet op de zorgtoeslag), or words that cover half
+        of a held law's title (:class:`TitleCover`: "de Drankwet", "de Wet zorgtoeslag artikel 2"). When in
+        doubt a law is held: a wrong "absent" says the corpus cannot answer what it can."""
         if mention in self.by_abbreviation or mention in self.made_abbreviations:
             return True
         if self._names_with is None:
             self._names_with = {}
             for i, name in enumerate(self.by_name):
-                for word in set(name.split()):
+                for word in set(re.split(r"[\s-]+", name)):
                     self._names_with.setdefault(word, set()).add(i)
-        words = [self._names_with.get(w, set()) for w in set(mention.split())]
-        return bool(set.intersection(*words)) if words else True
+            self._titles = TitleCover(list(self.by_name))
+        words = [self._names_with.get(w, set()) for w in set(re.split(r"[\s-]+", mention))]
+        if not words or set.intersection(*words):
+            return True
+        assert self._titles is not None
+        return max(self._titles.cover(mention).values(), default=0.0) >= 0.5
 
 
 # Words of a title that say what kind of regulation it is, not what it is about, and the months of the
@@ -266,7 +275,7 @@ class TitleCover:
         matched: set[str] = set()
         for word in _WORD.findall(question.lower()):
             for q in word.split("-"):
-                if len(q) >= 4 and q not in _QUESTION_STOP and not q.isdigit():
+                if len(q) >= 4 and q not in _QUESTION_STOP and q not in DUTCH_STOPWORDS and not q.isdigit():
                     matched |= self._matches(q)
         mass: dict[int, float] = {}
         for w in matched:
@@ -276,25 +285,25 @@ class TitleCover:
 
 
 # A law's name spelled out in a question: "Wet" (capital: "de wet" is the law in general) with the small
-# words after it and its first two words of substance when they follow one another ("Wet op de
-# zorgtoeslag", "Wet goed verhuurderschap"; "de Wet zorgtoeslag over vermogen" stops at "over"); or one word
+# words a title begins with and two words of substance that follow one another ("Wet goed
+# verhuurderschap", "Wet op de vennootschapsbelasting 1969" is not one: a year is no word); or one word
 # ending in -wet or -wetboek, capitalised as a name is ("Omgevingswet"; "de belastingwet" is any tax law).
-_SMALL = "op|van|de|het|der|inzake|tot|voor|en|in|over|met|bij|ter|ten|aan"
+_SMALL = "op|van|de|het|der|den|inzake|tot|ter|ten"  # as titles begin: Wet op de, Wet van, Wet tot
 _SPELLED_TITLE = re.compile(rf"\b(Rijkswet|Wetboek|Wet)(?:\s+(?:{_SMALL}))*\s+([\w-]+)(?:[ \t]+([\w-]+))?")
 _COMPOUND_TITLE = re.compile(r"\b([A-Z]\w{2,}(?:wet|wetboek))\b")
 
 
 def law_mentions(question: str) -> list[str]:
     """The law names a question spells out, normalised (see :data:`_SPELLED_TITLE`)."""
-    from .tokenization import DUTCH_STOPWORDS
-
     out = []
     for m in _SPELLED_TITLE.finditer(question):
         words = [m.group(2).lower()]
         second = (m.group(3) or "").lower()
         if second and second not in _QUESTION_STOP and second not in DUTCH_STOPWORDS and not second.isdigit():
             words.append(second)
-        if words[0] not in _NOT_ABBREVIATIONS and words[0] not in _QUESTION_STOP:
+        # Two words of substance: "de Wet dient ..." or "de Wet zou ..." is the law in general.
+        first = words[0]
+        if len(words) == 2 and first not in _NOT_ABBREVIATIONS | _QUESTION_STOP | DUTCH_STOPWORDS:
             out.append(" ".join([m.group(1).lower(), *words]))
     out += [m.group(1).lower() for m in _COMPOUND_TITLE.finditer(question)]
     return list(dict.fromkeys(out))

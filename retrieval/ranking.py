@@ -194,17 +194,23 @@ class CandidateFeatures:
         return c
 
     def _titled_articles(self, cover: dict[int, float], allowed: np.ndarray | None) -> np.ndarray | None:
-        """The articles (in scope) of the laws whose titles the question covers most, or None."""
-        if not cover:
+        """The articles in scope of the (at most TITLED_LAWS) laws whose titles the question covers most, or
+        None. Laws are counted by id, after the scope: versions of one law and laws out of scope (a BES
+        twin, another date) take no place."""
+        rows = np.asarray([row for row, v in cover.items() if v >= TITLE_COVER], dtype=np.int64)
+        if not len(rows):
             return None
-        cited = self.law_static()["cited"]
-        best = sorted((row for row, v in cover.items() if v >= TITLE_COVER), key=lambda r: (-cover[r], -cited[r]))
-        if not best:
-            return None
-        mask = np.isin(self.ranked_law, np.asarray(best[:TITLED_LAWS]))
+        mask = np.isin(self.ranked_law, rows)
         if allowed is not None:
             mask &= allowed
-        return mask if mask.any() else None
+        if not mask.any():
+            return None
+        static = self.law_static()
+        in_scope = np.unique(self.ranked_law[mask])
+        order = sorted(in_scope.tolist(), key=lambda r: (-cover[r], -static["cited"][r], r))
+        ids = list(dict.fromkeys(static["law_id"][r] for r in order))[:TITLED_LAWS]
+        keep = [r for r in in_scope.tolist() if static["law_id"][r] in set(ids)]
+        return mask & np.isin(self.ranked_law, np.asarray(keep, dtype=np.int64))
 
     def _text_features(self, c: Candidates, terms: frozenset[str]) -> None:
         a = self.articles

@@ -91,11 +91,11 @@ def test_a_law_spelled_out_that_the_index_lacks_says_it_cannot_answer():
     assert law_mentions("Moet ik onder de Omgevingswet een vergunning aanvragen?") == ["omgevingswet"]
     # The law's words stop where the name does: a small word after its first word of substance, a comma, a
     # question word; "de wet" in small letters is the law in general.
-    assert law_mentions("Wat zegt de Wet zorgtoeslag over vermogen?") == ["wet zorgtoeslag"]
-    assert law_mentions("Volgens de Wet studiefinanciering hoe lang?") == ["wet studiefinanciering"]
+    assert law_mentions("Wat zegt de Wet zorgtoeslag over vermogen?") == []  # one word of substance
+    assert law_mentions("Is de Wet goed verhuurderschap al in werking?") == ["wet goed verhuurderschap"]
     assert law_mentions("Mag dat volgens de wet wel?") == []
     assert law_mentions("Wat zegt de belastingwet daarover?") == []  # any tax law, not a name
-    assert law_mentions("Is dat strafbaar volgens het Wetboek van Strafrecht?") == ["wetboek strafrecht"]
+    assert law_mentions("Is dat strafbaar volgens het Wetboek van Strafrecht?") == []
     assert not held.names_absent("Is dat strafbaar volgens het Wetboek van Strafrecht?")
     assert held.names_absent("Wat regelt de Wet open overheid over actieve openbaarmaking?")
     assert held.names_absent("Moet ik onder de Omgevingswet een vergunning aanvragen?")
@@ -103,10 +103,22 @@ def test_a_law_spelled_out_that_the_index_lacks_says_it_cannot_answer():
     assert not held.names_absent("Wat zegt de Wet zorgtoeslag over vermogen?")
     assert not held.names_absent("Wat zegt de Woningwet over onderhoud?")
     assert not held.names_absent("Wanneer krijg ik een WW-uitkering?")
-    # Such a question is refused whatever the model says, as a one-word question is; one naming a held law
-    # too is not capped here (law_named is then not -1).
-    assert capped({"law_named": -1.0, "content_words": 6}, 0.9) == SHORT_QUESTION_CAP
-    assert capped({"law_named": 0.0, "content_words": 6}, 0.9) == 0.9
+    # "de Wet" with a capital is often the law in general; a second word that follows the name is no part of
+    # it when the name alone is held; a law's everyday name ("Drankwet") is held when it covers half of a
+    # held title (the review of this signal: each of these was flagged absent).
+    for question in (
+        "Volgens de Wet dient een verhuurder gebreken te verhelpen?",
+        "Wat zegt de Wet over ontslag op staande voet?",
+        "Is dat volgens de Wet toegestaan?",
+        "Wat zegt de Wet zorgtoeslag artikel 2?",
+    ):
+        assert not held.names_absent(question), question
+    drank = LawNames([{"law_id": "D", "title": "Drank- en Horecawet"}])
+    assert not drank.names_absent("Mag een supermarkt volgens de Drankwet bier verkopen?")
+    # A law named that the index lacks is a signal of the confidence model, not a cap (people name laws
+    # loosely); a one-word question is capped.
+    assert capped({"law_named": -1.0, "content_words": 6}, 0.9) == 0.9
+    assert capped({"content_words": 1}, 0.9) == SHORT_QUESTION_CAP
 
 
 def test_everyday_words_give_the_words_of_the_law():
