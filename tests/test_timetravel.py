@@ -20,7 +20,7 @@ from wetqa.retrieval.versions import ArticleVersion, article_label, diff_markup,
 from .conftest import FIXTURES
 from .serving import LiveServer, make_app, served_pipeline
 
-OLD_WORDS = "in zijn zedelijke of geestelijke belangen"
+OLD_WORDS = "naar het oordeel van de fictieve raad"
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
 
@@ -35,7 +35,7 @@ def two_versions(tmp_path_factory):
     # The 2012 snapshot's files state no date: the text in force on --valid-on.
     old = re.sub(r' inwerkingtreding(sdatum)?="[^"]*"', "", new)
     old = re.sub(r"\s*<bwb-inputbestand>.*?</bwb-inputbestand>", "", old)
-    old = old.replace("dat hij ernstig wordt bedreigd", f"dat hij {OLD_WORDS} ernstig wordt bedreigd")
+    old = old.replace("ernstig wordt bedreigd in zijn groei", f"{OLD_WORDS} ernstig wordt bedreigd in zijn groei")
     assert OLD_WORDS in old
     (src / "BWBR9990001.xml").write_text(old, encoding="utf-8")
     later = (FIXTURES / "bwb" / "wetgeving_besluit_oud.xml").read_text(encoding="utf-8")
