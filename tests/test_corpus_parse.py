@@ -26,9 +26,7 @@ def test_articles_labels_hierarchy_and_text():
     assert list(arts) == ["Artikel 266", "Artikel 267", "Artikel 7.3.12", "Artikel 1:2"]
     a = arts["Artikel 266"]
     assert [(d.kind, d.number) for d in a.path] == [("boek", "1"), ("titeldeel", "14"), ("afdeling", "5")]
-    assert a.path_label() == (
-        "Boek 1. Personen > Titel 14. Gezag over kinderen > Afdeling 5. Einde van het gezag"
-    )
+    assert a.path_label() == ("Boek 1. Personen > Titel 14. Gezag over kinderen > Afdeling 5. Einde van het gezag")
     assert a.paragraphs == [
         "1. De rechtbank kan het gezag van een ouder beëindigen wanneer:\n"
         "a. het kind bij die ouder ernstig wordt bedreigd in zijn groei, of\n"
