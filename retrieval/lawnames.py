@@ -95,6 +95,11 @@ def _normalise(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
+def _law_suffix(word: str) -> str:
+    """The kind of regulation a compound ends in ("ouderdomswet" -> "wet"), or ""."""
+    return next((s for s in _LAW_SUFFIXES if word.endswith(s) and len(word) > len(s) + 2), "")
+
+
 def made_abbreviations(title: str) -> set[str]:
     """The abbreviations a title gives the way Dutch makes them: the initials of its words (the small
     words left out, and kept), with a compound ending in -wet or -wetboek giving its last part's
@@ -109,7 +114,7 @@ def made_abbreviations(title: str) -> set[str]:
             if w in _STOP_IN_TITLES and not keep_small:
                 continue
             letters.append(w[0])
-            suffix = next((s for s in _LAW_SUFFIXES if w.endswith(s) and len(w) > len(s) + 2), None)
+            suffix = _law_suffix(w)
             if suffix:
                 letters.append(suffix[0])
         if len(letters) >= 2:
@@ -204,12 +209,13 @@ _GENERIC_IN_TITLES = frozenset(
     "wet wetten wetboek besluit regeling verordening rijkswet reglement januari februari maart april mei juni "
     "juli augustus september oktober november december".split()
 )
+# Words of a question that never name a law's subject: the analyzer's stop words and those that frame it.
 _QUESTION_STOP = (
     _STOP_IN_TITLES
     | _NOT_ABBREVIATIONS
+    | DUTCH_STOPWORDS
     | frozenset(
-        "mijn jouw zijn hun mag moet kan kun wil heb hebt heeft krijg krijgt wordt word mogen moeten kunnen "
-        "wanneer welke hoeveel lang hoelang waar waarom wat iets iemand niet geen".split()
+        "jouw kun hebt krijg krijgt word mag mogen moeten wanneer welke hoeveel lang hoelang waar waarom".split()
     )
 )
 
@@ -225,9 +231,7 @@ def title_words(title: str) -> list[str]:
     for w in _TITLE_WORD.findall(title.lower()):
         if w in _SKIP_IN_TITLES:
             continue
-        if w.endswith(_LAW_SUFFIXES):
-            suffix = next((s for s in _LAW_SUFFIXES if w.endswith(s) and len(w) > len(s) + 2), "")
-            w = w[: len(w) - len(suffix)]
+        w = w[: len(w) - len(_law_suffix(w))]
         # A kingdom act's compound names its subject after "rijks" (Rijksoctrooiwet -> octrooi).
         if w.startswith("rijks") and len(w) > 9:
             w = w[5:]
@@ -275,7 +279,7 @@ class TitleCover:
         matched: set[str] = set()
         for word in _WORD.findall(question.lower()):
             for q in word.split("-"):
-                if len(q) >= 4 and q not in _QUESTION_STOP and q not in DUTCH_STOPWORDS and not q.isdigit():
+                if len(q) >= 4 and q not in _QUESTION_STOP and not q.isdigit():
                     matched |= self._matches(q)
         mass: dict[int, float] = {}
         for w in matched:
@@ -299,11 +303,11 @@ def law_mentions(question: str) -> list[str]:
     for m in _SPELLED_TITLE.finditer(question):
         words = [m.group(2).lower()]
         second = (m.group(3) or "").lower()
-        if second and second not in _QUESTION_STOP and second not in DUTCH_STOPWORDS and not second.isdigit():
+        if second and second not in _QUESTION_STOP and not second.isdigit():
             words.append(second)
         # Two words of substance: "de Wet dient ..." or "de Wet zou ..." is the law in general.
         first = words[0]
-        if len(words) == 2 and first not in _NOT_ABBREVIATIONS | _QUESTION_STOP | DUTCH_STOPWORDS:
+        if len(words) == 2 and first not in _QUESTION_STOP:
             out.append(" ".join([m.group(1).lower(), *words]))
     out += [m.group(1).lower() for m in _COMPOUND_TITLE.finditer(question)]
     return list(dict.fromkeys(out))

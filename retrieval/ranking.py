@@ -185,9 +185,7 @@ class CandidateFeatures:
         first = {int(x): r for r, x in enumerate(found[0], 1)}
         c.raw["first_rank"] = np.asarray([first.get(int(x), len(found[0]) + 1) for x in union], dtype=np.float64)
         c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
-        self._text_features(c, terms=question_terms(question, a.analyzer.tokens))
-        laws = self.ranked_law[c.articles]
-        c.values["title"] = np.asarray([cover.get(int(x), 0.0) for x in laws], dtype=np.float64)
+        self._text_features(c, question_terms(question, a.analyzer.tokens), cover)
         if vectors is not None:
             self._dense_features(c, vectors)
         self._law_features(c)
@@ -208,11 +206,11 @@ class CandidateFeatures:
         static = self.law_static()
         in_scope = np.unique(self.ranked_law[mask])
         order = sorted(in_scope.tolist(), key=lambda r: (-cover[r], -static["cited"][r], r))
-        ids = list(dict.fromkeys(static["law_id"][r] for r in order))[:TITLED_LAWS]
-        keep = [r for r in in_scope.tolist() if static["law_id"][r] in set(ids)]
+        ids = set(list(dict.fromkeys(static["law_id"][r] for r in order))[:TITLED_LAWS])
+        keep = [r for r in in_scope.tolist() if static["law_id"][r] in ids]
         return mask & np.isin(self.ranked_law, np.asarray(keep, dtype=np.int64))
 
-    def _text_features(self, c: Candidates, terms: frozenset[str]) -> None:
+    def _text_features(self, c: Candidates, terms: frozenset[str], cover: dict[int, float]) -> None:
         a = self.articles
         paragraphs = a.chunks.paragraphs([int(a.ranked_row[x]) for x in c.articles])
         c.raw["clause"] = np.asarray([lead_overlap(terms, p, a.analyzer.tokens) for p in paragraphs])
@@ -222,6 +220,7 @@ class CandidateFeatures:
         c.raw["named"] = np.asarray([static["law_id"][x] in named for x in laws], dtype=np.float64)
         c.values.update({"bm": _minmax(c.raw["bm"]), "xbm": _minmax(c.raw["xbm"])})
         c.values.update({k: c.raw[k] for k in ("clause", "named")})
+        c.values["title"] = np.asarray([cover.get(int(x), 0.0) for x in laws], dtype=np.float64)
         for f in ("cited", *KIND_FEATURES):
             c.values[f] = static[f][laws]
         # A BES regulation answers a question about Caribisch Nederland; for any other question it is a
