@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from wetqa.retrieval import open_index
-from wetqa.retrieval.confidence import FEATURES, WHOLE_FROM_LAWS, capped, signals
+from wetqa.retrieval.confidence import FEATURES, capped, signals
 from wetqa.retrieval.index import article_ranker, read_index_meta
+from wetqa.retrieval.scope import holds_whole_bwb
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
@@ -184,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
         for kind, retriever in pipelines(path).items():
             articles = getattr(retriever, "retriever", retriever)
             held = set(articles.laws.ids)
-            key = kind + ("@whole" if len(held) >= WHOLE_FROM_LAWS else "")
+            key = kind + ("@whole" if holds_whole_bwb(held) else "")
             for name, qs in labelled(held, args.smoke).items():
                 print(f"  {Path(path).name} {key}: {name} ({len(qs)})", file=sys.stderr)
                 for question, label in qs:

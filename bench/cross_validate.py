@@ -1,13 +1,15 @@
 """Cross-validated ranking and answers: the benchmark's dev questions and the everyday questions, on the
-272 laws and on the whole BWB, fitted together and measured on questions held out of fitting.
+272 laws and on the whole BWB, measured on questions held out of fitting.
 
     python bench/cross_validate.py INDEX [INDEX ...] [--folds 5] [--write] [--smoke]
     python bench/cross_validate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
 Every question's candidates and features come from the pipeline's own code
 (``wetqa.retrieval.ranking.CandidateFeatures``), once with the dense signals (the index's re-scoring model
-and passage vectors) and once without. Inside each fold a linear ranking model (softmax over each
-question's candidates, L2) is fitted on the other folds' questions of every set and index, and the
+and passage vectors, else its vector cache) and once without. One model per pipeline kind and index scale
+(an index of the whole BWB has its own, ``@whole``: its candidates differ in kind and, without passage
+vectors, come without a dense first stage). Inside each fold a linear ranking model (softmax over each
+question's candidates, L2) is fitted on the other folds' questions of every set of that scale, and the
 extractive answer's paragraph ratio chosen by ROUGE-L on their dev questions; the held-out questions are
 ranked and answered with the fold's choice. Printed per index and question set: article Hit@1 / Hit@3 /
 MRR and law Hit@1 of the first article; for the dev questions also ROUGE-L, METEOR and citation P / R /
@@ -35,6 +37,7 @@ from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.corpus.sources import law_id_of
 from wetqa.retrieval import open_index, read_index_meta
 from wetqa.retrieval.ranking import DENSE_FEATURES, FEATURES, CandidateFeatures
+from wetqa.retrieval.scope import holds_whole_bwb
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data"
@@ -196,37 +199,45 @@ def run(args: argparse.Namespace) -> None:
         ("articles", [f for f in FEATURES if f not in DENSE_FEATURES]),
     ):
         slot = 0 if kind == "articles+dense" else 1
-        if slot == 0 and not any(p.cands[n][0][0] is not None for p in preps for n in p.cands):
-            continue
-        examples = []  # (fold, prep, set, question, candidates)
+        # One model per index scale: the whole BWB's candidates differ in kind (decrees, regulations, BES
+        # twins) and, without passage vectors, come without a dense first stage.
+        by_scale: dict[str, list] = {}  # model key -> examples (fold, prep, set, question, candidates)
         for p in preps:
+            key = kind + ("@whole" if holds_whole_bwb(p.articles.laws.ids) else "")
             for name, qs in p.sets.items():
                 for q, c in zip(qs, p.cands[name][slot]):
-                    if c is not None:  # an index without passage vectors has no dense candidates
-                        examples.append((fold_of[q["id"]], p, name, q, c))
-        held: dict[tuple, list] = {}
-        answers = Answers()
-        for f in range(folds):
-            w = fit(_rows([e for e in examples if e[0] != f], features)) if folds > 1 else np.zeros(len(features))
-            tops = {(p.path, q["id"]): _evaluate(p, q, c, c.matrix(features) @ w) for _g, p, _n, q, c in examples}
-            ratio = answers.best_ratio(
-                [(p, tops[(p.path, q["id"])]) for g, p, n, q, _c in examples if g != f and n == "dev"]
-            )
-            for g, p, n, q, _c in examples:
-                if g == f:
-                    row = tops[(p.path, q["id"])]
-                    if n == "dev" and row["top"] is not None:
-                        row |= answers.scores(p, q, row["top"], ratio)
-                    held.setdefault((p.path, n), []).append(row)
-        report(kind, held)
-        weights = fit(_rows(examples, features))
-        models[kind] = {"features": features, "weights": [round(float(v), 5) for v in weights],
-                        "fitted_on": f"{len(examples)} questions over {len(preps)} index(es)", "l2": L2}  # fmt: skip
-        print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(features, weights)))
+                    if c is not None:  # an index without a re-scoring model has no dense candidates
+                        by_scale.setdefault(key, []).append((fold_of[q["id"]], p, name, q, c))
+        for key, examples in by_scale.items():
+            report(key, cross_validated(examples, features, folds))
+            weights = fit(_rows(examples, features))
+            models[key] = {"features": features, "weights": [round(float(v), 5) for v in weights],
+                           "fitted_on": f"{len(examples)} questions over {len({e[1].path for e in examples})} "
+                                        "index(es)", "l2": L2}  # fmt: skip
+            print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(features, weights)))
     if args.write and not args.smoke:
         path = ROOT / "retrieval" / "ranking.json"
         path.write_text(json.dumps(models, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {path}")
+
+
+def cross_validated(examples: list[tuple], features: list[str], folds: int) -> dict[tuple, list]:
+    """Each question ranked (and its dev answer chosen) by the model fitted on the other folds."""
+    held: dict[tuple, list] = {}
+    answers = Answers()
+    for f in range(folds):
+        w = fit(_rows([e for e in examples if e[0] != f], features)) if folds > 1 else np.zeros(len(features))
+        tops = {(p.path, q["id"]): _evaluate(p, q, c, c.matrix(features) @ w) for _g, p, _n, q, c in examples}
+        ratio = answers.best_ratio(
+            [(p, tops[(p.path, q["id"])]) for g, p, n, q, _c in examples if g != f and n == "dev"]
+        )
+        for g, p, n, q, _c in examples:
+            if g == f:
+                row = tops[(p.path, q["id"])]
+                if n == "dev" and row["top"] is not None:
+                    row |= answers.scores(p, q, row["top"], ratio)
+                held.setdefault((p.path, n), []).append(row)
+    return held
 
 
 def _rows(examples: list[tuple], features: list[str]) -> list[tuple]:

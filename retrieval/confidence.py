@@ -39,6 +39,7 @@ from importlib import resources
 import numpy as np
 
 from ._base import Hit
+from .scope import holds_whole_bwb
 
 # Words that frame a question but carry no content, as the Dutch analyzer stems them ("wanneer" is
 # "wanner", "omstandigheden" "omstand"; "onder", "hoe", "wat", "kan" are stop words already).
@@ -61,9 +62,6 @@ FEATURES = (
     "law_share",
     "title",
 )
-# An index of this many laws or more holds (nearly) all of Dutch law: its own calibration ("@whole"),
-# since "answerable" means there "the corpus holds a law about it".
-WHOLE_FROM_LAWS = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
 _ENGLISH = frozenset(
@@ -201,7 +199,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     if "f_title" in f:
         out["title"] = float(f["f_title"])
     laws = getattr(index, "laws", None)
-    out["whole"] = 1.0 if laws is not None and len(set(laws.ids)) >= WHOLE_FROM_LAWS else 0.0
+    out["whole"] = 1.0 if laws is not None and holds_whole_bwb(laws.ids) else 0.0
     return out
 
 

@@ -382,8 +382,10 @@ def article_ranker(index, path: Path | None, model: str | None):
     ``model`` (its vectors from the index when it keeps them, else through the model's cache); None when no
     ranking model is shipped for it."""
     from .ranking import ArticleRanker, model_for
+    from .scope import holds_whole_bwb
 
-    learned = model_for(dense=model is not None)
+    laws = getattr(index, "laws", None)
+    learned = model_for(dense=model is not None, whole=laws is not None and holds_whole_bwb(laws.ids))
     if learned is None:
         return None
     encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)

@@ -26,7 +26,8 @@ is about a law before it is about an article); ``cited`` how many regulations re
 
 The weights (``ranking.json`` beside this module) are fitted by ``bench/cross_validate.py`` on the
 benchmark's dev questions and the everyday questions of ``bench/data`` together, cross-validated, on the
-272 laws and on the whole BWB; a model is chosen by what the pipeline measures (with or without dense).
+272 laws and on the whole BWB; a model is chosen by what the pipeline measures (with or without dense)
+and by the index's scale: an index of the whole BWB has its own (``@whole``).
 """
 
 from __future__ import annotations
@@ -112,8 +113,13 @@ def shipped_models() -> dict[str, RankingModel]:
     return {kind: RankingModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
-def model_for(dense: bool) -> RankingModel | None:
-    return shipped_models().get("articles+dense" if dense else "articles")
+def model_for(dense: bool, whole: bool = False) -> RankingModel | None:
+    """The shipped model for a pipeline (with the dense signals or without), the whole BWB's own when the
+    index holds it (its candidates differ in kind, and without passage vectors it has no dense first
+    stage); a part of the BWB, or a whole one no model was fitted for, takes the general one."""
+    kind = "articles+dense" if dense else "articles"
+    models = shipped_models()
+    return (models.get(kind + "@whole") if whole else None) or models.get(kind)
 
 
 class CandidateFeatures:

@@ -75,6 +75,17 @@ def today() -> str:
     return datetime.date.today().isoformat()
 
 
+# An index of this many laws (counted by id) or more holds (nearly) all of Dutch law: its ranking and its
+# calibration are its own ("@whole"). Among 18,000 regulations the candidates differ in kind (decrees,
+# regulations, BES twins) and "answerable" means "the corpus holds a law about it".
+WHOLE_FROM_LAWS = 10_000
+
+
+def holds_whole_bwb(law_ids) -> bool:
+    """Whether an index of these law ids (one per version) holds the whole BWB rather than a part of it."""
+    return len(set(law_ids)) >= WHOLE_FROM_LAWS
+
+
 def names_bes(question: str) -> bool:
     """Whether a question is about Caribisch Nederland (Bonaire, Sint Eustatius, Saba, "BES")."""
     return bool(_BES_QUESTION.search(question))

@@ -243,3 +243,34 @@ def test_a_bes_regulation_counts_for_a_question_about_caribisch_nederland_and_ag
 
     assert bes_feature("Hoeveel bedraagt het minimumloon per uur?") == -1.0
     assert bes_feature("Hoeveel bedraagt het minimumloon per uur op Bonaire?") == 1.0
+
+
+def test_an_index_of_the_whole_bwb_is_ranked_by_its_own_model(articles_index, monkeypatch):
+    """Among 18,000 regulations the candidates differ in kind and (without passage vectors) come without a
+    dense first stage: the whole BWB has its own fitted ranking; a part of it keeps the general one."""
+    from wetqa.retrieval import open_index, scope
+    from wetqa.retrieval.ranking import model_for, shipped_models
+
+    shipped = shipped_models()
+    assert {"articles", "articles@whole", "articles+dense", "articles+dense@whole"} <= set(shipped)
+    assert model_for(dense=False, whole=True) is shipped["articles@whole"]
+    assert model_for(dense=True, whole=False) is shipped["articles+dense"]
+
+    part = open_index(articles_index)
+    assert part.model is shipped["articles"]
+    held = len(set(part.laws.ids))
+    monkeypatch.setattr(scope, "WHOLE_FROM_LAWS", held)  # this index now counts as the whole BWB
+    whole = open_index(articles_index)
+    assert whole.model is shipped["articles@whole"]
+    # Its weights are the whole BWB's: a BES twin or a ministerial regulation weighs against a law there.
+    weights = dict(zip(whole.model.features, whole.model.weights))
+    assert weights["bes"] > 0 and weights["kind_regeling"] < 0
+
+
+def test_a_whole_bwb_without_its_own_model_takes_the_general_one(monkeypatch):
+    from wetqa.retrieval import ranking
+
+    general = ranking.shipped_models()["articles"]
+    monkeypatch.setattr(ranking, "shipped_models", lambda: {"articles": general})
+    assert ranking.model_for(dense=False, whole=True) is general
+    assert ranking.model_for(dense=True, whole=True) is None
