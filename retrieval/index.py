@@ -94,11 +94,14 @@ def build_index(
     progress: bool = True,
     rescore: dict | None = None,
     precompute: bool = False,
+    precompute_kinds: Sequence[str] | None = None,
 ) -> dict:
     """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set.
 
     ``precompute`` (with ``rescore``) encodes every passage of the corpus into the re-scoring
-    model's vector cache now, so no question waits for passage encoding.
+    model's vector cache now, so no question waits for passage encoding; ``precompute_kinds`` only the
+    passages of regulations of these kinds (soort values: the formal laws of the whole BWB in a fraction
+    of the time), the others' passages encoded when a question first needs them.
 
     ``rescore`` (``{"model", "weight", "depth"}``) attaches dense re-scoring to the index: opening
     it then gives the index followed by a :class:`~.rescoring.DenseRescorer`, so every command that
@@ -110,6 +113,14 @@ def build_index(
     opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
     manifest = read_manifest(corpus_dir)
+    if precompute_kinds:
+        held = (manifest.get("holds") or {}).get("kinds") or {}
+        unknown = sorted(set(precompute_kinds) - set(held))
+        if unknown:  # before building anything
+            raise RetrievalError(
+                f"--precompute-kinds {','.join(unknown)}: no regulation of that kind in this corpus; it holds "
+                + ", ".join(sorted(held))
+            )
     out = Path(out)
     if not force and (out / INDEX_META).is_file():
         old = read_index_meta(out)
@@ -119,7 +130,11 @@ def build_index(
             and old.get("options") == opts
             and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
-            and (old.get("passages") or not (precompute and rescore and retriever == "articles"))
+            and (
+                (old.get("passages") or {}).get("kinds") == (sorted(precompute_kinds) if precompute_kinds else None)
+                if old.get("passages")
+                else not (precompute and rescore and retriever == "articles")
+            )
         ):
             return {**old, "rebuilt": False}
     t0 = time.perf_counter()
@@ -129,7 +144,9 @@ def build_index(
         if rescore:
             _save_rescore_probe(tmp, rescore["model"])
             if precompute:
-                passages = precompute_passages(tmp, rescore["model"], progress, keep=retriever == "articles")
+                passages = precompute_passages(
+                    tmp, rescore["model"], progress, keep=retriever == "articles", kinds=precompute_kinds
+                )
         meta = {
             FORMAT_KEY: f"index/{INDEX_FORMAT}",
             "format": INDEX_FORMAT,
@@ -153,10 +170,13 @@ def build_index(
     return {**meta, "rebuilt": True}
 
 
-def precompute_passages(index: Path, model: str, progress: bool = True, keep: bool = True) -> dict:
-    """Every chunk of an index encoded into ``model``'s passage-vector cache (what is there already is
-    kept, so an interrupted or repeated build encodes only what is new); with ``keep``, the vectors and
-    each article's place vector are written into the index too (:mod:`.passages`: the dense first stage)."""
+def precompute_passages(
+    index: Path, model: str, progress: bool = True, keep: bool = True, kinds: Sequence[str] | None = None
+) -> dict:
+    """Every chunk of an index (of regulations of ``kinds`` only, when given) encoded into ``model``'s
+    passage-vector cache (what is there already is kept, so an interrupted or repeated build encodes only
+    what is new); with ``keep``, the vectors and each article's place vector are written into the index
+    too (:mod:`.passages`: the dense first stage, over those chunks)."""
     import numpy as np
 
     from .encoders import make_encoder
@@ -164,28 +184,56 @@ def precompute_passages(index: Path, model: str, progress: bool = True, keep: bo
     from .rescoring import cache_of
 
     t0 = time.perf_counter()
-    store = ChunkStore(Path(index) / STORE)
+    index = Path(index)
+    store = ChunkStore(index / STORE)
     encoder = make_encoder({"model": model}, purpose="build")
     cache = cache_of(model, encoder)
     before = len(cache)
-    texts = [c.indexed_text for c in store]
+    chunk_rows = _chunks_of_kinds(index, kinds) if kinds else None
+    if chunk_rows is None:
+        texts = [c.indexed_text for c in store]
+    else:
+        texts = [
+            c.indexed_text
+            for s in range(0, len(chunk_rows), 4096)
+            for c in store.rows(chunk_rows[s : s + 4096].tolist())
+        ]
     for start in range(0, len(texts), 4096):
         cache.vectors(texts[start : start + 4096], encoder, progress=progress)
-    out = {"passages": len(texts), "encoded": len(cache) - before}
+    out: dict = {"passages": len(texts), "encoded": len(cache) - before}
+    if kinds:
+        out["kinds"] = sorted(kinds)
     if keep:
-        first = np.minimum(np.load(Path(index) / "ranked_first.npy"), max(len(store) - 1, 0))
-        rows = np.load(Path(index) / "ranked_row.npy")
+        first = np.minimum(np.load(index / "ranked_first.npy"), max(len(store) - 1, 0))
+        rows = np.load(index / "ranked_row.npy")
+        placed = np.arange(len(first)) if chunk_rows is None else np.flatnonzero(np.isin(first, chunk_rows))
         places: list[str] = []
-        for start in range(0, len(first), 4096):
-            chunks = store.rows(first[start : start + 4096].tolist())
-            titles = store.titles(rows[start : start + 4096].tolist())
+        for start in range(0, len(placed), 4096):
+            chunks = store.rows(first[placed[start : start + 4096]].tolist())
+            titles = store.titles(rows[placed[start : start + 4096]].tolist())
             places += [place_text(c.law, c.path_label, t) for c, t in zip(chunks, titles)]
-        place_vectors = cache.vectors(places, encoder, progress=progress) if places else np.zeros((0, encoder.dim))
+        place_vectors = np.zeros((len(first), encoder.dim), dtype=np.float32)
+        if places:
+            place_vectors[placed] = cache.vectors(places, encoder, progress=progress)
         meta = write_passages(
-            Path(index), lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors
-        )
+            index, lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors,
+            chunk_rows=chunk_rows, extra={"kinds": sorted(kinds)} if kinds else None,
+        )  # fmt: skip
         out |= {"clusters": meta["clusters"], "places": len(places)}
     return out | {"seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _chunks_of_kinds(index: Path, kinds: Sequence[str]):
+    """The chunk rows (ascending) of the regulations of these kinds (``soort`` values) in an index."""
+    import numpy as np
+
+    from .scope import LawTable
+
+    table = LawTable.load(index)
+    if table is None:
+        raise RetrievalError(f"--precompute-kinds: {index} keeps no law table (rebuild it)")
+    of_kind = np.isin(np.asarray(table.kinds, dtype=object)[table.kind], list(kinds))
+    return np.flatnonzero(of_kind[np.load(index / "chunk_law.npy")]).astype(np.int64)
 
 
 RESCORE_PROBE = "rescore_probe.npy"

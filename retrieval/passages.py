@@ -51,9 +51,20 @@ def kmeans(sample: np.ndarray, k: int, iterations: int = 8, seed: int = 0) -> np
     return centroids.astype(np.float32)
 
 
-def write_passages(folder: Path, vectors_of, n_rows: int, dim: int, model: str, places: np.ndarray) -> dict:
+def write_passages(
+    folder: Path,
+    vectors_of,
+    n_rows: int,
+    dim: int,
+    model: str,
+    places: np.ndarray,
+    chunk_rows: np.ndarray | None = None,
+    extra: dict | None = None,
+) -> dict:
     """Write the passage vectors (``vectors_of(start, end)`` gives rows in chunk order) grouped by
-    cluster, and the articles' place vectors. Memory: one block of rows and a sample at a time."""
+    cluster, and the articles' place vectors. ``chunk_rows``: the chunk row of each vector when only some
+    chunks have one (ascending; the others' place rows are zeros); None: every chunk, in order. Memory:
+    one block of rows and a sample at a time."""
     tmp = folder / (VECTORS + ".tmp")
     raw = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float16, shape=(n_rows, dim))
     for start in range(0, n_rows, _BLOCK):
@@ -82,9 +93,13 @@ def write_passages(folder: Path, vectors_of, n_rows: int, dim: int, model: str, 
     out.flush()
     del raw, out
     tmp.unlink()
+    if chunk_rows is not None:
+        order = np.asarray(chunk_rows, dtype=np.int64)[order]  # position -> the chunk row it is the vector of
     np.savez(folder / POSITIONS, centroids=centroids, offsets=offsets, order=order.astype(np.int64))
     np.save(folder / PLACES, places.astype(np.float16))
     meta = {"model": model, "dim": dim, "rows": n_rows, "clusters": n_clusters, "nprobe": min(NPROBE, n_clusters)}
+    if chunk_rows is not None:
+        meta |= {"partial": True, **(extra or {})}
     (folder / META).write_text(json.dumps(meta) + "\n", encoding="utf-8")
     return meta
 
@@ -102,7 +117,9 @@ class PassageVectors:
         self.n_articles = n_articles
         self._position: np.ndarray | None = None
         rows = int(meta["rows"])
-        if self.vectors.shape != (rows, int(meta["dim"])) or len(self.order) != rows or len(chunk_article) != rows:
+        self.partial = bool(meta.get("partial"))
+        whole = len(chunk_article) == rows or (self.partial and len(chunk_article) >= rows)
+        if self.vectors.shape != (rows, int(meta["dim"])) or len(self.order) != rows or not whole:
             raise DamagedIndex(folder, f"its passage vectors do not match its {len(chunk_article)} chunks")
         if len(self.places) != n_articles or int(self.offsets[-1]) != rows:
             raise DamagedIndex(folder, "its place vectors or clusters do not match its articles")
@@ -119,9 +136,10 @@ class PassageVectors:
 
     @property
     def position(self) -> np.ndarray:
-        """Chunk row -> its row in the clustered vectors (built when first needed)."""
+        """Chunk row -> its row in the clustered vectors, -1 for a chunk without one (built when first
+        needed)."""
         if self._position is None:
-            position = np.empty(len(self.order), dtype=np.int64)
+            position = np.full(len(self.chunk_article), -1, dtype=np.int64)
             position[self.order] = np.arange(len(self.order))
             self._position = position
         return self._position
@@ -155,6 +173,8 @@ class PassageVectors:
         chunk_article = np.asarray(self.chunk_article)
         live = chunk_article >= 0
         rows = np.flatnonzero(live & allowed[np.where(live, chunk_article, 0)])
+        if self.partial:
+            rows = rows[self.position[rows] >= 0]
         best = np.full(self.n_articles, -2.0, dtype=np.float32)
         positions = self.position[rows]
         order = np.argsort(positions)  # read the memory-mapped rows in file order
@@ -167,8 +187,13 @@ class PassageVectors:
         return top, best[top]
 
     def article_cosines(self, query: np.ndarray, rows_of: Sequence[range]) -> np.ndarray:
-        """Each article's best chunk cosine (its chunk rows given), exact; -1 for an article without chunks."""
+        """Each article's best chunk cosine (its chunk rows given), exact; -1 for an article without chunks,
+        NaN for one whose chunks have no vector here (a partial set: they go through the vector cache)."""
         out = np.full(len(rows_of), -1.0, dtype=np.float32)
+        if self.partial:
+            held = np.asarray([len(r) == 0 or self.position[r.start] >= 0 for r in rows_of], dtype=bool)
+            out[~held] = np.nan
+            rows_of = [r if h else range(0) for r, h in zip(rows_of, held)]
         sizes = np.asarray([len(r) for r in rows_of], dtype=np.int64)
         if not sizes.sum():
             return out
@@ -183,8 +208,14 @@ class PassageVectors:
         return out
 
     def place_cosines(self, query: np.ndarray, articles: Sequence[int]) -> np.ndarray:
+        """Each article's place cosine; NaN for one without a place vector here (a partial set)."""
         idx = np.asarray(articles, dtype=np.int64)
         order = np.argsort(idx)
+        rows = np.asarray(self.places[idx[order]], dtype=np.float32)
         out = np.empty(len(idx), dtype=np.float32)
-        out[order] = np.asarray(self.places[idx[order]], dtype=np.float32) @ query
+        out[order] = rows @ query
+        if self.partial:
+            missing = np.empty(len(idx), dtype=bool)
+            missing[order] = ~rows.any(axis=1)  # a place vector is never all zeros: not encoded
+            out[missing] = np.nan
         return out

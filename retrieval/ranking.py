@@ -243,9 +243,16 @@ class CandidateFeatures:
         c.values["place"] = _minmax(c.raw["place"])
 
     def _chunk_cosines(self, query: np.ndarray, rows_of: list[range], articles: np.ndarray) -> np.ndarray:
-        if self.passages is not None:
-            return self.passages.article_cosines(query, rows_of)
-        # No vectors kept with the index: the candidates' chunks through the model's cache.
+        if self.passages is None:
+            return self._cached_chunk_cosines(query, rows_of)
+        out = self.passages.article_cosines(query, rows_of)
+        missing = np.flatnonzero(np.isnan(out))
+        if len(missing):  # a partial set of vectors (some kinds precomputed): the rest through the cache
+            out[missing] = self._cached_chunk_cosines(query, [rows_of[i] for i in missing])
+        return out
+
+    def _cached_chunk_cosines(self, query: np.ndarray, rows_of: list[range]) -> np.ndarray:
+        # No vectors kept with the index for these: the candidates' chunks through the model's cache.
         texts = [c.indexed_text for r in rows_of for c in self.articles.chunks.rows(r)]
         cos = self.cache.vectors(texts, self.encoder) @ query if texts else np.zeros(0)
         out, at = np.full(len(rows_of), -1.0, dtype=np.float32), 0
@@ -256,8 +263,15 @@ class CandidateFeatures:
         return out
 
     def _place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
-        if self.passages is not None:
-            return self.passages.place_cosines(query, articles)
+        if self.passages is None:
+            return self._cached_place_cosines(query, articles)
+        out = self.passages.place_cosines(query, articles)
+        missing = np.flatnonzero(np.isnan(out))
+        if len(missing):
+            out[missing] = self._cached_place_cosines(query, articles[missing])
+        return out
+
+    def _cached_place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
         from .passages import place_text
 
         firsts = self.articles.chunks.rows([int(self.articles.first[x]) for x in articles])

@@ -305,3 +305,70 @@ def test_the_question_is_encoded_beside_the_first_stage(tmp_path):
     assert rescorer.batch_search(["een vraag"], k=3) == [[]]
     with pytest.raises(RetrievalError, match="the first stage failed"):
         rescorer.batch_search(["kapot"], k=3)
+
+
+@pytest.mark.unit
+def test_passages_precomputed_for_some_kinds_rank_as_the_cache_would(tmp_path, monkeypatch, capsys):
+    """The whole BWB's 537,547 passages take hours on a CPU; its formal laws a sixth of that. Vectors kept
+    for the chunks of some kinds give those a dense first stage; every other candidate's dense features
+    come through the vector cache, the same values an index without kept vectors reads."""
+    from wetqa.cli import main
+    from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.retrieval.index import dense_parts
+    from wetqa.retrieval.passages import PassageVectors
+    from wetqa.retrieval.ranking import CandidateFeatures
+
+    from .conftest import FIXTURES
+
+    monkeypatch.setenv("WETQA_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "c"
+    build_corpus([FIXTURES / "bwb2012"], corpus, BuildOptions(workers=1, valid_on="2012-10-04"), progress=False)
+    model = str(tiny_sentence_transformer(tmp_path / "m", [c.text for c in load_chunks(corpus)]))
+    build_index(corpus, "articles", tmp_path / "part", rescore={"model": model}, precompute=True,
+                precompute_kinds=["wet"], progress=False)  # fmt: skip
+    build_index(corpus, "articles", tmp_path / "none", rescore={"model": model}, progress=False)
+
+    part = open_index(tmp_path / "part", rescore=False)
+    kinds = np.asarray(part.laws.kinds, dtype=object)[part.laws.kind]
+    of_wet = np.flatnonzero(kinds[np.load(tmp_path / "part" / "chunk_law.npy")] == "wet")
+    assert 0 < len(of_wet) < len(part.chunk_article)  # the fixture holds other kinds too
+    vectors = PassageVectors.load(tmp_path / "part", part.chunk_article, part.n_articles)
+    assert vectors is not None and vectors.partial and vectors.meta["kinds"] == ["wet"]
+    assert sorted(vectors.order.tolist()) == of_wet.tolist()
+    meta = json.loads((tmp_path / "part" / "index.json").read_text(encoding="utf-8"))
+    assert meta["passages"]["kinds"] == ["wet"] and meta["passages"]["passages"] == len(of_wet)
+
+    none = open_index(tmp_path / "none", rescore=False)
+    with_vectors = CandidateFeatures(part, *_reordered(dense_parts(part, tmp_path / "part", model)))
+    through_cache = CandidateFeatures(none, *_reordered(dense_parts(none, tmp_path / "none", model)))
+    assert with_vectors.passages is not None and through_cache.passages is None
+    questions = ("Wanneer vervalt het gezag van een ouder?", "Hoeveel bedraagt het minimumloon op Bonaire?",
+                 "Welke regels gelden voor de visserij in de Noordzee?", "Wat geldt voor een verblijfsvergunning?")  # fmt: skip
+    others = set()
+    for question in questions:
+        q = with_vectors.query_vectors([question])[0]
+        a = with_vectors.candidates(question, None, q)
+        b = through_cache.candidates(question, None, q)
+        common, ia, ib = np.intersect1d(a.articles, b.articles, return_indices=True)
+        assert len(common)
+        others |= set(kinds[part.ranked_law[common]]) - {"wet"}
+        for name in ("de", "xde", "place"):
+            assert not np.isnan(a.raw[name]).any()
+            np.testing.assert_allclose(a.raw[name][ia], b.raw[name][ib], atol=2e-3)  # float16 kept, float32 cached
+    assert others  # candidates of kinds without kept vectors were among them
+
+    # Asked for a kind the corpus lacks, or without --precompute: one line, exit 2.
+    argv = ["index", "--corpus", str(corpus), "--out", str(tmp_path / "x"), "--rescore", model, "--no-progress"]
+    capsys.readouterr()
+    assert main([*argv, "--precompute", "--precompute-kinds", "nonsense"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--precompute-kinds nonsense" in err and "wet" in err and len(err.splitlines()) == 1
+    assert main([*argv, "--precompute-kinds", "wet"]) == 2
+    assert "applies with --precompute" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def _reordered(parts):
+    """dense_parts gives (encoder, cache, passages); CandidateFeatures takes (passages, encoder, cache)."""
+    encoder, cache, passages = parts
+    return passages, encoder, cache
