@@ -207,7 +207,9 @@ def run(args: argparse.Namespace) -> None:
         out[key] = calibrate(key, rows, argparse.Namespace(**{**vars(args), "max_answerable": budget}))
     if args.write and not args.smoke:
         path = ROOT / "retrieval" / "confidence.json"
-        path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        # Merged: a refit of one index's models keeps the other index's.
+        shipped = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        path.write_text(json.dumps(shipped | out, indent=2) + "\n", encoding="utf-8")
         print(f"\nwrote {path}")
 
 

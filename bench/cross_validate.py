@@ -217,7 +217,9 @@ def run(args: argparse.Namespace) -> None:
             print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(features, weights)))
     if args.write and not args.smoke:
         path = ROOT / "retrieval" / "ranking.json"
-        path.write_text(json.dumps(models, indent=2) + "\n", encoding="utf-8")
+        # Merged: a refit of one index scale keeps the other scale's models.
+        shipped = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        path.write_text(json.dumps(shipped | models, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {path}")
 
 

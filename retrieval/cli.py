@@ -172,7 +172,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         building += [
             f"--{name.replace('_', '-')}"
             for name in ("corpus", "force", "rescore", "precompute", "precompute_kinds")
-            if getattr(args, name)
+            if getattr(args, name) not in (None, False)
         ]
         if building:
             raise UsageError(f"--verify checks the index at --out and builds nothing; leave out {', '.join(building)}")
@@ -201,7 +201,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError(
             "--rescore-weight, --rescore-depth, --rescore-clause-weight and --precompute apply with --rescore MODEL"
         )
-    kinds = [k.strip() for k in (args.precompute_kinds or "").split(",") if k.strip()] or None
+    kinds = sorted({k.strip() for k in (args.precompute_kinds or "").split(",") if k.strip()}) or None
     if args.precompute_kinds is not None and (not kinds or not args.precompute):
         raise UsageError("--precompute-kinds takes kinds (soort values, comma-separated) and applies with --precompute")
     out = args.out or default_index()

@@ -113,10 +113,10 @@ def build_index(
     opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
     manifest = read_manifest(corpus_dir)
-    if precompute_kinds:
-        held = (manifest.get("holds") or {}).get("kinds") or {}
-        unknown = sorted(set(precompute_kinds) - set(held))
-        if unknown:  # before building anything
+    held = (manifest.get("holds") or {}).get("kinds")
+    if precompute_kinds and held is not None:
+        unknown = sorted(set(precompute_kinds) - {k for k in held if k != "?"})
+        if unknown:  # before building anything (a corpus that lists no kinds: checked against the law table)
             raise RetrievalError(
                 f"--precompute-kinds {','.join(unknown)}: no regulation of that kind in this corpus; it holds "
                 + ", ".join(sorted(held))
@@ -131,7 +131,9 @@ def build_index(
             and old.get("rescore") == rescore
             and old.get("corpus_hash") == manifest["corpus_hash"]
             and (
-                (old.get("passages") or {}).get("kinds") == (sorted(precompute_kinds) if precompute_kinds else None)
+                # Kept vectors stay unless other kinds are asked for (an index asked without --precompute
+                # keeps the ones it has, whole or partial).
+                (not precompute or old["passages"].get("kinds") == (sorted(set(precompute_kinds or [])) or None))
                 if old.get("passages")
                 else not (precompute and rescore and retriever == "articles")
             )
@@ -202,7 +204,7 @@ def precompute_passages(
         cache.vectors(texts[start : start + 4096], encoder, progress=progress)
     out: dict = {"passages": len(texts), "encoded": len(cache) - before}
     if kinds:
-        out["kinds"] = sorted(kinds)
+        out["kinds"] = sorted(set(kinds))
     if keep:
         first = np.minimum(np.load(index / "ranked_first.npy"), max(len(store) - 1, 0))
         rows = np.load(index / "ranked_row.npy")
@@ -217,7 +219,7 @@ def precompute_passages(
             place_vectors[placed] = cache.vectors(places, encoder, progress=progress)
         meta = write_passages(
             index, lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors,
-            chunk_rows=chunk_rows, extra={"kinds": sorted(kinds)} if kinds else None,
+            chunk_rows=chunk_rows, extra={"kinds": sorted(set(kinds))} if kinds else None,
         )  # fmt: skip
         out |= {"clusters": meta["clusters"], "places": len(places)}
     return out | {"seconds": round(time.perf_counter() - t0, 1)}
@@ -232,6 +234,12 @@ def _chunks_of_kinds(index: Path, kinds: Sequence[str]):
     table = LawTable.load(index)
     if table is None:
         raise RetrievalError(f"--precompute-kinds: {index} keeps no law table (rebuild it)")
+    unknown = sorted(set(kinds) - set(table.kinds) | ({""} & set(kinds)))
+    if unknown:
+        raise RetrievalError(
+            f"--precompute-kinds {','.join(unknown)}: no regulation of that kind in this corpus; it holds "
+            + ", ".join(sorted(k for k in table.kinds if k))
+        )
     of_kind = np.isin(np.asarray(table.kinds, dtype=object)[table.kind], list(kinds))
     return np.flatnonzero(of_kind[np.load(index / "chunk_law.npy")]).astype(np.int64)
 

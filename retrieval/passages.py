@@ -116,6 +116,7 @@ class PassageVectors:
         self.chunk_article = chunk_article
         self.n_articles = n_articles
         self._position: np.ndarray | None = None
+        self._held_articles: np.ndarray | None = None
         rows = int(meta["rows"])
         self.partial = bool(meta.get("partial"))
         whole = len(chunk_article) == rows or (self.partial and len(chunk_article) >= rows)
@@ -148,7 +149,7 @@ class PassageVectors:
         """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
         with that cosine."""
         clusters = np.arange(len(self.centroids))
-        if allowed is not None and allowed.mean() < NARROW_SCOPE:  # also one run: read only the scope's rows
+        if allowed is not None and self._share(allowed) < NARROW_SCOPE:  # also one run: read only the scope's rows
             return self._top_in(query, depth, allowed)
         if len(clusters) > 1:
             nprobe = int(self.meta.get("nprobe", NPROBE))
@@ -166,6 +167,16 @@ class PassageVectors:
         found = np.flatnonzero(best > -2.0)
         top = found[np.lexsort((found, -best[found]))[:depth]]
         return top, best[top]
+
+    def _share(self, allowed: np.ndarray) -> float:
+        """The share of the articles with vectors here that a scope allows (of a partial set: of its own
+        articles, so that a scope wide over all of them but narrow over these is searched exactly)."""
+        if not self.partial:
+            return float(allowed.mean())
+        if self._held_articles is None:
+            arts = np.unique(np.asarray(self.chunk_article)[self.order])
+            self._held_articles = arts[arts >= 0]
+        return float(allowed[self._held_articles].mean()) if len(self._held_articles) else 0.0
 
     def _top_in(self, query: np.ndarray, depth: int, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Exact over the chunks of the allowed articles: a narrow scope (a few laws, a date) would find too

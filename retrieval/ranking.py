@@ -6,7 +6,8 @@ Candidates (the union, all in the question's scope):
 - the articles BM25 ranks first for the question (:mod:`.articles`), and for the legal words its
   everyday words stand for (:mod:`.expansion`);
 - the articles whose passages are nearest the question in a dense model's space, and nearest the
-  question with those legal words (:mod:`.passages`: every passage's vector, kept with the index);
+  question with those legal words (:mod:`.passages`: the passage vectors kept with the index, of every
+  passage or of the regulations of some kinds; other candidates' dense features through the vector cache);
 - the best articles, by BM25 and by meaning, of the few laws whose titles the question's words cover
   most ("omzetbelasting", "paspoort": :class:`.lawnames.TitleCover`), searched on their own.
 

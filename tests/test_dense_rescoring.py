@@ -338,6 +338,20 @@ def test_passages_precomputed_for_some_kinds_rank_as_the_cache_would(tmp_path, m
     meta = json.loads((tmp_path / "part" / "index.json").read_text(encoding="utf-8"))
     assert meta["passages"]["kinds"] == ["wet"] and meta["passages"]["passages"] == len(of_wet)
 
+    # Up to date: the same kinds, or asked without --precompute, keep the vectors; other kinds rebuild.
+    again = {"rescore": {"model": model}, "progress": False}
+    assert not build_index(corpus, "articles", tmp_path / "part", precompute=True, precompute_kinds=["wet"], **again)[
+        "rebuilt"
+    ]
+    kept = build_index(corpus, "articles", tmp_path / "part", **again)
+    assert not kept["rebuilt"] and kept["passages"]["kinds"] == ["wet"]
+    other = build_index(corpus, "articles", tmp_path / "other", precompute=True, precompute_kinds=["wet"], **again)
+    assert other["passages"]["kinds"] == ["wet"]
+    wider = build_index(
+        corpus, "articles", tmp_path / "other", precompute=True, precompute_kinds=["wet", "KB"], **again
+    )
+    assert wider["rebuilt"] and wider["passages"]["kinds"] == ["KB", "wet"]
+
     none = open_index(tmp_path / "none", rescore=False)
     with_vectors = CandidateFeatures(part, *_reordered(dense_parts(part, tmp_path / "part", model)))
     through_cache = CandidateFeatures(none, *_reordered(dense_parts(none, tmp_path / "none", model)))

@@ -189,6 +189,66 @@ def test_the_passage_ivf_is_exact_when_it_probes_every_cluster_and_close_when_it
     assert np.mean(recall) >= 0.8, recall
 
 
+def test_a_partial_set_of_passage_vectors_is_searched_over_its_own_chunks(tmp_path, monkeypatch):
+    """Vectors kept for some regulations only (``--precompute-kinds``): the IVF's positions name the chunks
+    they are of, probing every cluster is exact over those chunks, and a scope that is wide over the index
+    but narrow over the kept articles is searched exactly."""
+    monkeypatch.setattr(passages, "EXACT_BELOW", 500)
+    monkeypatch.setattr(passages, "ROWS_PER_CLUSTER", 100)
+    rng = np.random.default_rng(4)
+    n_chunks, dim = 3000, 16
+    chunk_article = (np.arange(n_chunks) // 3).astype(np.int64)
+    n_articles = n_chunks // 3
+    kept_articles = np.arange(n_articles) % 3 == 0  # a third of the articles have vectors
+    chunk_rows = np.flatnonzero(kept_articles[chunk_article])
+    centres = rng.normal(size=(40, dim))
+    vectors = centres[rng.integers(0, 40, n_chunks)] + 0.3 * rng.normal(size=(n_chunks, dim))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    places = np.where(kept_articles[:, None], rng.normal(size=(n_articles, dim)), 0.0).astype(np.float32)
+    kept = vectors[chunk_rows]
+    meta = passages.write_passages(
+        tmp_path,
+        lambda s, e: kept[s:e],
+        len(chunk_rows),
+        dim,
+        "toy",
+        places,
+        chunk_rows=chunk_rows,
+        extra={"kinds": ["wet"]},
+    )
+    assert meta["rows"] == len(chunk_rows) == 1002 and meta["clusters"] == 10 and meta["partial"] and meta["kinds"] == ["wet"]
+    (tmp_path / passages.META).write_text(json.dumps(dict(meta, nprobe=meta["clusters"])), encoding="utf-8")
+    ivf = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
+    assert ivf is not None and ivf.partial
+    assert (ivf.position[chunk_rows] >= 0).all() and (np.delete(ivf.position, chunk_rows) == -1).all()
+    assert np.allclose(np.asarray(ivf.vectors[ivf.position[chunk_rows]], np.float32), kept, atol=1e-3)
+
+    def exact(q, depth, allowed=None):
+        best = np.full(n_articles, -2.0, dtype=np.float32)
+        np.maximum.at(best, chunk_article[chunk_rows], kept.astype(np.float16).astype(np.float32) @ q)
+        if allowed is not None:
+            best[~allowed] = -2.0
+        found = np.flatnonzero(best > -2.0)
+        return found[np.lexsort((found, -best[found]))[:depth]]
+
+    for q in vectors[rng.integers(0, n_chunks, 10)]:
+        top, _ = ivf.top_articles(q, 10, None)
+        assert kept_articles[top].all() and list(top) == list(exact(q, 10))
+    # Half of all articles allowed, but only 10 of the kept ones: exact, though it probes 2 of 10 clusters.
+    (tmp_path / passages.META).write_text(json.dumps(dict(meta, nprobe=2)), encoding="utf-8")
+    probed = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
+    scope = ~kept_articles & (rng.random(n_articles) < 0.75)
+    scope[rng.choice(np.flatnonzero(kept_articles), 10, replace=False)] = True
+    assert scope.mean() > passages.NARROW_SCOPE
+    for q in vectors[rng.integers(0, n_chunks, 10)]:
+        assert list(probed.top_articles(q, 5, scope)[0]) == list(exact(q, 5, scope))
+    # Articles without vectors read NaN (the ranking takes them through the vector cache).
+    rows_of = [range(3 * a, 3 * a + 3) for a in (0, 1, 3)]
+    cos = ivf.article_cosines(vectors[0], rows_of)
+    assert not np.isnan(cos[[0, 2]]).any() and np.isnan(cos[1])
+    assert list(np.isnan(ivf.place_cosines(vectors[0], [0, 1, 3]))) == [False, True, False]
+
+
 def test_below_the_exact_size_there_is_one_cluster_scanned_whole(tmp_path, monkeypatch):
     vectors, chunk_article, n_articles, meta = _write(tmp_path, monkeypatch, rows=600, exact_below=1000)
     assert meta["clusters"] == 1
