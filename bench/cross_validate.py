@@ -84,8 +84,10 @@ class Prepared:
         meta = read_index_meta(path)
         key = json.dumps(
             [meta["corpus_hash"], meta.get("rescore"), {n: [q["id"] for q in qs] for n, qs in self.sets.items()},
-             _code_fingerprint()]
+             _code_fingerprint(), meta.get("files")]
         )  # fmt: skip
+        # meta["files"]: every file's hash, so two indexes of one corpus (vectors of other kinds kept, or none)
+        # never share candidates.
         cache = Path.home() / ".cache" / "wetqa" / "bench" / f"cv-{hashlib.sha1(key.encode()).hexdigest()[:16]}.pkl"
         if cached and cache.is_file():
             self.cands = pickle.loads(cache.read_bytes())
