@@ -216,7 +216,12 @@ def test_a_partial_set_of_passage_vectors_is_searched_over_its_own_chunks(tmp_pa
         chunk_rows=chunk_rows,
         extra={"kinds": ["wet"]},
     )
-    assert meta["rows"] == len(chunk_rows) == 1002 and meta["clusters"] == 10 and meta["partial"] and meta["kinds"] == ["wet"]
+    assert (
+        meta["rows"] == len(chunk_rows) == 1002
+        and meta["clusters"] == 10
+        and meta["partial"]
+        and meta["kinds"] == ["wet"]
+    )
     (tmp_path / passages.META).write_text(json.dumps(dict(meta, nprobe=meta["clusters"])), encoding="utf-8")
     ivf = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
     assert ivf is not None and ivf.partial
