@@ -117,6 +117,7 @@ class PassageVectors:
         self.n_articles = n_articles
         self._position: np.ndarray | None = None
         self._held_articles: np.ndarray | None = None
+        self._rows32: np.ndarray | None = None  # set by warm(): the rows as float32, in memory
         rows = int(meta["rows"])
         self.partial = bool(meta.get("partial"))
         whole = len(chunk_article) == rows or (self.partial and len(chunk_article) >= rows)
@@ -145,28 +146,55 @@ class PassageVectors:
             self._position = position
         return self._position
 
+    def warm(self) -> None:
+        """For a long-lived process (a server): the rows of a set scanned whole (one run, exact: at most
+        EXACT_BELOW rows, 154 MB) kept as float32 in memory, so a question's scan is a product and not a
+        conversion from float16 (most of its time). A one-question process never pays for it."""
+        if len(self.centroids) == 1 and self._rows32 is None:
+            self._rows32 = np.asarray(self.vectors, dtype=np.float32)
+
     def top_articles(self, query: np.ndarray, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
         with that cosine."""
-        clusters = np.arange(len(self.centroids))
+        return self.top_articles_of(np.asarray(query)[None, :], depth, allowed)[0]
+
+    def top_articles_of(
+        self, queries: np.ndarray, depth: int, allowed: np.ndarray | None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`top_articles` of several queries (a question and its expanded question) in one pass: each
+        block of rows is read and converted from float16 once for all of them (the conversion, not the
+        product, is most of a scan's time), and each query keeps only the clusters it probes, so every
+        ranking is the one it would have alone."""
+        queries = np.asarray(queries, dtype=np.float32)
         if allowed is not None and self._share(allowed) < NARROW_SCOPE:  # also one run: read only the scope's rows
-            return self._top_in(query, depth, allowed)
-        if len(clusters) > 1:
+            return [self._top_in(q, depth, allowed) for q in queries]
+        n_clusters = len(self.centroids)
+        probes = np.ones((len(queries), n_clusters), dtype=bool)
+        if n_clusters > 1:
             nprobe = int(self.meta.get("nprobe", NPROBE))
-            clusters = np.argpartition(-(self.centroids @ query), nprobe - 1)[:nprobe]
-        best = np.full(self.n_articles, -2.0, dtype=np.float32)
-        for c in clusters:
+            probes[:] = False
+            for i, q in enumerate(queries):
+                probes[i, np.argpartition(-(self.centroids @ q), nprobe - 1)[:nprobe]] = True
+        best = np.full((len(queries), self.n_articles), -2.0, dtype=np.float32)
+        warmed = self._rows32
+        for c in np.flatnonzero(probes.any(axis=0)):
+            which = np.flatnonzero(probes[:, c])
             for start in range(int(self.offsets[c]), int(self.offsets[c + 1]), _BLOCK):
                 end = min(start + _BLOCK, int(self.offsets[c + 1]))
-                cos = np.asarray(self.vectors[start:end], dtype=np.float32) @ query
+                rows = warmed[start:end] if warmed is not None else np.asarray(self.vectors[start:end], np.float32)
+                cos = rows @ queries[which].T
                 arts = np.asarray(self.chunk_article[self.order[start:end]])
                 live = arts >= 0
-                np.maximum.at(best, arts[live], cos[live])
-        if allowed is not None:
-            best[~allowed] = -2.0
-        found = np.flatnonzero(best > -2.0)
-        top = found[np.lexsort((found, -best[found]))[:depth]]
-        return top, best[top]
+                for j, query_row in enumerate(which.tolist()):
+                    np.maximum.at(best[query_row], arts[live], cos[live, j])
+        out = []
+        for row in best:
+            if allowed is not None:
+                row[~allowed] = -2.0
+            found = np.flatnonzero(row > -2.0)
+            top = found[np.lexsort((found, -row[found]))[:depth]]
+            out.append((top, row[top]))
+        return out
 
     def _share(self, allowed: np.ndarray) -> float:
         """The share of the articles with vectors here that a scope allows (of a partial set: of its own

@@ -173,7 +173,7 @@ class CandidateFeatures:
         if xterms:
             found.append(a.top(xterms, self.depth, allowed)[0])
         if vectors is not None and self.passages is not None:
-            found += [self.passages.top_articles(v, self.depth, allowed)[0] for v in vectors]
+            found += [top for top, _ in self.passages.top_articles_of(vectors, self.depth, allowed)]
         cover = self.titles.cover(question)
         titled = self._titled_articles(cover, allowed)
         if titled is not None:
@@ -371,3 +371,5 @@ class ArticleRanker:
 
     def warm(self) -> None:
         self.retriever.warm()
+        if self.features.passages is not None:
+            self.features.passages.warm()

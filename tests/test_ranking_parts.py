@@ -182,6 +182,16 @@ def test_the_passage_ivf_is_exact_when_it_probes_every_cluster_and_close_when_it
     for q in vectors[rng.integers(0, 3000, 20)]:
         top, _ = probed.top_articles(q, 10, narrow)
         assert list(top) == list(exact_top(vectors, chunk_article, n_articles, q, 10, narrow))
+    # Several queries in one pass (a question and its expanded question): each keeps the clusters it probes,
+    # so each ranking is the exact one over the rows of its own probed clusters.
+    queries = vectors[rng.integers(0, 3000, 4)]
+    for q, (top, _best) in zip(queries, probed.top_articles_of(queries, 10, None)):
+        mine = np.argpartition(-(probed.centroids @ q), 5)[:6]
+        rows = np.concatenate([probed.order[probed.offsets[c] : probed.offsets[c + 1]] for c in mine])
+        seen = np.zeros(n_articles, dtype=bool)
+        seen[chunk_article[rows]] = True
+        masked = np.where(np.isin(np.arange(3000), rows)[:, None], vectors, 0.0)
+        assert list(top) == list(exact_top(masked, chunk_article, n_articles, q, 10, seen))
     recall = [
         len(set(probed.top_articles(q, 10, None)[0]) & set(exact_top(vectors, chunk_article, n_articles, q, 10))) / 10
         for q in vectors[rng.integers(0, 3000, 20)]
@@ -259,7 +269,12 @@ def test_below_the_exact_size_there_is_one_cluster_scanned_whole(tmp_path, monke
     assert meta["clusters"] == 1
     ivf = passages.PassageVectors.load(tmp_path, chunk_article, n_articles)
     q = vectors[7]
-    assert list(ivf.top_articles(q, 5, None)[0]) == list(exact_top(vectors, chunk_article, n_articles, q, 5))
+    cold = ivf.top_articles(q, 5, None)
+    assert list(cold[0]) == list(exact_top(vectors, chunk_article, n_articles, q, 5))
+    ivf.warm()  # a server keeps the rows as float32: the same ranking and cosines
+    assert ivf._rows32 is not None and ivf._rows32.dtype == np.float32
+    warm = ivf.top_articles(q, 5, None)
+    assert list(warm[0]) == list(cold[0]) and np.array_equal(warm[1], cold[1])
 
 
 def test_scope_flags_that_the_index_cannot_answer_are_one_line_errors(articles_index, capsys):
