@@ -104,6 +104,18 @@ def write_passages(
     return meta
 
 
+def _best_of(best: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``depth`` articles of highest score (ties by article), best first, and their scores; -2 is none.
+    Only the candidates at or above the depth-th score are sorted (a full sort of 60,000 took 12 ms)."""
+    found = np.flatnonzero(best > -2.0)
+    if len(found) > depth:
+        values = best[found]
+        kth = np.partition(values, len(values) - depth)[len(values) - depth]  # the depth-th highest
+        found = found[values >= kth]
+    top = found[np.lexsort((found, -best[found]))[:depth]]
+    return top, best[top]
+
+
 class PassageVectors:
     """The passage and place vectors of an index (opened in O(1): the arrays are memory-mapped)."""
 
@@ -178,22 +190,22 @@ class PassageVectors:
         best = np.full((len(queries), self.n_articles), -2.0, dtype=np.float32)
         warmed = self._rows32
         for c in np.flatnonzero(probes.any(axis=0)):
-            which = np.flatnonzero(probes[:, c])
-            for start in range(int(self.offsets[c]), int(self.offsets[c + 1]), _BLOCK):
-                end = min(start + _BLOCK, int(self.offsets[c + 1]))
+            which = np.flatnonzero(probes[:, c]).tolist()
+            first, last = int(self.offsets[c]), int(self.offsets[c + 1])
+            step = _BLOCK if warmed is None else max(last - first, 1)  # float32 in memory: one product
+            for start in range(first, last, step):
+                end = min(start + step, last)
                 rows = warmed[start:end] if warmed is not None else np.asarray(self.vectors[start:end], np.float32)
-                cos = rows @ queries[which].T
                 arts = np.asarray(self.chunk_article[self.order[start:end]])
                 live = arts >= 0
-                for j, query_row in enumerate(which.tolist()):
-                    np.maximum.at(best[query_row], arts[live], cos[live, j])
+                for query_row in which:
+                    # One matrix-vector product per query: BLAS's matrix-matrix path is slower for two columns.
+                    np.maximum.at(best[query_row], arts[live], (rows @ queries[query_row])[live])
         out = []
         for row in best:
             if allowed is not None:
                 row[~allowed] = -2.0
-            found = np.flatnonzero(row > -2.0)
-            top = found[np.lexsort((found, -row[found]))[:depth]]
-            out.append((top, row[top]))
+            out.append(_best_of(row, depth))
         return out
 
     def _share(self, allowed: np.ndarray) -> float:
@@ -221,9 +233,7 @@ class PassageVectors:
             part = order[start : start + _BLOCK]
             cos = np.asarray(self.vectors[positions[part]], dtype=np.float32) @ query
             np.maximum.at(best, chunk_article[rows[part]], cos)
-        found = np.flatnonzero(best > -2.0)
-        top = found[np.lexsort((found, -best[found]))[:depth]]
-        return top, best[top]
+        return _best_of(best, depth)
 
     def article_cosines(self, query: np.ndarray, rows_of: Sequence[range]) -> np.ndarray:
         """Each article's best chunk cosine (its chunk rows given), exact; -1 for an article without chunks,
