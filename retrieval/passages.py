@@ -25,7 +25,7 @@ VECTORS = "passages.f16.npy"
 POSITIONS = "passages.ivf.npz"
 META = "passages.json"
 PLACES = "places.f16.npy"
-EXACT_BELOW = 100_000  # rows: one run, scanned whole (exact)
+EXACT_BELOW = 50_000  # rows: one run, scanned whole (exact); above, a scan would read tens of MB a question
 ROWS_PER_CLUSTER = 256
 NPROBE = 48
 _BLOCK = 16_384  # rows converted to float32 at a time
@@ -160,7 +160,7 @@ class PassageVectors:
 
     def warm(self) -> None:
         """For a long-lived process (a server): the rows of a set scanned whole (one run, exact: at most
-        EXACT_BELOW rows, 154 MB) kept as float32 in memory, so a question's scan is a product and not a
+        EXACT_BELOW rows, 77 MB) kept as float32 in memory, so a question's scan is a product and not a
         conversion from float16 (most of its time). A one-question process never pays for it."""
         if len(self.centroids) == 1 and self._rows32 is None:
             self._rows32 = np.asarray(self.vectors, dtype=np.float32)
