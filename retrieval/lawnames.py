@@ -17,6 +17,7 @@ import bisect
 import math
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from .tokenization import DUTCH_STOPWORDS
 
@@ -95,8 +96,12 @@ def _normalise(text: str) -> str:
     return " ".join(_WORD.findall(text.lower()))
 
 
+@lru_cache(maxsize=65_536)
 def _law_suffix(word: str) -> str:
-    """The kind of regulation a compound ends in ("ouderdomswet" -> "wet"), or ""."""
+    """The kind of regulation a compound ends in ("ouderdomswet" -> "wet"), or "". Cached: opening the
+    whole BWB's index asks it of half a million title words, most of them the same few thousand."""
+    if not word.endswith(_LAW_SUFFIXES):
+        return ""
     return next((s for s in _LAW_SUFFIXES if word.endswith(s) and len(word) > len(s) + 2), "")
 
 
