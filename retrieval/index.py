@@ -113,14 +113,11 @@ def build_index(
     opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
     manifest = read_manifest(corpus_dir)
+    precompute_kinds = sorted(set(precompute_kinds)) if precompute_kinds else None
     held = (manifest.get("holds") or {}).get("kinds")
     if precompute_kinds and held is not None:
-        unknown = sorted(set(precompute_kinds) - {k for k in held if k != "?"})
-        if unknown:  # before building anything (a corpus that lists no kinds: checked against the law table)
-            raise RetrievalError(
-                f"--precompute-kinds {','.join(unknown)}: no regulation of that kind in this corpus; it holds "
-                + ", ".join(sorted(held))
-            )
+        # Before building anything (a corpus that lists no kinds: checked against the law table after).
+        _check_kinds(precompute_kinds, [k for k in held if k != "?"])
     out = Path(out)
     if not force and (out / INDEX_META).is_file():
         old = read_index_meta(out)
@@ -133,7 +130,7 @@ def build_index(
             and (
                 # Kept vectors stay unless other kinds are asked for (an index asked without --precompute
                 # keeps the ones it has, whole or partial).
-                (not precompute or old["passages"].get("kinds") == (sorted(set(precompute_kinds or [])) or None))
+                (not precompute or old["passages"].get("kinds") == precompute_kinds)
                 if old.get("passages")
                 else not (precompute and rescore and retriever == "articles")
             )
@@ -175,7 +172,7 @@ def build_index(
 def precompute_passages(
     index: Path, model: str, progress: bool = True, keep: bool = True, kinds: Sequence[str] | None = None
 ) -> dict:
-    """Every chunk of an index (of regulations of ``kinds`` only, when given) encoded into ``model``'s
+    """Every chunk of an index (of regulations of ``kinds`` only, when given: sorted, each once) encoded into ``model``'s
     passage-vector cache (what is there already is kept, so an interrupted or repeated build encodes only
     what is new); with ``keep``, the vectors and each article's place vector are written into the index
     too (:mod:`.passages`: the dense first stage, over those chunks)."""
@@ -204,7 +201,7 @@ def precompute_passages(
         cache.vectors(texts[start : start + 4096], encoder, progress=progress)
     out: dict = {"passages": len(texts), "encoded": len(cache) - before}
     if kinds:
-        out["kinds"] = sorted(set(kinds))
+        out["kinds"] = list(kinds)
     if keep:
         first = np.minimum(np.load(index / "ranked_first.npy"), max(len(store) - 1, 0))
         rows = np.load(index / "ranked_row.npy")
@@ -219,7 +216,7 @@ def precompute_passages(
             place_vectors[placed] = cache.vectors(places, encoder, progress=progress)
         meta = write_passages(
             index, lambda a, b: cache.vectors(texts[a:b], encoder), len(texts), encoder.dim, model, place_vectors,
-            chunk_rows=chunk_rows, extra={"kinds": sorted(set(kinds))} if kinds else None,
+            chunk_rows=chunk_rows, extra={"kinds": list(kinds)} if kinds else None,
         )  # fmt: skip
         out |= {"clusters": meta["clusters"], "places": len(places)}
     return out | {"seconds": round(time.perf_counter() - t0, 1)}
@@ -234,14 +231,19 @@ def _chunks_of_kinds(index: Path, kinds: Sequence[str]):
     table = LawTable.load(index)
     if table is None:
         raise RetrievalError(f"--precompute-kinds: {index} keeps no law table (rebuild it)")
-    unknown = sorted(set(kinds) - set(table.kinds) | ({""} & set(kinds)))
+    _check_kinds(kinds, [k for k in table.kinds if k])
+    of_kind = np.isin(np.asarray(table.kinds, dtype=object)[table.kind], list(kinds))
+    return np.flatnonzero(of_kind[np.load(index / "chunk_law.npy")]).astype(np.int64)
+
+
+def _check_kinds(kinds: Sequence[str], held: Sequence[str]) -> None:
+    """One line naming the kinds asked for that the corpus does not hold, and those it does."""
+    unknown = sorted(set(kinds) - set(held))
     if unknown:
         raise RetrievalError(
             f"--precompute-kinds {','.join(unknown)}: no regulation of that kind in this corpus; it holds "
-            + ", ".join(sorted(k for k in table.kinds if k))
+            + ", ".join(sorted(held))
         )
-    of_kind = np.isin(np.asarray(table.kinds, dtype=object)[table.kind], list(kinds))
-    return np.flatnonzero(of_kind[np.load(index / "chunk_law.npy")]).astype(np.int64)
 
 
 RESCORE_PROBE = "rescore_probe.npy"
