@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> None:
         # far fewer questions outside the corpus (37.8% against 48.8% at the same budget).
         by_scale: dict[str, list] = {}  # model key -> examples (fold, prep, set, question, candidates)
         for p in preps:
-            whole = holds_whole_bwb(p.articles.laws.ids)
+            whole = holds_whole_bwb(p.articles.laws.held)
             keys = [kind + "@whole"] if whole else [kind]
             if whole and kind == "articles":
                 keys.append(kind)

@@ -199,7 +199,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     if "f_title" in f:
         out["title"] = float(f["f_title"])
     laws = getattr(index, "laws", None)
-    out["whole"] = 1.0 if laws is not None and holds_whole_bwb(laws.ids) else 0.0
+    out["whole"] = 1.0 if laws is not None and holds_whole_bwb(laws.held) else 0.0
     return out
 
 

@@ -443,7 +443,7 @@ def article_ranker(index, path: Path | None, model: str | None):
     from .scope import holds_whole_bwb
 
     laws = getattr(index, "laws", None)
-    learned = model_for(dense=model is not None, whole=laws is not None and holds_whole_bwb(laws.ids))
+    learned = model_for(dense=model is not None, whole=laws is not None and holds_whole_bwb(laws.held))
     if learned is None:
         return None
     encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)

@@ -19,6 +19,7 @@ import datetime
 import json
 import re
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,9 +82,10 @@ def today() -> str:
 WHOLE_FROM_LAWS = 10_000
 
 
-def holds_whole_bwb(law_ids) -> bool:
-    """Whether an index of these law ids (one per version) holds the whole BWB rather than a part of it."""
-    return len(set(law_ids)) >= WHOLE_FROM_LAWS
+def holds_whole_bwb(law_ids: Collection[str]) -> bool:
+    """Whether an index of these law ids holds the whole BWB rather than a part of it. Given a set (a law
+    table's ``held``) it is counted as it is; a list (one id per version) is made a set first."""
+    return len(law_ids if isinstance(law_ids, (set, frozenset)) else set(law_ids)) >= WHOLE_FROM_LAWS
 
 
 def names_bes(question: str) -> bool:
