@@ -36,6 +36,10 @@ from .selection import ImpactIndex
 
 _SLICE = 1 << 22  # postings per step when the maxima are built
 VIEWS = ("chunk", "article", "heading")
+# A scope of at most this many articles (the laws a question names by subject, a few laws asked for) is
+# scored article by article: walking the terms' postings for so few would read them all for nothing.
+NARROW_ARTICLES = 2_000
+_RECENT_MAXIMA = 4  # a question's searches (question, legal words, laws named by subject) and a spare
 
 
 def _term_slices(indptr: np.ndarray):
@@ -168,6 +172,7 @@ class MaxScoreRanker:
         self.max_count = 0  # the most chunks of an article: read when warmed (opening reads no array)
         self._kernels: Any = None  # the compiled kernels module, once warm
         self._lock = threading.Lock()
+        self._recent = threading.local()  # each thread's latest view maxima (see _maxima)
 
     @staticmethod
     def available() -> bool:
@@ -207,8 +212,24 @@ class MaxScoreRanker:
             self.top([0], 1, {"article": 1.0, "heading": 1.0})
             self.top([0], 1, {"article": 1.0, "heading": 1.0}, np.ones(len(self.first), dtype=bool))
 
-    def _maxima(self, terms: Sequence[int], k: int, allowed: np.ndarray | None):
-        """Each view's exact maximum over the articles in scope, and the articles met on the way."""
+    def _maxima(self, terms: Sequence[int], k: int, allowed: np.ndarray | None, any_k: bool = False):
+        """Each view's exact maximum over the articles in scope, and up to k articles met on the way.
+
+        A question's candidates are scored (:meth:`scores_of`) with the terms and scope its top k were
+        found with: the maxima found then are kept (per thread, with the terms, scope and k they are of)
+        and not walked for again. The maxima do not depend on k (``any_k``: only they are wanted)."""
+        key = (tuple(int(t) for t in terms), None if allowed is None else np.packbits(allowed).tobytes())
+        recent = getattr(self._recent, "found", None)
+        if recent is None:
+            recent = self._recent.found = []
+        for known, known_k, found in recent:
+            if known == key and (any_k or known_k == k):
+                return found
+        found = self._walk_maxima(terms, k, allowed)
+        recent[:] = [(key, k, found), *recent[: _RECENT_MAXIMA - 1]]
+        return found
+
+    def _walk_maxima(self, terms: Sequence[int], k: int, allowed: np.ndarray | None):
         if self._kernels is None:
             self.warm()
         kern = self._kernels
@@ -235,11 +256,38 @@ class MaxScoreRanker:
         maxima = np.asarray([mc, ma, mh], dtype=np.float32)
         return maxima, heading_seeds, article_seeds, chunk_seeds, seen
 
+    def _narrow(self, allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles of a scope of at most NARROW_ARTICLES, else None."""
+        if allowed is None or np.count_nonzero(allowed) > NARROW_ARTICLES:
+            return None
+        return np.flatnonzero(allowed).astype(np.int64)
+
+    def _views_of(self, terms: Sequence[int], articles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._kernels is None:
+            self.warm()
+        kern = self._kernels
+        assert kern is not None
+        c, a, h = (self.views[v] for v in VIEWS)
+        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
+        q = np.asarray(terms, dtype=np.int64)
+        return kern.views_of(*views, self.first, self.count, self.max_count, q, articles)
+
+    @staticmethod
+    def _maxima_of(scored: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+        """Each view's maximum over the articles scored (as :meth:`_maxima` finds it over a scope: 0 if
+        none scores)."""
+        return np.asarray([float(x.max()) if len(x) else 0.0 for x in scored], dtype=np.float32).clip(0)
+
     def scores_of(
         self, terms: Sequence[int], articles: np.ndarray, weights: dict[str, float], allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The fused and view scores of the given articles, normalised as :meth:`top` normalises them."""
-        maxima = self._maxima(terms, 1, allowed)[0]
+        narrow = self._narrow(allowed)
+        maxima = (
+            self._maxima(terms, 1, allowed, any_k=True)[0]
+            if narrow is None
+            else self._maxima_of(self._views_of(terms, narrow))
+        )
         kern = self._kernels
         q = np.asarray(terms, dtype=np.int64)
         c, a, h = (self.views[v] for v in VIEWS)
@@ -254,6 +302,12 @@ class MaxScoreRanker:
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The top k articles (unordered), their fused scores and their three view scores; with
         ``allowed`` (a boolean per article), of those articles only."""
+        narrow = self._narrow(allowed)
+        if narrow is not None:  # every article of the scope scored: the same values (sums in query order)
+            scored = self._views_of(terms, narrow)
+            w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
+            fused = self._kernels.fuse(*scored, self._maxima_of(scored), w)  # type: ignore[union-attr]
+            return narrow, fused, dict(zip(VIEWS, scored))
         maxima, heading_seeds, article_seeds, chunk_seeds, seen = self._maxima(terms, k, allowed)
         kern = self._kernels
         q = np.asarray(terms, dtype=np.int64)

@@ -29,6 +29,7 @@ EXACT_BELOW = 50_000  # rows: one run, scanned whole (exact); above, a scan woul
 ROWS_PER_CLUSTER = 256
 NPROBE = 48
 _BLOCK = 16_384  # rows converted to float32 at a time
+WARM_BYTES = 512 * 2**20  # a server's float32 copy of the rows: the whole BWB's formal laws, 134 MB
 NARROW_SCOPE = 0.25  # a scope allowing fewer of the articles than this is searched exactly, not by the IVF
 
 
@@ -159,10 +160,11 @@ class PassageVectors:
         return self._position
 
     def warm(self) -> None:
-        """For a long-lived process (a server): the rows of a set scanned whole (one run, exact: at most
-        EXACT_BELOW rows, 77 MB) kept as float32 in memory, so a question's scan is a product and not a
-        conversion from float16 (most of its time). A one-question process never pays for it."""
-        if len(self.centroids) == 1 and self._rows32 is None:
+        """For a long-lived process (a server): the rows kept as float32 in memory (when they take at most
+        WARM_BYTES), so a question's scan and its candidates' cosines are products, not conversions from
+        float16 (most of their time: 8 ms of a whole-BWB question's 53). A one-question process never
+        pays for it."""
+        if self._rows32 is None and self.vectors.shape[0] * self.vectors.shape[1] * 4 <= WARM_BYTES:
             self._rows32 = np.asarray(self.vectors, dtype=np.float32)
 
     def top_articles(self, query: np.ndarray, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -229,19 +231,26 @@ class PassageVectors:
         best = np.full(self.n_articles, -2.0, dtype=np.float32)
         positions = self.position[rows]
         order = np.argsort(positions)  # read the memory-mapped rows in file order
+        source = self._rows32 if self._rows32 is not None else self.vectors
         for start in range(0, len(rows), _BLOCK):
             part = order[start : start + _BLOCK]
-            cos = np.asarray(self.vectors[positions[part]], dtype=np.float32) @ query
+            cos = np.asarray(source[positions[part]], dtype=np.float32) @ query
             np.maximum.at(best, chunk_article[rows[part]], cos)
         return _best_of(best, depth)
 
     def article_cosines(self, query: np.ndarray, rows_of: Sequence[range]) -> np.ndarray:
         """Each article's best chunk cosine (its chunk rows given), exact; -1 for an article without chunks,
         NaN for one whose chunks have no vector here (a partial set: they go through the vector cache)."""
-        out = np.full(len(rows_of), -1.0, dtype=np.float32)
+        return self.article_cosines_of(np.asarray(query)[None, :], rows_of)[0]
+
+    def article_cosines_of(self, queries: np.ndarray, rows_of: Sequence[range]) -> np.ndarray:
+        """:meth:`article_cosines` of several queries (a question and its expanded question), one row each:
+        the articles' rows are read and converted once for all of them."""
+        queries = np.asarray(queries, dtype=np.float32)
+        out = np.full((len(queries), len(rows_of)), -1.0, dtype=np.float32)
         if self.partial:
             held = np.asarray([len(r) == 0 or self.position[r.start] >= 0 for r in rows_of], dtype=bool)
-            out[~held] = np.nan
+            out[:, ~held] = np.nan
             rows_of = [r if h else range(0) for r, h in zip(rows_of, held)]
         sizes = np.asarray([len(r) for r in rows_of], dtype=np.int64)
         if not sizes.sum():
@@ -249,11 +258,14 @@ class PassageVectors:
         rows = np.concatenate([np.arange(r.start, r.stop) for r in rows_of])
         where = self.position[rows]
         ascending = np.argsort(where)  # read the memory map in order
-        cos = np.empty(len(rows), dtype=np.float32)
-        cos[ascending] = np.asarray(self.vectors[where[ascending]], dtype=np.float32) @ query
+        source = self._rows32 if self._rows32 is not None else self.vectors
+        read = np.asarray(source[where[ascending]], dtype=np.float32)
+        cos = np.empty((len(rows), len(queries)), dtype=np.float32)
+        for j, q in enumerate(queries):  # one matrix-vector product each: the values a query alone gets
+            cos[ascending, j] = read @ q
         full = sizes > 0
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])[full]
-        out[full] = np.maximum.reduceat(cos, starts)
+        out[:, full] = np.maximum.reduceat(cos, starts, axis=0).T
         return out
 
     def place_cosines(self, query: np.ndarray, articles: Sequence[int]) -> np.ndarray:

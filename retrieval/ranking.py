@@ -237,29 +237,36 @@ class CandidateFeatures:
     def _dense_features(self, c: Candidates, vectors: np.ndarray) -> None:
         a = self.articles
         rows_of = [range(int(a.first[x]), int(a.first[x] + a.count[x])) for x in c.articles]
-        for name, v in (("de", vectors[0]), ("xde", vectors[1])):
-            c.raw[name] = self._chunk_cosines(v, rows_of, c.articles)
-            c.values[name] = _minmax(c.raw[name])
+        # The question and its expanded question in one read of the candidates' passages.
+        cosines = self._chunk_cosines(vectors[:2], rows_of)
+        for name, cos in zip(("de", "xde"), cosines):
+            c.raw[name] = cos
+            c.values[name] = _minmax(cos)
         c.raw["place"] = self._place_cosines(vectors[0], c.articles)
         c.values["place"] = _minmax(c.raw["place"])
 
-    def _chunk_cosines(self, query: np.ndarray, rows_of: list[range], articles: np.ndarray) -> np.ndarray:
+    def _chunk_cosines(self, queries: np.ndarray, rows_of: list[range]) -> np.ndarray:
+        """Each candidate's best passage cosine for each query (one row per query)."""
         if self.passages is None:
-            return self._cached_chunk_cosines(query, rows_of)
-        out = self.passages.article_cosines(query, rows_of)
-        missing = np.flatnonzero(np.isnan(out))
+            return self._cached_chunk_cosines(queries, rows_of)
+        out = self.passages.article_cosines_of(queries, rows_of)
+        missing = np.flatnonzero(np.isnan(out[0]))
         if len(missing):  # a partial set of vectors (some kinds precomputed): the rest through the cache
-            out[missing] = self._cached_chunk_cosines(query, [rows_of[i] for i in missing])
+            out[:, missing] = self._cached_chunk_cosines(queries, [rows_of[i] for i in missing])
         return out
 
-    def _cached_chunk_cosines(self, query: np.ndarray, rows_of: list[range]) -> np.ndarray:
+    def _cached_chunk_cosines(self, queries: np.ndarray, rows_of: list[range]) -> np.ndarray:
         # No vectors kept with the index for these: the candidates' chunks through the model's cache.
-        texts = [c.indexed_text for r in rows_of for c in self.articles.chunks.rows(r)]
-        cos = self.cache.vectors(texts, self.encoder) @ query if texts else np.zeros(0)
-        out, at = np.full(len(rows_of), -1.0, dtype=np.float32), 0
+        texts = [c.indexed_text for c in self.articles.chunks.rows([i for r in rows_of for i in r])]
+        out = np.full((len(queries), len(rows_of)), -1.0, dtype=np.float32)
+        if not texts:
+            return out
+        vectors = self.cache.vectors(texts, self.encoder)
+        cos = np.stack([vectors @ q for q in np.asarray(queries, dtype=np.float32)], axis=1)
+        at = 0
         for i, r in enumerate(rows_of):
             if len(r):
-                out[i] = cos[at : at + len(r)].max()
+                out[:, i] = cos[at : at + len(r)].max(axis=0)
             at += len(r)
         return out
 

@@ -93,9 +93,16 @@ def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
 
 @pytest.mark.unit
 @pytest.mark.parametrize("block", [128, 1])
-def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(synthetic_index, tmp_path, block):
+@pytest.mark.parametrize("narrow", [0, 10**9], ids=["walked", "scored-one-by-one"])
+def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(
+    synthetic_index, tmp_path, block, narrow, monkeypatch
+):
     """A scope (kinds, laws, jurisdiction, date) masks articles: the pruned path skips them and takes
-    its view maxima over the rest, exactly as the exhaustive path does; nothing outside the mask comes."""
+    its view maxima over the rest, exactly as the exhaustive path does; nothing outside the mask comes.
+    A narrow scope (at most NARROW_ARTICLES articles) is scored article by article: the same values."""
+    from wetqa.retrieval import maxscore
+
+    monkeypatch.setattr(maxscore, "NARROW_ARTICLES", narrow)
     articles = _with_blocks(synthetic_index, tmp_path, block)
     articles.pruned.warm()
     rng = np.random.default_rng(block)
@@ -105,6 +112,12 @@ def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(synt
             pruned, full = articles._top_pruned(terms, k, allowed), articles._top_all(terms, k, allowed)
             _same(pruned, full)
             assert allowed[pruned[0]].all()
+        some = np.flatnonzero(allowed)[:25]  # the scores of candidates in scope, as the ranking asks for them
+        views, _ = articles._views(terms, allowed)
+        fused, by_view = articles.pruned.scores_of(terms, some, articles.weights, allowed)
+        np.testing.assert_array_equal(fused, articles.fuse(views)[some])
+        for v in VIEWS:
+            np.testing.assert_array_equal(by_view[v], views[v][some])
     # A mask that allows nothing finds nothing.
     nothing = np.zeros(articles.n_articles, dtype=bool)
     assert len(articles._top_pruned(_queries(articles, 1, seed=1)[0], 3, nothing)[0]) == 0

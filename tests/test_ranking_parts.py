@@ -262,6 +262,22 @@ def test_a_partial_set_of_passage_vectors_is_searched_over_its_own_chunks(tmp_pa
     cos = ivf.article_cosines(vectors[0], rows_of)
     assert not np.isnan(cos[[0, 2]]).any() and np.isnan(cos[1])
     assert list(np.isnan(ivf.place_cosines(vectors[0], [0, 1, 3]))) == [False, True, False]
+    # Two queries at once (a question and its expanded question): each row what it reads alone.
+    both = ivf.article_cosines_of(vectors[:2], rows_of)
+    assert np.array_equal(both[0], cos, equal_nan=True)
+    assert np.array_equal(both[1], ivf.article_cosines(vectors[1], rows_of), equal_nan=True)
+    # A server keeps an IVF's rows as float32 too: the same rankings, narrow scopes and cosines.
+    cold = [ivf.top_articles(q, 10, None) for q in vectors[:5]]
+    cold_scoped = [probed.top_articles(q, 5, scope) for q in vectors[:5]]
+    ivf.warm()
+    probed.warm()
+    assert ivf._rows32 is not None and ivf._rows32.dtype == np.float32
+    for q, (top, scores), (scoped, scoped_scores) in zip(vectors[:5], cold, cold_scoped):
+        warm_top, warm_scores = ivf.top_articles(q, 10, None)
+        assert list(warm_top) == list(top) and np.array_equal(warm_scores, scores)
+        warm_scoped = probed.top_articles(q, 5, scope)
+        assert list(warm_scoped[0]) == list(scoped) and np.array_equal(warm_scoped[1], scoped_scores)
+    assert np.array_equal(ivf.article_cosines_of(vectors[:2], rows_of), both, equal_nan=True)
 
 
 def test_below_the_exact_size_there_is_one_cluster_scanned_whole(tmp_path, monkeypatch):
