@@ -36,7 +36,7 @@ import numpy as np
 from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.corpus.sources import law_id_of
 from wetqa.retrieval import open_index, read_index_meta
-from wetqa.retrieval.ranking import DENSE_FEATURES, FEATURES, CandidateFeatures
+from wetqa.retrieval.ranking import DENSE_FEATURES, FEATURES, RELATION_FEATURES, CandidateFeatures
 from wetqa.retrieval.scope import holds_whole_bwb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,12 +218,16 @@ def run(args: argparse.Namespace) -> None:
                         for key in keys:
                             by_scale.setdefault(key, []).append((fold_of[q["id"]], p, name, q, c))
         for key, examples in by_scale.items():
-            report(key, cross_validated(examples, features, folds))
-            weights = fit(_rows(examples, features))
-            models[key] = {"features": features, "weights": [round(float(v), 5) for v in weights],
+            # Decrees beside the laws they rest on meet only among the whole BWB's kinds (the 272 laws are
+            # all formal laws). In the general model fitted on both corpora the relations cost the 272
+            # laws' out-of-corpus questions 5 points of abstention (48.8% to 43.9%, CV): left out there.
+            used = features if key.endswith("@whole") else [f for f in features if f not in RELATION_FEATURES]
+            report(key, cross_validated(examples, used, folds))
+            weights = fit(_rows(examples, used))
+            models[key] = {"features": used, "weights": [round(float(v), 5) for v in weights],
                            "fitted_on": f"{len(examples)} questions over {len({e[1].path for e in examples})} "
                                         "index(es)", "l2": L2}  # fmt: skip
-            print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(features, weights)))
+            print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(used, weights)))
     if args.write and not args.smoke:
         path = ROOT / "retrieval" / "ranking.json"
         # Merged: a refit of one index scale keeps the other scale's models.

@@ -31,9 +31,10 @@ from .sources import DEFAULT, Source, UnknownSource, get_source
 
 # Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs; 3: units
 # outside articles, kind, jurisdiction and validity on each record, laws named by references; 4: records
-# name their collection and document generically, ``collection`` and ``law_id``), so that the corpus
-# hash, and every index keyed by it, tells an old build from a new one.
-CORPUS_FORMAT = 4
+# name their collection and document generically, ``collection`` and ``law_id``; 5: each regulation
+# names the formal law it rests on, ``parent``), so that the corpus hash, and every index keyed by it,
+# tells an old build from a new one.
+CORPUS_FORMAT = 5
 MANIFEST = "manifest.json"
 ARTICLES = "articles.jsonl"
 CHUNKS = "chunks.jsonl"
@@ -385,12 +386,33 @@ def nameless(title: str) -> bool:
     return bool(_DATED_TITLE.match(title)) or len(title) > MAX_NAME_LENGTH
 
 
+# The kinds (soort) of a formal law: what a decree, a regulation or a policy rule rests on.
+FORMAL_KINDS = ("wet", "rijkswet", "wet-BES")
+# A regulation rests on the formal law it refers to most, if it refers to it at least this often (one
+# mention is any regulation's passing reference).
+MIN_PARENT_REFERENCES = 2
+
+
 class ReferenceNames:
-    """How the corpus names each regulation in its references: id -> name -> (uses, citing regulations)."""
+    """How the corpus names each regulation in its references: id -> name -> (uses, citing regulations);
+    and how often each regulation refers to each other one (named or not)."""
 
     def __init__(self) -> None:
         self.uses: dict[str, dict[str, int]] = {}
         self.citers: dict[str, dict[str, set[str]]] = {}
+        self.cites: dict[str, dict[str, int]] = {}
+
+    def add_cites(self, citing: str, cites: dict[str, int]) -> None:
+        """A version's references by target; of several versions of one regulation, each target's most."""
+        known = self.cites.setdefault(citing, {})
+        for target, n in cites.items():
+            known[target] = max(known.get(target, 0), n)
+
+    def parent(self, law_id: str, formal: set[str]) -> str:
+        """The formal law a regulation rests on: of the ``formal`` ones, the one it refers to most (at least
+        MIN_PARENT_REFERENCES times; ties by id), or ""."""
+        counts = [(n, t) for t, n in self.cites.get(law_id, {}).items() if t in formal and n >= MIN_PARENT_REFERENCES]
+        return min(counts, key=lambda x: (-x[0], x[1]))[1] if counts else ""
 
     def add(self, citing: str, references: Iterable[tuple[str, str]]) -> None:
         for target, name in references:
@@ -415,10 +437,12 @@ def finish_records(folder: Path, rows: list[dict], names: ReferenceNames) -> Non
     and into the records of the laws concerned (only their lines are decoded again)."""
     until = valid_until(rows)
     titles: dict[str, str] = {}
+    formal = {r["law_id"] for r in rows if r.get("kind") in FORMAL_KINDS}
     for r in rows:
         r["valid_until"] = until.get((r["law_id"], r["version_date"]), "")
         r["names"] = names.names(r["law_id"])
         r["cited_by"] = names.cited_by(r["law_id"])
+        r["parent"] = "" if r["law_id"] in formal else names.parent(r["law_id"], formal)
         if not r.pop("titled") and r["names"] and nameless(r["title"]):
             titles[r["law_id"]] = r["title"] = r["names"][0]
     changed = {i for i, _ in until} | set(titles)
@@ -478,6 +502,7 @@ def build_corpus(
                     digests[Path(path).name] = digest
                 if isinstance(result, ParsedLaw):
                     names.add(result.law.law_id, result.references)
+                    names.add_cites(result.law.law_id, result.cites)
                     _date_undated(result, path, options, listed)
                     result = _place(result, path, source, dated, built, duplicates, excluded, options)
                     if result is None:

@@ -231,6 +231,17 @@ def references(root: etree._Element, own_id: str) -> list[tuple[str, str]]:
     return out
 
 
+def cited_ids(root: etree._Element, own_id: str) -> dict[str, int]:
+    """How often the text refers to each other regulation (every reference, named or not): an
+    implementing decree refers to the law it rests on again and again ("artikel 5 van de wet")."""
+    out: dict[str, int] = {}
+    for el in root.iter("intref", "extref"):
+        target = BWB_ID.search(el.get("bwb-id") or el.get("doc") or "")
+        if target is not None and target.group(0) != own_id:
+            out[target.group(0)] = out.get(target.group(0), 0) + 1
+    return out
+
+
 def _law_metadata(root: etree._Element, name: str) -> Law:
     fname = _FILE_NAME.search(Path(name).name)
     if root.tag == "toestand":
@@ -400,7 +411,9 @@ def parse_law_bytes(data: bytes, name: str) -> ParsedLaw:
     _walk(wetgeving, (), units)
     if not units.out:
         _title_unit(wetgeving, units)
-    return ParsedLaw(law=law, articles=units.out, references=references(root, law.law_id))
+    return ParsedLaw(
+        law=law, articles=units.out, references=references(root, law.law_id), cites=cited_ids(root, law.law_id)
+    )
 
 
 def _title_unit(wetgeving: etree._Element, units: _Units) -> None:

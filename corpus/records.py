@@ -170,3 +170,5 @@ class ParsedLaw:
     articles: list[Article] = field(default_factory=list)
     # (referenced BWB id, the name the reference gives it): how this text names other regulations.
     references: list[tuple[str, str]] = field(default_factory=list)
+    # Every regulation this text refers to, named or not, and how often: the law a decree rests on.
+    cites: dict[str, int] = field(default_factory=dict)

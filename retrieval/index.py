@@ -310,6 +310,7 @@ LAW_FIELDS = (
     "jurisdiction",
     "names",
     "cited_by",
+    "parent",
 )
 
 
@@ -329,7 +330,7 @@ class LawRows:
                 {"collection": article.get("collection") or DEFAULT_COLLECTION, "law_id": key[0], "version_date": key[1], "valid_until": article.get("valid_until") or "",
                  "title": article.get("law") or key[0], "long_title": article.get("law") or key[0],
                  "kind": article.get("kind") or "", "jurisdiction": article.get("jurisdiction") or "nl",
-                 "names": [], "cited_by": 0}
+                 "names": [], "cited_by": 0, "parent": ""}
             )  # fmt: skip
         return self.rows[key]
 

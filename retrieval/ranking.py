@@ -62,7 +62,13 @@ KIND_GROUPS = {
 KIND_FEATURES = tuple(f"kind_{g}" for g in KIND_GROUPS if g != "wet")
 _GROUP_OF = {kind: group for group, kinds in KIND_GROUPS.items() for kind in kinds}
 DENSE_FEATURES = ("de", "xde", "place", "law_de", "law_share")
-FEATURES = ("bm", "xbm", "clause", "named", "title", "law_bm", "cited", *KIND_FEATURES, "bes", *DENSE_FEATURES)
+# A candidate's regulation rests on a law that has a candidate too (a decree beside its law), or a candidate
+# regulation rests on the candidate's law: the relations the corpus's references give (``parent``).
+RELATION_FEATURES = ("implements", "implemented")
+FEATURES = (
+    "bm", "xbm", "clause", "named", "title", "law_bm", "cited", *KIND_FEATURES, "bes", *RELATION_FEATURES,
+    *DENSE_FEATURES,
+)  # fmt: skip
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -154,6 +160,7 @@ class CandidateFeatures:
                     static[f"kind_{g}"] = np.asarray([x == g for x in groups], dtype=np.float64)
             static["bes"] = np.asarray([r.get("jurisdiction") == "bes" for r in records], dtype=np.float64)
             static["law_id"] = np.asarray([r["law_id"] for r in records], dtype=object)
+            static["parent"] = np.asarray([r.get("parent") or "" for r in records], dtype=object)
             self._law_static = static
         return self._law_static
 
@@ -289,6 +296,12 @@ class CandidateFeatures:
 
     def _law_features(self, c: Candidates) -> None:
         law = self.ranked_law[c.articles]
+        static = self.law_static()
+        ids, parents = static["law_id"][law], static["parent"][law]
+        present, rested_on = set(ids), set(parents) - {""}
+        # Weighed by the model (a decree may answer better than its law): a relation, not a rule.
+        c.values["implements"] = np.asarray([p in present for p in parents], dtype=np.float64)
+        c.values["implemented"] = np.asarray([i in rested_on for i in ids], dtype=np.float64)
         c.values["law_bm"] = _law_best(c.values["bm"], law)
         if "de" in c.values:
             c.values["law_de"] = _law_best(c.values["de"], law)

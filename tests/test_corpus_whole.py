@@ -158,3 +158,20 @@ def test_valid_on_must_be_a_date(tmp_path, capsys):
         assert exit_info.value.code == 2
         assert len(capsys.readouterr().err.strip().splitlines()) == 1
     assert not (tmp_path / "c").exists()
+
+
+def test_a_decree_rests_on_the_formal_law_it_refers_to_again_and_again(tmp_path):
+    """``parent``: the formal law a regulation refers to most, at least twice (a single mention is any
+    text's passing reference); a formal law itself rests on none."""
+    src = tmp_path / "src"
+    shutil.copytree(OLD, src)
+    decree = (src / "BWBW99901.xml").read_text(encoding="utf-8")
+    again = ' en <intref doc="1.0:v:BWBR9990102">artikel 2 van dat wetboek</intref></al>'
+    (src / "BWBW99902.xml").write_text(
+        decree.replace("BWBW99901", "BWBW99902").replace("zijn belast.</al>", "zijn belast" + again), encoding="utf-8"
+    )
+    _build(tmp_path, [src], valid_on="2012-10-04")
+    rows = {r["law_id"]: r for r in json.loads((tmp_path / "corpus" / "manifest.json").read_text())["sources"]}
+    assert rows["BWBW99902"]["parent"] == "BWBR9990102"  # twice
+    assert rows["BWBW99901"]["parent"] == ""  # once
+    assert rows["BWBR9990103"]["parent"] == ""  # a wet referring to another three times rests on none

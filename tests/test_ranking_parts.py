@@ -370,3 +370,33 @@ def test_a_whole_bwb_without_its_own_model_takes_the_general_one(monkeypatch):
     monkeypatch.setattr(ranking, "shipped_models", lambda: {"articles": general})
     assert ranking.model_for(dense=False, whole=True) is general
     assert ranking.model_for(dense=True, whole=True) is None
+
+
+def test_a_decree_beside_the_law_it_rests_on_is_marked_and_so_is_that_law(tmp_path):
+    """A decree whose law is a candidate too ("implements") gives way to it by a learned weight, not a
+    rule; the law a candidate decree rests on is marked ("implemented")."""
+    import shutil
+
+    from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.retrieval import build_index, open_index
+    from wetqa.retrieval.scope import Scope
+
+    from .conftest import FIXTURES
+
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURES / "bwb2012", src)
+    decree = (src / "BWBW99901.xml").read_text(encoding="utf-8")
+    again = ' en <intref doc="1.0:v:BWBR9990102">artikel 2 van dat wetboek</intref></al>'
+    (src / "BWBW99901.xml").write_text(decree.replace("zijn belast.</al>", "zijn belast" + again), encoding="utf-8")
+    build_corpus([src], tmp_path / "c", BuildOptions(workers=1, valid_on="2012-10-04"), progress=False)
+    build_index(tmp_path / "c", "articles", tmp_path / "i", progress=False)
+    ranker = open_index(tmp_path / "i")
+    hits = ranker.search("toezicht fictieve kruisers strafwetboek", 30, Scope(jurisdiction="all"))
+    by_law: dict[str, list] = {}
+    for h in hits:
+        by_law.setdefault(h.chunk.law_id, []).append(h.features)
+    assert "BWBW99901" in by_law and "BWBR9990102" in by_law, sorted(by_law)
+    assert {f["f_implements"] for f in by_law["BWBW99901"]} == {1.0}
+    assert {f["f_implemented"] for f in by_law["BWBR9990102"]} == {1.0}
+    others = [f for law, fs in by_law.items() if law not in ("BWBW99901", "BWBR9990102") for f in fs]
+    assert others and all(f["f_implements"] == 0.0 and f["f_implemented"] == 0.0 for f in others)
