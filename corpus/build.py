@@ -26,7 +26,7 @@ from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 
 from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
-from .records import Chunk, DocumentError, ParsedLaw, ParseFailure, printable
+from .records import FORMAL_KINDS, Chunk, DocumentError, ParsedLaw, ParseFailure, printable
 from .sources import DEFAULT, Source, UnknownSource, get_source
 
 # Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs; 3: units
@@ -386,8 +386,6 @@ def nameless(title: str) -> bool:
     return bool(_DATED_TITLE.match(title)) or len(title) > MAX_NAME_LENGTH
 
 
-# The kinds (soort) of a formal law: what a decree, a regulation or a policy rule rests on.
-FORMAL_KINDS = ("wet", "rijkswet", "wet-BES")
 # A regulation rests on the formal law it refers to most, if it refers to it at least this often (one
 # mention is any regulation's passing reference).
 MIN_PARENT_REFERENCES = 2
@@ -502,11 +500,11 @@ def build_corpus(
                     digests[Path(path).name] = digest
                 if isinstance(result, ParsedLaw):
                     names.add(result.law.law_id, result.references)
-                    names.add_cites(result.law.law_id, result.cites)
                     _date_undated(result, path, options, listed)
                     result = _place(result, path, source, dated, built, duplicates, excluded, options)
                     if result is None:
                         continue
+                    names.add_cites(result.law.law_id, result.cites)  # of the versions built only
                     result = writer.add(path, digest, result) or result
                 if isinstance(result, ParseFailure):
                     failures.append(result)

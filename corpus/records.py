@@ -164,6 +164,10 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
+# The kinds (soort) of a formal law: what a decree, a regulation or a policy rule rests on.
+FORMAL_KINDS = ("wet", "rijkswet", "wet-BES")
+
+
 @dataclass(slots=True)
 class ParsedLaw:
     law: Law

@@ -11,6 +11,7 @@ leaves the old index working.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -440,13 +441,22 @@ def article_ranker(index, path: Path | None, model: str | None):
     """An articles index ranked by the shipped ranking model (:mod:`.ranking`), with the dense signals of
     ``model`` (its vectors from the index when it keeps them, else through the model's cache); None when no
     ranking model is shipped for it."""
-    from .ranking import ArticleRanker, model_for
+    from .ranking import RELATION_FEATURES, ArticleRanker, model_for
     from .scope import holds_whole_bwb
 
     laws = getattr(index, "laws", None)
-    learned = model_for(dense=model is not None, whole=laws is not None and holds_whole_bwb(laws.held))
+    whole = laws is not None and holds_whole_bwb(laws.held)
+    learned = model_for(dense=model is not None, whole=whole)
     if learned is None:
         return None
+    relations = laws is not None and any(r.get("parent") is not None for r in laws.records)
+    if whole and RELATION_FEATURES[0] in learned.features and not relations:
+        # A corpus of before the relations (format 4): the model's weights count on them.
+        logging.getLogger("wetqa.retrieval").warning(
+            "wetqa: warning: %s holds a corpus without the laws its regulations rest on (an older wetqa's): its "
+            "ranking lacks the decree-beside-its-law relations; rebuild the corpus and the index",
+            path,
+        )
     encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)
     return ArticleRanker(index, learned, encoder, cache, passages)
 

@@ -218,7 +218,8 @@ class MaxScoreRanker:
         A question's candidates are scored (:meth:`scores_of`) with the terms and scope its top k were
         found with: the maxima found then are kept (per thread, with the terms, scope and k they are of)
         and not walked for again. The maxima do not depend on k (``any_k``: only they are wanted)."""
-        key = (tuple(int(t) for t in terms), None if allowed is None else np.packbits(allowed).tobytes())
+        scope = None if allowed is None else (len(allowed), np.packbits(allowed).tobytes())  # a copy: a mask changed
+        key = (tuple(int(t) for t in terms), scope)  # in place later is another key
         recent = getattr(self._recent, "found", None)
         if recent is None:
             recent = self._recent.found = []
@@ -301,7 +302,8 @@ class MaxScoreRanker:
         self, terms: Sequence[int], k: int, weights: dict[str, float], allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """The top k articles (unordered), their fused scores and their three view scores; with
-        ``allowed`` (a boolean per article), of those articles only."""
+        ``allowed`` (a boolean per article), of those articles only. A narrow scope returns every article
+        in it, scored (zeros too): the caller's cut to the k best positive ones is the same."""
         narrow = self._narrow(allowed)
         if narrow is not None:  # every article of the scope scored: the same values (sums in query order)
             scored = self._views_of(terms, narrow)

@@ -194,9 +194,10 @@ class PassageVectors:
         for c in np.flatnonzero(probes.any(axis=0)):
             which = np.flatnonzero(probes[:, c]).tolist()
             first, last = int(self.offsets[c]), int(self.offsets[c + 1])
-            step = _BLOCK if warmed is None else max(last - first, 1)  # float32 in memory: one product
-            for start in range(first, last, step):
-                end = min(start + step, last)
+            # The same blocks warm or cold: BLAS may round a row's product differently by where the row
+            # stands in the matrix, and a server ranks as a one-question process does.
+            for start in range(first, last, _BLOCK):
+                end = min(start + _BLOCK, last)
                 rows = warmed[start:end] if warmed is not None else np.asarray(self.vectors[start:end], np.float32)
                 arts = np.asarray(self.chunk_article[self.order[start:end]])
                 live = arts >= 0

@@ -42,6 +42,8 @@ from importlib import resources
 
 import numpy as np
 
+from wetqa.corpus.records import FORMAL_KINDS
+
 from ._base import Hit
 from .expansion import expand, expanded_question
 from .scope import names_bes
@@ -52,7 +54,7 @@ TITLED_LAWS = 5  # the laws whose titles the question covers most, searched on t
 TITLE_COVER = 0.5  # ... when it covers at least this share of the title
 SHARE_OF = 10  # the nearest candidates a law's share is counted over
 KIND_GROUPS = {
-    "wet": ("wet", "rijkswet", "wet-BES"),
+    "wet": FORMAL_KINDS,
     "amvb": ("AMvB", "AMvB-BES", "KB", "rijksKB"),
     "regeling": ("ministeriele-regeling", "ministeriele-regeling-BES", "pbo", "zbo", "reglement"),
     "beleid": ("beleidsregel", "beleidsregel-BES", "circulaire", "circulaire-BES"),

@@ -93,7 +93,7 @@ def test_pruned_ranking_is_the_exhaustive_one_bit_for_bit(
 
 @pytest.mark.unit
 @pytest.mark.parametrize("block", [128, 1])
-@pytest.mark.parametrize("narrow", [0, 10**9], ids=["walked", "scored-one-by-one"])
+@pytest.mark.parametrize("narrow", [-1, 10**9], ids=["walked", "scored-one-by-one"])
 def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(
     synthetic_index, tmp_path, block, narrow, monkeypatch
 ):
@@ -121,6 +121,30 @@ def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(
     # A mask that allows nothing finds nothing.
     nothing = np.zeros(articles.n_articles, dtype=bool)
     assert len(articles._top_pruned(_queries(articles, 1, seed=1)[0], 3, nothing)[0]) == 0
+
+
+@pytest.mark.unit
+def test_view_maxima_kept_for_a_question_are_of_its_terms_and_scope(synthetic_index, monkeypatch):
+    """The maxima a question's search found are kept for its candidates' scores: the same terms under
+    another scope, or under its own mask changed in place, are walked again."""
+    from wetqa.retrieval import maxscore
+
+    monkeypatch.setattr(maxscore, "NARROW_ARTICLES", -1)  # every scope walked: the kept maxima in use
+    articles = open_index(synthetic_index)
+    articles.pruned.warm()
+    rng = np.random.default_rng(3)
+    terms = _queries(articles, 1, seed=11)[0]
+    mask = rng.random(articles.n_articles) < 0.5
+    other = ~mask
+    for allowed in (mask, other, None, mask):
+        _same(articles._top_pruned(terms, 5, allowed), articles._top_all(terms, 5, allowed))
+    mask[: articles.n_articles // 2] = ~mask[: articles.n_articles // 2]  # the same array, another scope
+    _same(articles._top_pruned(terms, 5, mask), articles._top_all(terms, 5, mask))
+    some = np.flatnonzero(mask)[:20]
+    views, _ = articles._views(terms, mask)
+    np.testing.assert_array_equal(
+        articles.pruned.scores_of(terms, some, articles.weights, mask)[0], articles.fuse(views)[some]
+    )
 
 
 @pytest.mark.unit

@@ -262,10 +262,18 @@ def test_a_partial_set_of_passage_vectors_is_searched_over_its_own_chunks(tmp_pa
     cos = ivf.article_cosines(vectors[0], rows_of)
     assert not np.isnan(cos[[0, 2]]).any() and np.isnan(cos[1])
     assert list(np.isnan(ivf.place_cosines(vectors[0], [0, 1, 3]))) == [False, True, False]
-    # Two queries at once (a question and its expanded question): each row what it reads alone.
+    # Two queries at once (a question and its expanded question): each row an article's best chunk for
+    # that query, NaN where the article has no vectors here.
     both = ivf.article_cosines_of(vectors[:2], rows_of)
     assert np.array_equal(both[0], cos, equal_nan=True)
-    assert np.array_equal(both[1], ivf.article_cosines(vectors[1], rows_of), equal_nan=True)
+    for j in range(2):
+        for i, r in enumerate(rows_of):
+            where = ivf.position[list(r)]
+            if (where < 0).any():
+                assert np.isnan(both[j, i])
+            else:
+                best = (np.asarray(ivf.vectors[where], np.float32) @ vectors[j]).max()
+                assert abs(both[j, i] - best) < 1e-6
     # A server keeps an IVF's rows as float32 too: the same rankings, narrow scopes and cosines.
     cold = [ivf.top_articles(q, 10, None) for q in vectors[:5]]
     cold_scoped = [probed.top_articles(q, 5, scope) for q in vectors[:5]]
@@ -370,6 +378,32 @@ def test_a_whole_bwb_without_its_own_model_takes_the_general_one(monkeypatch):
     monkeypatch.setattr(ranking, "shipped_models", lambda: {"articles": general})
     assert ranking.model_for(dense=False, whole=True) is general
     assert ranking.model_for(dense=True, whole=True) is None
+
+
+def test_a_whole_bwb_index_of_a_corpus_without_relations_says_to_rebuild(articles_index, tmp_path, monkeypatch, caplog):
+    """An index of the whole BWB built from a corpus of before the relations (no law's ``parent``) still
+    ranks, with a one-line warning: its model weighs relations the index cannot give."""
+    import shutil
+
+    from wetqa.retrieval import open_index, scope
+    from wetqa.retrieval.integrity import file_digests
+
+    old = tmp_path / "old"
+    shutil.copytree(articles_index, old)
+    table = json.loads((old / "laws.json").read_text(encoding="utf-8"))
+    for record in table["laws"]:
+        record.pop("parent", None)
+    (old / "laws.json").write_text(json.dumps(table), encoding="utf-8")
+    meta = json.loads((old / "index.json").read_text(encoding="utf-8"))
+    meta["files"] = file_digests(old)
+    (old / "index.json").write_text(json.dumps(meta), encoding="utf-8")
+    monkeypatch.setattr(scope, "WHOLE_FROM_LAWS", 1)  # these indexes count as the whole BWB
+    with caplog.at_level("WARNING", logger="wetqa.retrieval"):
+        open_index(articles_index)
+        assert not caplog.records
+        ranked = open_index(old)
+    assert [r.getMessage() for r in caplog.records if "rebuild the corpus" in r.getMessage()]
+    assert ranked.search("gezag ouder", 3)
 
 
 def test_a_decree_beside_the_law_it_rests_on_is_marked_and_so_is_that_law(tmp_path):
