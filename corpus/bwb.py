@@ -215,17 +215,22 @@ def reference_name(text: str) -> str:
     return text
 
 
+def _referred(root: etree._Element, own_id: str):
+    """(referenced BWB id, the reference element) of every reference to another regulation."""
+    for el in root.iter("intref", "extref"):
+        target = BWB_ID.search(el.get("bwb-id") or el.get("doc") or "")
+        if target is not None and target.group(0) != own_id:
+            yield target.group(0), el
+
+
 def references(root: etree._Element, own_id: str) -> list[tuple[str, str]]:
     """(referenced BWB id, the name it is referred to by) of the references to other regulations: how
     the corpus itself names a regulation that states no short title of its own."""
     out: list[tuple[str, str]] = []
-    for el in root.iter("intref", "extref"):
-        target = BWB_ID.search(el.get("bwb-id") or el.get("doc") or "")
-        if target is None or target.group(0) == own_id:
-            continue
+    for target, el in _referred(root, own_id):
         name = reference_name("".join(el.itertext()))
         if name:
-            out.append((target.group(0), name))
+            out.append((target, name))
             if len(out) >= MAX_REFERENCES:
                 break
     return out
@@ -235,10 +240,8 @@ def cited_ids(root: etree._Element, own_id: str) -> dict[str, int]:
     """How often the text refers to each other regulation (every reference, named or not): an
     implementing decree refers to the law it rests on again and again ("artikel 5 van de wet")."""
     out: dict[str, int] = {}
-    for el in root.iter("intref", "extref"):
-        target = BWB_ID.search(el.get("bwb-id") or el.get("doc") or "")
-        if target is not None and target.group(0) != own_id:
-            out[target.group(0)] = out.get(target.group(0), 0) + 1
+    for target, _ in _referred(root, own_id):
+        out[target] = out.get(target, 0) + 1
     return out
 
 
