@@ -66,28 +66,18 @@ class OnnxEncoder(PrefixedEncoder):
             )
         self.tokenizer = _tokenizer(folder, int(self.meta["max_length"]), fast_tokenizer)
         self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        # Two sessions (questions, passages) share the cores: a pool that spins between runs takes them
-        # from the other session's run (a rare-word client's passages slowed cached questions 2.2x).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        threads = threads or min(4, os.cpu_count() or 1)
         # The question graph keeps its weights as stored, not also repacked for the matrix kernels: 43 MB
         # less in every process that answers (a cold `ask` of the whole BWB peaked at 401 MiB), for 2 ms more
         # a question (11.4 against 9.1 ms for two 24-token queries). The passage graph, which index builds
         # run on thousands of passages, keeps the packing.
-        questions = ort.SessionOptions()
-        questions.graph_optimization_level = options.graph_optimization_level
-        questions.intra_op_num_threads, questions.inter_op_num_threads = options.intra_op_num_threads, 1
-        questions.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        questions.add_session_config_entry("session.disable_prepacking", "1")
+        questions = _session_options(ort, threads, prepack=False)
         self.session = ort.InferenceSession(str(onnx_dir / GRAPH), questions, providers=["CPUExecutionProvider"])
         # Passages through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
         # first needed: a question's encoder never loads it.
         self._passage_graph = onnx_dir / PASSAGE_GRAPH if (onnx_dir / PASSAGE_GRAPH).is_file() else None
         self._passage_session = None
-        self._options, self._ort = options, ort
+        self._options, self._ort = _session_options(ort, threads, prepack=True), ort
         self.passage_variant = "int8" if self._passage_graph is not None else ""
         self.name = str(folder)
         self.dim = int(self.meta["hidden_size"])
@@ -144,6 +134,19 @@ class _FastTokenizer:
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self.tokenizer.encode_batch(list(texts))]
+
+
+def _session_options(ort, threads: int, prepack: bool):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Two sessions (questions, passages) share the cores: a pool that spins between runs takes them
+    # from the other session's run (a rare-word client's passages slowed cached questions 2.2x).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
+    return options
 
 
 def _tokenizer(folder: Path, max_length: int, fast: bool):
