@@ -239,14 +239,13 @@ class MaxScoreRanker:
         c, a, h = (self.views[v] for v in VIEWS)
         none = np.zeros(0, dtype=np.int64)
         ok = np.zeros(0, dtype=np.uint8) if allowed is None else allowed.astype(np.uint8)
-        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
         # The heading view first (its postings are the shortest); the articles it found best start the
         # other two views' running maxima at their scores, so that those prune from the first document.
         mh, heading_seeds = kern.view_max(
             h.data, h.indices, h.indptr, self.maxima["heading"], q, none, False, k, 0.0, ok
         )  # fmt: skip
         heading_seeds = heading_seeds[heading_seeds < len(self.first)]
-        seen = kern.views_of(*views, self.first, self.count, self.max_count, q, heading_seeds)
+        seen = self._views_of(terms, heading_seeds)
         start_c, start_a = (float(x.max()) if len(x) else 0.0 for x in seen[:2])
         ma, article_seeds = kern.view_max(
             a.data, a.indices, a.indptr, self.maxima["article"], q, none, False, k, start_a, ok
@@ -264,6 +263,7 @@ class MaxScoreRanker:
         return np.flatnonzero(allowed).astype(np.int64)
 
     def _views_of(self, terms: Sequence[int], articles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The three view scores (best chunk, article, heading) of the given articles, exact."""
         if self._kernels is None:
             self.warm()
         kern = self._kernels
@@ -289,14 +289,10 @@ class MaxScoreRanker:
             if narrow is None
             else self._maxima_of(self._views_of(terms, narrow))
         )
-        kern = self._kernels
-        q = np.asarray(terms, dtype=np.int64)
-        c, a, h = (self.views[v] for v in VIEWS)
-        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
-        arts = np.asarray(articles, dtype=np.int64)
-        chunk, art, head = kern.views_of(*views, self.first, self.count, self.max_count, q, arts)
+        chunk, art, head = self._views_of(terms, np.asarray(articles, dtype=np.int64))
         w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
-        return kern.fuse(chunk, art, head, maxima, w), {"chunk": chunk, "article": art, "heading": head}
+        fused = self._kernels.fuse(chunk, art, head, maxima, w)  # type: ignore[union-attr]
+        return fused, {"chunk": chunk, "article": art, "heading": head}
 
     def top(
         self, terms: Sequence[int], k: int, weights: dict[str, float], allowed: np.ndarray | None = None
@@ -316,7 +312,6 @@ class MaxScoreRanker:
         c, a, h = (self.views[v] for v in VIEWS)
         none = np.zeros(0, dtype=np.int64)
         ok = np.zeros(0, dtype=np.uint8) if allowed is None else allowed.astype(np.uint8)
-        views = (c.data, c.indices, c.indptr, a.data, a.indices, a.indptr, h.data, h.indices, h.indptr)
         w = np.asarray([weights["article"], weights["heading"]], dtype=np.float32)
         # A floor for the fused bar: the k-th best fused score of the articles the maxima were found in
         # (k real articles reach it, so no article below it is in the top k). The heading view's are
@@ -326,7 +321,7 @@ class MaxScoreRanker:
         others = others[others < len(self.first)]
         floor = 0.0
         if len(heading_seeds) + len(others) >= k:
-            more = kern.views_of(*views, self.first, self.count, self.max_count, q, others)
+            more = self._views_of(terms, others)
             seed_fused = kern.fuse(*(np.concatenate([x, y]) for x, y in zip(seen, more)), maxima, w)
             positive = seed_fused[seed_fused > 0]
             if len(positive) >= k:

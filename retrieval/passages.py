@@ -167,6 +167,11 @@ class PassageVectors:
         if self._rows32 is None and self.vectors.shape[0] * self.vectors.shape[1] * 4 <= WARM_BYTES:
             self._rows32 = np.asarray(self.vectors, dtype=np.float32)
 
+    @property
+    def _rows(self) -> np.ndarray:
+        """The rows to read: the float32 copy once warm, else the memory-mapped float16 ones."""
+        return self._rows32 if self._rows32 is not None else self.vectors
+
     def top_articles(self, query: np.ndarray, depth: int, allowed: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """The ``depth`` articles whose best chunk is nearest the query (of those ``allowed``), best first,
         with that cosine."""
@@ -190,7 +195,7 @@ class PassageVectors:
             for i, q in enumerate(queries):
                 probes[i, np.argpartition(-(self.centroids @ q), nprobe - 1)[:nprobe]] = True
         best = np.full((len(queries), self.n_articles), -2.0, dtype=np.float32)
-        warmed = self._rows32
+        source = self._rows
         for c in np.flatnonzero(probes.any(axis=0)):
             which = np.flatnonzero(probes[:, c]).tolist()
             first, last = int(self.offsets[c]), int(self.offsets[c + 1])
@@ -198,7 +203,7 @@ class PassageVectors:
             # stands in the matrix, and a server ranks as a one-question process does.
             for start in range(first, last, _BLOCK):
                 end = min(start + _BLOCK, last)
-                rows = warmed[start:end] if warmed is not None else np.asarray(self.vectors[start:end], np.float32)
+                rows = np.asarray(source[start:end], np.float32)
                 arts = np.asarray(self.chunk_article[self.order[start:end]])
                 live = arts >= 0
                 for query_row in which:
@@ -232,7 +237,7 @@ class PassageVectors:
         best = np.full(self.n_articles, -2.0, dtype=np.float32)
         positions = self.position[rows]
         order = np.argsort(positions)  # read the memory-mapped rows in file order
-        source = self._rows32 if self._rows32 is not None else self.vectors
+        source = self._rows
         for start in range(0, len(rows), _BLOCK):
             part = order[start : start + _BLOCK]
             cos = np.asarray(source[positions[part]], dtype=np.float32) @ query
@@ -259,7 +264,7 @@ class PassageVectors:
         rows = np.concatenate([np.arange(r.start, r.stop) for r in rows_of])
         where = self.position[rows]
         ascending = np.argsort(where)  # read the memory map in order
-        source = self._rows32 if self._rows32 is not None else self.vectors
+        source = self._rows
         read = np.asarray(source[where[ascending]], dtype=np.float32)
         cos = np.empty((len(rows), len(queries)), dtype=np.float32)
         for j, q in enumerate(queries):  # one matrix-vector product each: the values a query alone gets
