@@ -201,7 +201,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError(
             "--rescore-weight, --rescore-depth, --rescore-clause-weight and --precompute apply with --rescore MODEL"
         )
-    kinds = sorted({k.strip() for k in (args.precompute_kinds or "").split(",") if k.strip()}) or None
+    kinds = [k.strip() for k in (args.precompute_kinds or "").split(",") if k.strip()] or None  # build_index sorts
     if args.precompute_kinds is not None and (not kinds or not args.precompute):
         raise UsageError("--precompute-kinds takes kinds (soort values, comma-separated) and applies with --precompute")
     out = args.out or default_index()

@@ -449,8 +449,12 @@ def article_ranker(index, path: Path | None, model: str | None):
     learned = model_for(dense=model is not None, whole=whole)
     if learned is None:
         return None
-    relations = laws is not None and any(r.get("parent") is not None for r in laws.records)
-    if whole and RELATION_FEATURES[0] in learned.features and not relations:
+    if (
+        whole
+        and laws is not None
+        and RELATION_FEATURES[0] in learned.features
+        and all(r.get("parent") is None for r in laws.records)
+    ):
         # A corpus of before the relations (format 4): the model's weights count on them.
         logging.getLogger("wetqa.retrieval").warning(
             "wetqa: warning: %s holds a corpus without the laws its regulations rest on (an older wetqa's): its "
