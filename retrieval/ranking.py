@@ -9,7 +9,9 @@ Candidates (the union, all in the question's scope):
   question with those legal words (:mod:`.passages`: the passage vectors kept with the index, of every
   passage or of the regulations of some kinds; other candidates' dense features through the vector cache);
 - the best articles, by BM25 and by meaning, of the few laws whose titles the question's words cover
-  most ("omzetbelasting", "paspoort": :class:`.lawnames.TitleCover`), searched on their own.
+  most ("omzetbelasting", "paspoort": :class:`.lawnames.TitleCover`), searched on their own;
+- the same of the laws the question names by title, name or abbreviation ("volgens de Awb":
+  :class:`.lawnames.LawNames`).
 
 Each candidate's features, most min-max normalised over the candidates of the question:
 
@@ -191,6 +193,13 @@ class CandidateFeatures:
             found.append(a.top(terms, self.depth, titled)[0])
             if vectors is not None and self.passages is not None:
                 found.append(self.passages.top_articles(vectors[0], self.depth, titled)[0])
+        named = self._named_articles(question, allowed)
+        if named is not None:
+            # The laws the question names ("volgens de Awb", "mijn Wob-verzoek") searched on their own too:
+            # a person who names the law means it, in whatever words the rest of the question uses.
+            found.append(a.top(terms, self.depth, named)[0])
+            if vectors is not None and self.passages is not None:
+                found.append(self.passages.top_articles(vectors[0], self.depth, named)[0])
         union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
         c = Candidates(question, union)
         if not len(union):
@@ -206,6 +215,17 @@ class CandidateFeatures:
             self._dense_features(c, vectors)
         self._law_features(c)
         return c
+
+    def _named_articles(self, question: str, allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles in scope of the laws the question names by title, name or abbreviation, or None."""
+        ids = self.law_names.named(question)
+        if not ids:
+            return None
+        rows = np.flatnonzero(np.isin(self.law_static()["law_id"], list(ids)))
+        mask = np.isin(self.ranked_law, rows)
+        if allowed is not None:
+            mask &= allowed
+        return mask if mask.any() else None
 
     def _titled_articles(self, cover: dict[int, float], allowed: np.ndarray | None) -> np.ndarray | None:
         """The articles in scope of the (at most TITLED_LAWS) laws whose titles the question covers most, or

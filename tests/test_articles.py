@@ -123,3 +123,29 @@ def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_artic
     assert titled and set(titled) == {1.0}
     others = [v for x, v in zip(c.articles, c.values["title"]) if law_of(x) != "Alcoholwet"]
     assert max(others) < 1.0
+
+
+@pytest.mark.integration
+def test_a_law_the_question_names_is_searched_on_its_own(real_articles_index):
+    """A person who names the law ("via de Wob") means it, whatever words the rest of the question uses:
+    that law's articles are candidates even when BM25's best of all are of other laws, and they carry
+    the feature that the question names their law."""
+    from wetqa.retrieval.ranking import CandidateFeatures
+
+    articles = open_index(real_articles_index, rescore=False)
+    articles = getattr(articles, "retriever", articles)
+    question = "Moet ik mijn reden geven als ik via de Wob stukken wil zien?"
+    records = articles.laws.records
+
+    def law_of(x) -> str:
+        return records[int(articles.ranked_law[x])]["title"]
+
+    wob = "Wet openbaarheid van bestuur"
+    assert wob not in {law_of(x) for x in articles.top(articles.term_ids(question), 3)[0]}
+    c = CandidateFeatures(articles, depth=3).candidates(question, None, None)
+    named = [v for x, v in zip(c.articles, c.values["named"]) if law_of(x) == wob]
+    assert named and set(named) == {1.0}
+    # A scope that leaves the named law out keeps it out.
+    allowed = np.asarray([law_of(x) != wob for x in range(len(articles.ranked_law))])
+    c = CandidateFeatures(articles, depth=3).candidates(question, allowed, None)
+    assert wob not in {law_of(x) for x in c.articles}
