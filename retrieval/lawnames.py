@@ -139,7 +139,7 @@ class LawNames:
             names = [law.get("title") or "", *(law.get("names") or [])]
             for name in names:
                 key = _normalise(name)
-                if len(key) > 6:
+                if len(key) > 6 and key not in _KIND_ONLY:
                     self.by_name.setdefault(key, set()).add(law_id)
                 for abbreviation in made_abbreviations(name):
                     made.setdefault(abbreviation, set()).add(law_id)
@@ -213,6 +213,13 @@ class LawNames:
 _GENERIC_IN_TITLES = frozenset(
     "wet wetten wetboek besluit regeling verordening rijkswet reglement januari februari maart april mei juni "
     "juli augustus september oktober november december".split()
+)
+# One-word titles and names that only say what kind of regulation it is: a question with "besluit" or
+# "verdrag" in it names no law (the whole BWB has regulations titled "Besluit", "Regeling", "Verdrag").
+_KIND_ONLY = frozenset(
+    "wet wetten wetboek rijkswet besluit regeling verordening reglement verdrag beleidsregel beleidsregels "
+    "subsidieregeling instellingsbesluit uitvoeringsregeling uitvoeringsbesluit uitvoeringswet invoeringswet "
+    "kaderwet circulaire aanwijzing".split()
 )
 # Words of a question that never name a law's subject: the analyzer's stop words and those that frame it.
 _QUESTION_STOP = (

@@ -193,7 +193,8 @@ class CandidateFeatures:
             found.append(a.top(terms, self.depth, titled)[0])
             if vectors is not None and self.passages is not None:
                 found.append(self.passages.top_articles(vectors[0], self.depth, titled)[0])
-        named = self._named_articles(question, allowed)
+        named_laws = self.law_names.named(question)
+        named = self._named_articles(named_laws, allowed)
         if named is not None:
             # The laws the question names ("volgens de Awb", "mijn Wob-verzoek") searched on their own too:
             # a person who names the law means it, in whatever words the rest of the question uses.
@@ -210,15 +211,15 @@ class CandidateFeatures:
         first = {int(x): r for r, x in enumerate(found[0], 1)}
         c.raw["first_rank"] = np.asarray([first.get(int(x), len(found[0]) + 1) for x in union], dtype=np.float64)
         c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
-        self._text_features(c, question_terms(question, a.analyzer.tokens), cover)
+        self._text_features(c, question_terms(question, a.analyzer.tokens), cover, named_laws)
         if vectors is not None:
             self._dense_features(c, vectors)
         self._law_features(c)
         return c
 
-    def _named_articles(self, question: str, allowed: np.ndarray | None) -> np.ndarray | None:
-        """The articles in scope of the laws the question names by title, name or abbreviation, or None."""
-        ids = self.law_names.named(question)
+    def _named_articles(self, ids: set[str], allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles in scope of the laws ``ids`` (those the question names by title, name or
+        abbreviation), or None."""
         if not ids:
             return None
         rows = np.flatnonzero(np.isin(self.law_static()["law_id"], list(ids)))
@@ -246,11 +247,10 @@ class CandidateFeatures:
         keep = [r for r in in_scope.tolist() if static["law_id"][r] in ids]
         return mask & np.isin(self.ranked_law, np.asarray(keep, dtype=np.int64))
 
-    def _text_features(self, c: Candidates, terms: frozenset[str], cover: dict[int, float]) -> None:
+    def _text_features(self, c: Candidates, terms: frozenset[str], cover: dict[int, float], named: set[str]) -> None:
         a = self.articles
         paragraphs = a.chunks.paragraphs([int(a.ranked_row[x]) for x in c.articles])
         c.raw["clause"] = np.asarray([lead_overlap(terms, p, a.analyzer.tokens) for p in paragraphs])
-        named = self.law_names.named(c.question)
         static = self.law_static()
         laws = self.ranked_law[c.articles]
         c.raw["named"] = np.asarray([static["law_id"][x] in named for x in laws], dtype=np.float64)
