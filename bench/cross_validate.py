@@ -1,7 +1,7 @@
 """Cross-validated ranking and answers: the benchmark's dev questions and the everyday questions, on the
 272 laws and on the whole BWB, measured on questions held out of fitting.
 
-    python bench/cross_validate.py INDEX [INDEX ...] [--folds 5] [--write] [--smoke]
+    python bench/cross_validate.py INDEX [INDEX ...] [--folds 5] [--write] [--per-question FILE] [--smoke]
     python bench/cross_validate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
 Every question's candidates and features come from the pipeline's own code
@@ -14,7 +14,9 @@ extractive answer's paragraph ratio chosen by ROUGE-L on their dev questions; th
 ranked and answered with the fold's choice. Printed per index and question set: article Hit@1 / Hit@3 /
 MRR and law Hit@1 of the first article; for the dev questions also ROUGE-L, METEOR and citation P / R /
 Hit of the extractive answer (the published table's row). ``--write`` writes the models fitted on all
-questions to ``retrieval/ranking.json``.
+questions to ``retrieval/ranking.json``; ``--per-question FILE`` writes every held-out question's result as
+a JSON line (model, index, set, question, gold, the first article and its law, the gold's rank), for error
+analysis.
 
 Question sets (``bench/data``): ``dev`` (the benchmark's 51, gold in the 272 laws), ``everyday``
 (questions as people ask them, gold in the 272 laws), ``everyday_bwb`` and ``bes`` (gold only in the
@@ -176,6 +178,7 @@ def main() -> None:
     ap.add_argument("index", nargs="*", help="one or more indexes (none with --smoke: a tiny one built here)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write", action="store_true", help="write the models fitted on all questions")
+    ap.add_argument("--per-question", type=Path, help="write each held-out question's result to this JSONL file")
     ap.add_argument(
         "--smoke",
         action="store_true",
@@ -196,6 +199,7 @@ def run(args: argparse.Namespace) -> None:
     qids = sorted({q["id"] for p in preps for qs in p.sets.values() for q in qs})
     fold_of = {qid: i % folds for i, qid in enumerate(np.random.default_rng(0).permutation(qids))}
     models = {}
+    lines: list[str] = []
     for kind, features in (
         ("articles+dense", list(FEATURES)),
         ("articles", [f for f in FEATURES if f not in DENSE_FEATURES]),
@@ -222,12 +226,20 @@ def run(args: argparse.Namespace) -> None:
             # all formal laws). In the general model fitted on both corpora the relations cost the 272
             # laws' out-of-corpus questions 5 points of abstention (48.8% to 43.9%, CV): left out there.
             used = features if key.endswith("@whole") else [f for f in features if f not in RELATION_FEATURES]
-            report(key, cross_validated(examples, used, folds))
+            held = cross_validated(examples, used, folds)
+            report(key, held)
+            lines += per_question(key, held)
             weights = fit(_rows(examples, used))
             models[key] = {"features": used, "weights": [round(float(v), 5) for v in weights],
                            "fitted_on": f"{len(examples)} questions over {len({e[1].path for e in examples})} "
                                         "index(es)", "l2": L2}  # fmt: skip
             print("  weights: " + ", ".join(f"{f} {v:+.2f}" for f, v in zip(used, weights)))
+    if args.per_question:
+        # Written whole after the run (a temporary file renamed): an interrupted run leaves the old file.
+        tmp = args.per_question.with_name(args.per_question.name + ".tmp")
+        tmp.write_text("".join(lines), encoding="utf-8")
+        tmp.replace(args.per_question)
+        print(f"wrote {len(lines)} question results to {args.per_question}")
     if args.write and not args.smoke:
         path = ROOT / "retrieval" / "ranking.json"
         # Merged: a refit of one index scale keeps the other scale's models.
@@ -255,6 +267,25 @@ def cross_validated(examples: list[tuple], features: list[str], folds: int) -> d
     return held
 
 
+def per_question(key: str, held: dict[tuple, list]) -> list[str]:
+    """One JSON line per held-out question: what the model of ``key`` ranked first and where the gold was."""
+    out = []
+    for (path, name), rows in sorted(held.items()):
+        for r in rows:
+            q, top = r.get("q"), r.get("top")
+            if q is None:
+                continue
+            first = r["p"].key_of.get(top) if top is not None else None
+            row = {
+                "model": key, "index": Path(path).name, "set": name, "id": q["id"], "question": q["question"],
+                "gold_articles": sorted(q["gold"]), "gold_laws": sorted(q["laws"]),
+                "first_article": first[0] if first else None, "first_law": first[1] if first else None,
+                "law_hit1": r["law1"], "hit1": r["hit1"], "gold_rank": r["rank"],
+            }  # fmt: skip
+            out.append(json.dumps(row, ensure_ascii=False) + "\n")
+    return out
+
+
 def _rows(examples: list[tuple], features: list[str]) -> list[tuple]:
     """The fitting rows of the examples that have a gold article among their candidates, weighted by set."""
     kept = [(p, n, q, c) for _, p, n, q, c in examples if _labels(p, q, c)[0].any()]
@@ -264,7 +295,8 @@ def _rows(examples: list[tuple], features: list[str]) -> list[tuple]:
 
 def _evaluate(p: Prepared, q: dict, c, scores: np.ndarray) -> dict:
     if not len(c.articles):
-        return {"hit1": 0.0, "hit3": 0.0, "rr": 0.0, "law1": 0.0, "gold": bool(q["gold"]), "top": None}
+        return {"hit1": 0.0, "hit3": 0.0, "rr": 0.0, "law1": 0.0, "gold": bool(q["gold"]), "top": None, "q": q,
+                "p": p, "rank": None}  # fmt: skip
     order = np.lexsort((c.articles, -scores))
     is_gold, is_law = _labels(p, q, c)
     ranks = np.flatnonzero(is_gold[order])
@@ -272,6 +304,7 @@ def _evaluate(p: Prepared, q: dict, c, scores: np.ndarray) -> dict:
     return {
         "hit1": float(rank == 1), "hit3": float(rank is not None and rank <= 3), "rr": 1 / rank if rank else 0.0,
         "law1": float(is_law[order[0]]), "gold": bool(q["gold"]), "top": int(c.articles[order[0]]), "q": q,
+        "p": p, "rank": rank,
     }  # fmt: skip
 
 

@@ -43,3 +43,40 @@ def test_every_bench_runs_in_smoke_mode(script, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "smoke run" in r.stdout and len(r.stdout.strip().splitlines()) >= 2, r.stdout[-2000:]
     assert not list(tmp_path.iterdir())
+
+
+def test_cross_validation_writes_each_held_out_question(tmp_path):
+    """``--per-question FILE``: one JSON line per held-out question and model, agreeing with the table."""
+    import json
+    import re
+
+    require_shared()
+    out = tmp_path / "questions.jsonl"
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cross_validate.py"), "--smoke", "--per-question", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_SECONDS,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert not list(tmp_path.glob("*.tmp"))
+    # Each printed row (model, index, set, n, Hit@1) is the mean of its questions' lines.
+    model = None
+    printed = 0
+    for line in r.stdout.splitlines():
+        if line.endswith("cross-validated, first article"):
+            model = line.split(":")[0]
+        m = re.match(r"\s+(\S+)\s+(\S+)\s+n=\s*(\d+)\s+law Hit@1 ([\d.]+)(?:\s+Hit@1 ([\d.]+))?", line)
+        if m:
+            mine = [x for x in rows if (x["model"], x["index"], x["set"]) == (model, m.group(1), m.group(2))]
+            assert len(mine) == int(m.group(3))
+            assert abs(sum(x["law_hit1"] for x in mine) / len(mine) - float(m.group(4))) < 6e-4
+            if m.group(5):
+                assert abs(sum(x["hit1"] for x in mine) / len(mine) - float(m.group(5))) < 6e-4
+            for x in mine:
+                assert (x["gold_rank"] == 1) == bool(x["hit1"])
+                assert (x["first_law"] in x["gold_laws"]) == bool(x["law_hit1"])
+            printed += len(mine)
+    assert printed == len(rows) > 0
