@@ -193,6 +193,9 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.per_question and not args.per_question.resolve().parent.is_dir():
+        # Checked before the run, not after it: a run of minutes is not lost to a mistyped folder.
+        sys.exit(f"cross_validate.py: error: --per-question: no folder {args.per_question.resolve().parent}")
     sets = question_sets()
     preps = [Prepared(p, sets, limit=6 if args.smoke else None, cached=not args.smoke) for p in args.index]
     folds = 2 if args.smoke else args.folds
@@ -272,15 +275,16 @@ def per_question(key: str, held: dict[tuple, list]) -> list[str]:
     out = []
     for (path, name), rows in sorted(held.items()):
         for r in rows:
-            q, top = r.get("q"), r.get("top")
-            if q is None:
-                continue
+            q, top = r["q"], r["top"]
             first = r["p"].key_of.get(top) if top is not None else None
+            # A question with law-level gold only (ooc_bwb) has no article to hit: null, as the table leaves
+            # it out of article Hit@1.
             row = {
                 "model": key, "index": Path(path).name, "set": name, "id": q["id"], "question": q["question"],
                 "gold_articles": sorted(q["gold"]), "gold_laws": sorted(q["laws"]),
                 "first_article": first[0] if first else None, "first_law": first[1] if first else None,
-                "law_hit1": r["law1"], "hit1": r["hit1"], "gold_rank": r["rank"],
+                "law_hit1": r["law1"], "hit1": r["hit1"] if q["gold"] else None,
+                "gold_rank": r["rank"] if q["gold"] else None,
             }  # fmt: skip
             out.append(json.dumps(row, ensure_ascii=False) + "\n")
     return out

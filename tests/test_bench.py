@@ -73,10 +73,20 @@ def test_cross_validation_writes_each_held_out_question(tmp_path):
             mine = [x for x in rows if (x["model"], x["index"], x["set"]) == (model, m.group(1), m.group(2))]
             assert len(mine) == int(m.group(3))
             assert abs(sum(x["law_hit1"] for x in mine) / len(mine) - float(m.group(4))) < 6e-4
+            with_gold = [x for x in mine if x["gold_articles"]]
             if m.group(5):
-                assert abs(sum(x["hit1"] for x in mine) / len(mine) - float(m.group(5))) < 6e-4
-            for x in mine:
+                assert abs(sum(x["hit1"] for x in with_gold) / len(with_gold) - float(m.group(5))) < 6e-4
+            for x in with_gold:
                 assert (x["gold_rank"] == 1) == bool(x["hit1"])
                 assert (x["first_law"] in x["gold_laws"]) == bool(x["law_hit1"])
             printed += len(mine)
     assert printed == len(rows) > 0
+    # A folder that does not exist is refused before the run, in one line.
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cross_validate.py"), str(tmp_path), "--per-question", "no/such/x.jsonl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=SMOKE_SECONDS,
+    )
+    assert r.returncode != 0 and "--per-question: no folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1

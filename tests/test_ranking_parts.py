@@ -44,12 +44,16 @@ def test_laws_are_named_by_title_reference_name_and_the_abbreviations_their_titl
     assert many.named("Wat zegt het BAAS over de commissie?") == {"BWBR0099999"}
     assert many.named("Wat staat er in de Wet op de Expertisecentra (WEC)?") >= {"BWBR0011825"}
     assert "ww" in made_abbreviations("Werkloosheidswet")
-    # A title or reference name that is only a kind of regulation ("Besluit", "Verdrag", "BW BES"'s
-    # "Wetboek") names no law: "bezwaar tegen dat besluit" is about any decision.
+    # A title or reference name that is only a kind of regulation ("Besluit", "Verdrag"; other regulations
+    # refer to the Wetboek van Strafvordering as "het Wetboek") names no law: "bezwaar tegen dat besluit" is
+    # about any decision, and "Burgerlijk Wetboek" does not name the Wetboek van Strafvordering.
     kinds = LawNames([*LAWS, {"law_id": "B1", "title": "Besluit"}, {"law_id": "V1", "title": "Verdrag"},
-                      {"law_id": "S1", "title": "Subsidieregeling"}])  # fmt: skip
+                      {"law_id": "S1", "title": "Subsidieregeling"},
+                      {"law_id": "SV", "title": "Wetboek van Strafvordering", "names": ["Wetboek"]}])  # fmt: skip
     assert kinds.named("Hoe maak ik bezwaar tegen dat besluit over mijn subsidieregeling?") == set()
     assert kinds.named("Geldt dat verdrag ook hier?") == set()
+    assert "SV" not in kinds.named("Wat zegt het Burgerlijk Wetboek over huur?")
+    assert "SV" in kinds.named("Wat zegt het Wetboek van Strafvordering over verhoor?")
     # A law people name that this index lacks: it says the index cannot answer (not one it holds).
     without_sr = LawNames([law for law in LAWS if law["law_id"] != "BWBR0001854"])
     assert without_sr.names_absent("Welke straf staat op diefstal volgens het Wetboek van Strafrecht?")
