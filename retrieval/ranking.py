@@ -186,21 +186,16 @@ class CandidateFeatures:
         if vectors is not None and self.passages is not None:
             found += [top for top, _ in self.passages.top_articles_of(vectors, self.depth, allowed)]
         cover = self.titles.cover(question)
-        titled = self._titled_articles(cover, allowed)
-        if titled is not None:
-            # The laws the question names by their subject ("omzetbelasting", "paspoort") searched on their
-            # own: among 18,000 regulations their articles need not be among the best of all.
-            found.append(a.top(terms, self.depth, titled)[0])
-            if vectors is not None and self.passages is not None:
-                found.append(self.passages.top_articles(vectors[0], self.depth, titled)[0])
+        # The laws the question names by their subject ("omzetbelasting", "paspoort") searched on their own:
+        # among 18,000 regulations their articles need not be among the best of all. So are the laws it
+        # names ("volgens de Awb", "mijn Wob-verzoek"): a person who names the law means it, in whatever
+        # words the rest of the question uses.
         named_laws = self.law_names.named(question)
-        named = self._named_articles(named_laws, allowed)
-        if named is not None:
-            # The laws the question names ("volgens de Awb", "mijn Wob-verzoek") searched on their own too:
-            # a person who names the law means it, in whatever words the rest of the question uses.
-            found.append(a.top(terms, self.depth, named)[0])
-            if vectors is not None and self.passages is not None:
-                found.append(self.passages.top_articles(vectors[0], self.depth, named)[0])
+        for scope in (self._titled_articles(cover, allowed), self._named_articles(named_laws, allowed)):
+            if scope is not None:
+                found.append(a.top(terms, self.depth, scope)[0])
+                if vectors is not None and self.passages is not None:
+                    found.append(self.passages.top_articles(vectors[0], self.depth, scope)[0])
         union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
         c = Candidates(question, union)
         if not len(union):
@@ -222,7 +217,10 @@ class CandidateFeatures:
         abbreviation), or None."""
         if not ids:
             return None
-        rows = np.flatnonzero(np.isin(self.law_static()["law_id"], list(ids)))
+        return self._articles_of(np.flatnonzero(np.isin(self.law_static()["law_id"], list(ids))), allowed)
+
+    def _articles_of(self, rows: np.ndarray, allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles in scope of the law versions ``rows``, or None when there are none."""
         mask = np.isin(self.ranked_law, rows)
         if allowed is not None:
             mask &= allowed
@@ -233,12 +231,8 @@ class CandidateFeatures:
         None. Laws are counted by id, after the scope: versions of one law and laws out of scope (a BES
         twin, another date) take no place."""
         rows = np.asarray([row for row, v in cover.items() if v >= TITLE_COVER], dtype=np.int64)
-        if not len(rows):
-            return None
-        mask = np.isin(self.ranked_law, rows)
-        if allowed is not None:
-            mask &= allowed
-        if not mask.any():
+        mask = self._articles_of(rows, allowed) if len(rows) else None
+        if mask is None:
             return None
         static = self.law_static()
         in_scope = np.unique(self.ranked_law[mask])

@@ -101,6 +101,14 @@ def test_ties_at_the_cut_are_the_earlier_articles(copied_law_index, k):
     assert [h.features["doc"] for h in articles.search(query, k=k)] == ranked
 
 
+def _articles_and_titles(path):
+    """The article index (without its ranking) and a function from a ranked article to its law's title."""
+    articles = open_index(path, rescore=False)
+    articles = getattr(articles, "retriever", articles)
+    records = articles.laws.records
+    return articles, lambda x: records[int(articles.ranked_law[x])]["title"]
+
+
 @pytest.mark.integration
 def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_articles_index):
     """Among many laws, the articles of the law a question names by its subject ("alcohol": the Alcoholwet)
@@ -108,14 +116,8 @@ def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_artic
     share of the title the question covers."""
     from wetqa.retrieval.ranking import CandidateFeatures
 
-    articles = open_index(real_articles_index, rescore=False)
-    articles = getattr(articles, "retriever", articles)
+    articles, law_of = _articles_and_titles(real_articles_index)
     question = "Hoeveel alcohol mag je drinken als je auto rijdt?"
-    records = articles.laws.records
-
-    def law_of(x) -> str:
-        return records[int(articles.ranked_law[x])]["title"]
-
     first = articles.top(articles.term_ids(question), 3)[0]
     assert "Alcoholwet" not in {law_of(x) for x in first}  # BM25's three best are of other laws
     c = CandidateFeatures(articles, depth=3).candidates(question, None, None)
@@ -132,14 +134,8 @@ def test_a_law_the_question_names_is_searched_on_its_own(real_articles_index):
     the feature that the question names their law."""
     from wetqa.retrieval.ranking import CandidateFeatures
 
-    articles = open_index(real_articles_index, rescore=False)
-    articles = getattr(articles, "retriever", articles)
+    articles, law_of = _articles_and_titles(real_articles_index)
     question = "Moet ik mijn reden geven als ik via de Wob stukken wil zien?"
-    records = articles.laws.records
-
-    def law_of(x) -> str:
-        return records[int(articles.ranked_law[x])]["title"]
-
     wob = "Wet openbaarheid van bestuur"
     assert wob not in {law_of(x) for x in articles.top(articles.term_ids(question), 3)[0]}
     c = CandidateFeatures(articles, depth=3).candidates(question, None, None)
