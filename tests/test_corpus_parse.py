@@ -28,9 +28,9 @@ def test_articles_labels_hierarchy_and_text():
     assert [(d.kind, d.number) for d in a.path] == [("boek", "1"), ("titeldeel", "14"), ("afdeling", "5")]
     assert a.path_label() == ("Boek 1. Personen > Titel 14. Gezag over kinderen > Afdeling 5. Einde van het gezag")
     assert a.paragraphs == [
-        "1. De rechtbank kan het gezag van een ouder beëindigen wanneer:\n"
+        "1. De rechtbank kan een ouder zijn gezag geheel beëindigen wanneer:\n"
         "a. het kind bij die ouder ernstig wordt bedreigd in zijn groei, of\n"
-        "b. de ouder het gezag misbruikt, zie artikel 267.",
+        "b. de ouder zijn gezag verwaarloost, zie artikel 267.",
         "2. Het gezag kan de rechtbank eveneens beëindigen als het geschorst is.",
     ]
     assert "jci" not in a.text and "BWBR" not in a.text  # meta-data never leaks into text

@@ -33,7 +33,7 @@ def test_a_treaty_parses_with_its_texts_in_every_language():
     assert list(units) == ["Aanhef", "Artikel 1", "Artikel 2", "Tekst en"]
     assert units["Artikel 1"].path[-1].kind == "verdragtekst"
     assert "trawl nets" in units["Tekst en"].text and units["Tekst en"].unit == "verdragtekst"
-    assert "visstand" in units["Aanhef"].text
+    assert "wateren" in units["Aanhef"].text
 
 
 def test_a_circulaire_without_articles_becomes_its_paragraphs_and_bijlagen():
@@ -49,10 +49,10 @@ def test_a_circulaire_without_articles_becomes_its_paragraphs_and_bijlagen():
 
 
 def test_short_titles_from_clauses_and_one_word_article_regulations():
-    assert parse_law(OLD / "BWBR9990103.xml").law.title == "Fictieve Politiewet 1993"
+    assert parse_law(OLD / "BWBR9990103.xml").law.title == "Fictieve Politiewet 1994"
     bes = parse_law(OLD / "BWBR9990104.xml").law
     assert bes.title == "Fictieve Wet minimumlonen BES" and bes.jurisdiction == "bes"  # the first citeertitel
-    assert parse_law(OLD / "BWBR9990102.xml").law.title == "Wet van 3 maart 1881"  # none stated
+    assert parse_law(OLD / "BWBR9990102.xml").law.title == "Wet van 12 mei 1877"  # none stated
     enig = parse_law(OLD / "BWBW99901.xml")
     assert enig.law.law_id == "BWBW99901" and [a.article for a in enig.articles] == ["Enig artikel"]
     assert [a.article for a in parse_law(OLD / "BWBV9990002.xml").articles] == ["Titel"]  # titles only
@@ -94,9 +94,9 @@ def test_the_whole_fixture_set_builds_without_a_failure_and_a_nameless_law_takes
     assert report.failures == [] and report.laws == 7
     manifest = json.loads((tmp_path / "corpus" / "manifest.json").read_text())
     rows = {r["law_id"]: r for r in manifest["sources"]}
-    # "Wet van 3 maart 1881" is referred to as the Fictief Strafwetboek by two other regulations.
+    # "Wet van 12 mei 1877" is referred to as the Fictief Strafwetboek by two other regulations.
     assert rows["BWBR9990102"]["title"] == "Fictief Strafwetboek"
-    assert rows["BWBR9990102"]["long_title"] == "Wet van 3 maart 1881"
+    assert rows["BWBR9990102"]["long_title"] == "Wet van 12 mei 1877"
     renamed = [a for a in _articles(tmp_path) if a["law_id"] == "BWBR9990102"]
     assert renamed and {a["law"] for a in renamed} == {"Fictief Strafwetboek"}
     chunks = (tmp_path / "corpus" / "chunks.jsonl").read_text().splitlines()

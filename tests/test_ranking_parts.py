@@ -435,7 +435,7 @@ def test_a_decree_beside_the_law_it_rests_on_is_marked_and_so_is_that_law(tmp_pa
     build_corpus([src], tmp_path / "c", BuildOptions(workers=1, valid_on="2012-10-04"), progress=False)
     build_index(tmp_path / "c", "articles", tmp_path / "i", progress=False)
     ranker = open_index(tmp_path / "i")
-    hits = ranker.search("toezicht fictieve kruisers strafwetboek", 30, Scope(jurisdiction="all"))
+    hits = ranker.search("toezicht fictieve havens strafwetboek", 30, Scope(jurisdiction="all"))
     by_law: dict[str, list] = {}
     for h in hits:
         by_law.setdefault(h.chunk.law_id, []).append(h.features)

@@ -65,7 +65,7 @@ def test_non_streaming_answer_with_citations(server):
         model="wetqa-bm25s-extractive", messages=[{"role": "user", "content": QUESTION}]
     )
     content = resp.choices[0].message.content
-    assert "De rechtbank kan het gezag van een ouder beëindigen" in content and "[1]" in content
+    assert "De rechtbank kan een ouder zijn gezag geheel beëindigen" in content and "[1]" in content
     assert "Bronnen:\n[1] Wet fictief gezag, Artikel 266" in content
     citations = resp.model_extra["citations"]
     assert citations[0]["article"] == "Artikel 266" and citations[0]["law_id"] == "BWBR9990001"
@@ -257,7 +257,7 @@ def test_generation_openai_backend_against_wetqa_itself(index):
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
         p = Pipeline(open_index(index), backend, k=2)
         a = p.ask(QUESTION)
-        assert "De rechtbank kan het gezag" in a.answer and a.usage.total_tokens > 0
+        assert "De rechtbank kan een ouder zijn gezag" in a.answer and a.usage.total_tokens > 0
         assert backend.total.total_tokens == a.usage.total_tokens
     with LiveServer(make_app([preset(index)], max_question_chars=100)) as s:
         backend = make_backend(resolve_generator("openai", model="wetqa-bm25s-extractive", base_url=s.url + "/v1"))
