@@ -24,7 +24,6 @@ from wetqa.evaluation.metrics import DEFAULT_METRICS
 from wetqa.evaluation.ranking import evaluate_retrieval
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import HybridRetriever, build_index, chunks_of, open_index
-from wetqa.retrieval.index import dense_rescorer
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
@@ -87,7 +86,7 @@ def components(args: argparse.Namespace, items: list) -> None:
         tmp = Path(tmp)
         build_index(args.corpus, "bm25s", tmp / "bm25s", progress=False)
         corpus = CorpusMap.from_folder(tmp / "bm25s")
-        row("bm25s over words150 chunks (the old default)", open_index(tmp / "bm25s"), items, corpus)
+        row("bm25s over words150 chunks (the old default)", open_index(tmp / "bm25s", rescore=False), items, corpus)
         variants = [
             ("articles: chunk view only (max per article)", {"article_weight": 0, "heading_weight": 0}),
             ("+ whole article with headings (1.5)", {"heading_weight": 0}),
@@ -95,23 +94,37 @@ def components(args: argparse.Namespace, items: list) -> None:
         ]
         for i, (label, options) in enumerate(variants):
             build_index(args.corpus, "articles", tmp / f"a{i}", options, progress=False)
-            row(label, open_index(tmp / f"a{i}"), items, corpus)
-        articles = open_index(tmp / "a2")
+            row(label, open_index(tmp / f"a{i}", rescore=False), items, corpus)
+        articles = open_index(tmp / "a2", rescore=False)  # the articles index's own fused views
         if args.dense:
-            dense = open_index(args.dense)
+            dense = open_index(args.dense, rescore=False)
             row("dense alone (full corpus)", dense, items, corpus)
             row("hybrid: articles + dense, RRF", HybridRetriever([articles, dense]), items, corpus)
         if args.e5:
             row(
                 "articles + dense re-scoring of the top 30",
-                dense_rescorer(articles, args.e5, clause_weight=0),
+                rescored(articles, args.e5, clause_weight=0),
                 items,
                 corpus,
             )
-            default = dense_rescorer(articles, args.e5)
+            default = rescored(articles, args.e5)
             row("+ the announcing clause (0.3): the default ranking", default, items, corpus)
             row("+ the second article when within 5% (not adopted)", default, items, corpus, second_article_gap=0.05)
             row("the default with abstention (abstained = 0)", default, items, corpus, min_confidence=None)
+
+
+def rescored(first, model: str, clause_weight: float = 0.3):
+    """``first`` followed by the fixed dense re-scoring of its top 30 (the ranking before the learned one)."""
+    from wetqa.retrieval.engines.index import dense_encoder
+    from wetqa.retrieval.pipeline import RetrievalPipeline
+    from wetqa.retrieval.ranking.rescoring import DenseRescoreStage
+    from wetqa.retrieval.ranking.stages import SearchStage
+
+    encoder, cache = dense_encoder(model)
+    stage = DenseRescoreStage(encoder, cache, clause_weight=clause_weight, analyzer=first.analyzer)
+    return RetrievalPipeline(
+        [SearchStage(first), stage], name=f"{first.name}+dense", chunks=first.chunks, engines=[first], need=stage.depth
+    )
 
 
 if __name__ == "__main__":

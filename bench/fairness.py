@@ -89,7 +89,7 @@ def smoke(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from wetqa.retrieval import read_index_meta
-    from wetqa.retrieval.store import STORE, ChunkStore
+    from wetqa.retrieval.engines.store import STORE, ChunkStore
 
     if not (read_index_meta(args.index).get("rescore") or {}).get("model"):
         raise SystemExit(f"{args.index} has no dense re-scoring: build one with `wetqa index --rescore MODEL`")

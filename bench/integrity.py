@@ -63,8 +63,9 @@ def smoke(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from wetqa.retrieval import index as index_module
-    from wetqa.retrieval import integrity, open_index
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.engines import index as index_module
+    from wetqa.retrieval.engines import integrity
 
     folder = Path(args.index)
     files = json.loads((folder / "index.json").read_text(encoding="utf-8"))["files"]

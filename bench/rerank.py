@@ -21,11 +21,9 @@ import numpy as np
 
 from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
-from wetqa.retrieval.confidence import FRAME_WORDS, _unwrap, law_names_of
+from wetqa.retrieval.ranking.confidence import FRAME_WORDS, SignalContext
+from wetqa.retrieval.ranking.fitting import logistic_fit as fit
 from wetqa.retrieval.structure import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, lead_overlap
-
-# The same fit as the confidence model's (bench/ is on the path when a script here runs).
-from calibrate import fit  # noqa: E402  (isort: skip)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
@@ -75,9 +73,11 @@ def lead_match(q_terms: set[str], paragraphs: list[str], analyzer, mode: str = "
 
 def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[dict]]:
     hits = retriever.search(question, k)
-    analyzer = retriever.retriever.analyzer if hasattr(retriever, "retriever") else retriever.analyzer
+    index = getattr(retriever, "index", retriever)  # a pipeline's first index, or an index itself
+    analyzer = index.analyzer
     q_terms = set(analyzer.tokens(question)) - FRAME_WORDS
-    names = law_names_of(retriever, _unwrap(retriever))
+    features = getattr(retriever, "features", None)
+    names = SignalContext(index, features.law_names if features is not None else None).law_names
     named = names.named(question)
     law_mass: dict[str, float] = {}
     for h in hits:

@@ -36,8 +36,8 @@ from wetqa.corpus.dataset import article_key, load_dataset  # noqa: E402
 from wetqa.generation import Pipeline  # noqa: E402
 from wetqa.generation.backends.extractive import ExtractiveBackend  # noqa: E402
 from wetqa.retrieval import build_index, chunks_of, open_index  # noqa: E402
+from wetqa.retrieval.engines.versions import article_versions, in_force  # noqa: E402
 from wetqa.retrieval.scope import Scope  # noqa: E402
-from wetqa.retrieval.versions import article_versions, in_force  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"

@@ -70,10 +70,21 @@ def prepare(out: Path, name: str, files: list[Path], rescore: str | None, kinds:
     }
 
 
-def question_sets(held: set[str]) -> dict[str, list[dict]]:
-    from cross_validate import question_sets as sets_of
+def all_sets() -> dict[str, list[dict]]:
+    """Every question set of bench/cross_validate.py (read as `wetqa fit` reads them)."""
+    from cross_validate import DATASETS
 
-    sets = {n: [q for q in qs if q["laws"] <= held] for n, qs in sets_of().items()}
+    from wetqa.retrieval.ranking.fitting import load_sets
+
+    sets = load_sets([d for d in DATASETS if d.is_file()])
+    return {
+        name: [{"id": q.id, "question": q.question, "gold": set(q.gold), "laws": set(q.laws)} for q in qs]
+        for name, qs in sets.items()
+    }
+
+
+def question_sets(held: set[str]) -> dict[str, list[dict]]:
+    sets = {n: [q for q in qs if q["laws"] <= held] for n, qs in all_sets().items()}
     post = [json.loads(x) for x in (DATA / "post_2012.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
     sets["post_2012"] = [{"id": r["id"], "question": r["question"], "gold": set(), "laws": set()} for r in post]
     return {n: qs for n, qs in sets.items() if qs}
@@ -215,9 +226,7 @@ def run(args: argparse.Namespace, out: Path) -> None:
         r["cold_s"], r["cold_mb"] = statistics.median(c[0] for c in cold), max(c[1] for c in cold)
     line("cold `ask` s (new process, median)", "cold_s", "{:.2f}")
     line("cold `ask` peak MB", "cold_mb", "{:.0f}")
-    from cross_validate import question_sets as sets_of
-
-    dev = [q["question"] for q in sets_of()["dev"]][:8]
+    dev = [q["question"] for q in all_sets()["dev"]][:8]
     for r in rows:
         r |= {f"serve_{k}": v for k, v in serve_latency(r["index"], dev, 2.0 if args.smoke else args.seconds).items()}
     line("warm serve p50 ms (4 clients, /v1/search k 10)", "serve_p50")
@@ -230,7 +239,8 @@ def run(args: argparse.Namespace, out: Path) -> None:
             print(f"| {r['name']} | {name} | {v['n']} | {v['Hit@1']:.3f} | {v['Hit@3']:.3f} | {v['MRR']:.3f} | "
                   f"{v['law Hit@1']:.3f} | {v['BES first, not asked']} | {v['abstained']:.3f} |")  # fmt: skip
     print(
-        "\n(answerable sets: dev, everyday, everyday_bwb, bes, ooc_bwb where the index holds the law; post_2012 is not)"
+        "\n(answerable sets: dev, everyday, everyday_bwb, bes, out_of_corpus where the index holds the law; post_2012 "
+        "is not)"
     )
 
 

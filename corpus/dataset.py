@@ -44,6 +44,7 @@ class QAItem:
     answer: str = ""
     articles: list[GoldArticle] = field(default_factory=list)
     paper_chunk_ids: list[str] = field(default_factory=list)
+    laws: list[str] = field(default_factory=list)  # law-level gold (a question without gold articles)
 
     @property
     def gold_keys(self) -> set[str]:
@@ -77,6 +78,9 @@ class _QARecord(BaseModel):
     question: StrictStr = Field(min_length=1)
     answer: StrictStr | None = ""
     articles: list[_GoldRecord] = []
+    # Law-level gold, for a question a law answers rather than one article of it (``wetqa fit``: the right law
+    # first, and whether an index that lacks it should answer at all).
+    laws: list[StrictStr] = []
     paper_chunk_ids: list[StrictStr] = []
 
 
@@ -117,6 +121,7 @@ def load_dataset(path: str | Path) -> list[QAItem]:
                     answer=row.answer or "",
                     articles=[GoldArticle(a.law_id, a.article, a.law or "") for a in row.articles],
                     paper_chunk_ids=list(row.paper_chunk_ids),
+                    laws=list(row.laws),
                 )
             )
     if not items:

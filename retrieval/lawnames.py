@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from .tokenization import DUTCH_STOPWORDS
+from .engines.tokenization import DUTCH_STOPWORDS
 
 # Abbreviations lawyers and the public use that a title's initials do not give.
 CONVENTIONAL = {

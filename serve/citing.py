@@ -14,7 +14,7 @@ from wetqa.generation import Answer
 from wetqa.generation.posthoc import select
 from wetqa.generation.sentences import split_sentences
 from wetqa.generation.structured import marked_text
-from wetqa.retrieval.tokenization import cached_tokens
+from wetqa.retrieval.engines.tokenization import cached_tokens
 
 # An answer sentence is marked as supported by a source sentence only when the source holds at least
 # this share of the sentence's content words (stemmed, stop words out): an absolute measure, unlike

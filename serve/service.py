@@ -80,7 +80,7 @@ class ChunkLookup:
     def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> dict:
         """An article's versions (the first store holding it answers) and the words changed between two."""
         from wetqa.console import check_day
-        from wetqa.retrieval.versions import article_versions, diff_versions, versions_payload
+        from wetqa.retrieval.engines.versions import article_versions, diff_versions, versions_payload
 
         for name, day in (("from", since), ("to", until)):
             if day is not None:

@@ -14,11 +14,13 @@ from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.generation import Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
-from wetqa.retrieval.confidence import SHORT_QUESTION_CAP, estimate, shipped_models
-from wetqa.retrieval.encoders import SentenceTransformerEncoder
-from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache, _minmax
+from wetqa.retrieval._base import Ranking
+from wetqa.retrieval.engines.tokenization import DutchAnalyzer
+from wetqa.retrieval.models.encoders import SentenceTransformerEncoder
+from wetqa.retrieval.models.vectors import EmbeddingCache
+from wetqa.retrieval.ranking.confidence import SHORT_QUESTION_CAP, shipped_models
+from wetqa.retrieval.ranking.rescoring import DenseRescoreStage, _minmax
 from wetqa.retrieval.structure import announcing_clauses, lead_overlap, question_terms
-from wetqa.retrieval.tokenization import DutchAnalyzer
 
 from .conftest import DEV, require_shared
 from .tiny_models import tiny_sentence_transformer
@@ -61,12 +63,18 @@ def test_announcing_clause_is_the_text_before_the_colon_of_a_first_paragraph():
 @pytest.mark.unit
 def test_rescoring_adds_the_announcing_clause_to_the_fused_score(fixture_corpus, articles_index, tmp_path):
     model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
-    first = open_index(articles_index)
+    first = open_index(articles_index, rescore=False)
     encoder = SentenceTransformerEncoder(str(model))
     cache = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
+
+    def rescored(**weights) -> list:
+        stage = DenseRescoreStage(encoder, cache, depth=10, analyzer=first.analyzer, **weights)
+        ranking = Ranking(QUESTION, first.search(QUESTION, k=10))
+        stage.run([ranking], 10, None)
+        return ranking.hits
+
     # Dense weight 0: the fused score is the first stage's, min-max normalised, plus the clause term.
-    rescorer = DenseRescorer(first, encoder, cache, weight=0.0, depth=10, clause_weight=1.0)
-    hits = rescorer.search(QUESTION, k=10)
+    hits = rescored(weight=0.0, clause_weight=1.0)
     candidates = first.search(QUESTION, k=10)
     tokens = first.analyzer.tokens
     terms = question_terms(QUESTION, tokens)
@@ -77,10 +85,10 @@ def test_rescoring_adds_the_announcing_clause_to_the_fused_score(fixture_corpus,
     assert [h.chunk.id for h in hits] == [candidates[i].chunk.id for i in order]
     assert [h.features["clause"] for h in hits] == pytest.approx([clause[i] for i in order])
     # Weight 0 leaves the first stage's order.
-    plain = DenseRescorer(first, encoder, cache, weight=0.0, depth=10, clause_weight=0.0).search(QUESTION, k=10)
+    plain = rescored(weight=0.0, clause_weight=0.0)
     assert [h.chunk.id for h in plain] == [h.chunk.id for h in candidates]
     with pytest.raises(Exception, match="between 0 and 1"):
-        DenseRescorer(first, encoder, cache, clause_weight=1.5)
+        DenseRescoreStage(encoder, cache, clause_weight=1.5)
 
 
 @pytest.mark.unit
@@ -145,7 +153,7 @@ def test_questions_about_laws_outside_the_corpus_abstain_and_dev_questions_are_a
     dev = load_dataset(DEV)
 
     def confidences(questions):
-        return np.asarray([estimate(retriever, q, retriever.search(q, 3))[0] for q in questions])
+        return np.asarray([r.confidence for r in retriever.rank(questions, 3)])
 
     out_conf, dev_conf = confidences(outside), confidences([i.question for i in dev])
     assert len(outside) >= 60
@@ -194,14 +202,10 @@ def test_bad_questions_never_crash_and_the_confidence_says_so(real_articles_inde
 def test_a_question_of_two_content_words_is_never_a_one_word_question(articles_index):
     """Issue 27, 4: "Wat zijn de voorwaarden van adoptie?" got 0.01, as if it had fewer than two content
     words ("voorwaarden" frames a question, but it is a word of its content too)."""
-    from wetqa.retrieval.confidence import estimate
-
     retriever = open_index(articles_index)
     for question in ("Wat zijn de voorwaarden van gezag?", "Wanneer gezag?"):
-        _, values = estimate(retriever, question, retriever.search(question, 3))
-        assert values["content_words"] >= 2, question
-    _, values = estimate(retriever, "gezag?", retriever.search("gezag?", 3))
-    assert values["content_words"] == 1
+        assert retriever.rank([question], 3)[0].signals["content_words"] >= 2, question
+    assert retriever.rank(["gezag?"], 3)[0].signals["content_words"] == 1
 
 
 @pytest.mark.unit

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from wetqa.retrieval import build_index, open_index
-from wetqa.retrieval.articles import DEFAULT_OPTIONS
+from wetqa.retrieval.engines.articles import DEFAULT_OPTIONS
 
 from .conftest import DEV, require_shared
 
 
 @pytest.fixture(scope="module")
 def indexes(articles_index, bm25s_index):
-    return open_index(articles_index), open_index(bm25s_index)
+    return open_index(articles_index, rescore=False), open_index(bm25s_index)  # the articles index's own views
 
 
 @pytest.mark.unit
@@ -89,7 +89,7 @@ def test_article_ranking_beats_chunk_ranking_on_dev(real_articles_index, real_bm
 @pytest.mark.unit
 @pytest.mark.parametrize("k", [1, 3, 5, 12])
 def test_ties_at_the_cut_are_the_earlier_articles(copied_law_index, k):
-    articles = open_index(copied_law_index)
+    articles = open_index(copied_law_index, rescore=False)
     query = "De rechter kan het gezag beëindigen"
     views, _ = articles.view_scores(query)
     fused = articles.fuse(views)
@@ -104,7 +104,6 @@ def test_ties_at_the_cut_are_the_earlier_articles(copied_law_index, k):
 def _articles_and_titles(path):
     """The article index (without its ranking) and a function from a ranked article to its law's title."""
     articles = open_index(path, rescore=False)
-    articles = getattr(articles, "retriever", articles)
     records = articles.laws.records
     return articles, lambda x: records[int(articles.ranked_law[x])]["title"]
 
@@ -114,7 +113,7 @@ def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_artic
     """Among many laws, the articles of the law a question names by its subject ("alcohol": the Alcoholwet)
     need not be among BM25's best of all: the ranking searches that law's articles too, and they carry the
     share of the title the question covers."""
-    from wetqa.retrieval.ranking import CandidateFeatures
+    from wetqa.retrieval.ranking.candidates import CandidateFeatures
 
     articles, law_of = _articles_and_titles(real_articles_index)
     question = "Hoeveel alcohol mag je drinken als je auto rijdt?"
@@ -132,7 +131,7 @@ def test_a_law_the_question_names_is_searched_on_its_own(real_articles_index):
     """A person who names the law ("via de Wob") means it, whatever words the rest of the question uses:
     that law's articles are candidates even when BM25's best of all are of other laws, and they carry
     the feature that the question names their law."""
-    from wetqa.retrieval.ranking import CandidateFeatures
+    from wetqa.retrieval.ranking.candidates import CandidateFeatures
 
     articles, law_of = _articles_and_titles(real_articles_index)
     question = "Moet ik mijn reden geven als ik via de Wob stukken wil zien?"

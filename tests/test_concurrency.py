@@ -10,7 +10,7 @@ import pytest
 from wetqa.corpus import load_chunks
 from wetqa.generation import Pipeline, make_backend, resolve_generator
 from wetqa.retrieval import build_index, open_index
-from wetqa.retrieval.batching import Batcher
+from wetqa.retrieval.models.batching import Batcher
 
 from .serving import LiveServer, make_app, served_pipeline
 from .tiny_models import tiny_llama_dir, tiny_sentence_transformer
@@ -133,14 +133,15 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
 
 @pytest.mark.integration
 def test_concurrent_reranking_is_one_cross_encoder_call_with_the_same_scores(bm25s_index, tmp_path):
-    from wetqa.retrieval.fusion import CrossEncoderReranker, RerankedRetriever
+    from wetqa.retrieval.ranking.rerankers import CrossEncoderReranker, RerankStage
 
+    from .pipelines import after
     from .tiny_models import tiny_bert_dir
 
     first = open_index(bm25s_index)
     model = tiny_bert_dir(tmp_path / "ce", [c.text for c in first.chunks], num_labels=1, seed=3)
     reranker = CrossEncoderReranker(str(model))
-    retriever = RerankedRetriever(first, reranker, top=8)
+    retriever = after(first, RerankStage(reranker, 8, "cross-encoder"))
     alone = {q: [(h.chunk.id, round(h.score, 5)) for h in retriever.search(q, k=4)] for q in QUESTIONS}
     calls_before = reranker.batcher.calls
     predict = Overlap(reranker.model.predict, before=lambda: wait_until(lambda: reranker.batcher.waiting >= 15))

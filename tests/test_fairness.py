@@ -18,9 +18,11 @@ from wetqa.cli import main
 from wetqa.console import EXIT_USAGE
 from wetqa.retrieval import RetrievalError, open_index
 from wetqa.retrieval._base import MAX_K, MAX_RESCORE_DEPTH
-from wetqa.retrieval.rescoring import DenseRescorer, EmbeddingCache
+from wetqa.retrieval.models.vectors import EmbeddingCache
+from wetqa.retrieval.ranking.rescoring import DenseRescoreStage
 
 from .conftest import DEV, ROOT, require_shared
+from .pipelines import rescorer
 
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
@@ -83,7 +85,7 @@ def test_every_entry_point_refuses_k_beyond_the_cap_at_once(articles_index, tmp_
     with pytest.raises(RetrievalError, match=f"at most {MAX_K}"):
         open_index(articles_index).search(QUESTION, MAX_K + 1)
     with pytest.raises(RetrievalError, match=f"at most {MAX_RESCORE_DEPTH}"):
-        DenseRescorer(open_index(articles_index), ByLength(), EmbeddingCache(tmp_path / "c", "m", 2), depth=101)
+        DenseRescoreStage(ByLength(), EmbeddingCache(tmp_path / "c", "m", 2), depth=101)
 
 
 @pytest.mark.unit
@@ -97,8 +99,7 @@ def test_rescoring_encodes_the_top_depth_hits_whatever_k(synthetic_index, tmp_pa
     first = open_index(synthetic_index, rescore=False)  # the first stage alone
     question = " ".join(vocabulary(400, random.Random(0))[:6])  # the laws' most frequent words
     encoder = ByLength()
-    rescorer = DenseRescorer(first, encoder, EmbeddingCache(tmp_path, "m", 2), weight=0.7, depth=5)
-    hits = rescorer.search(question, k=40)
+    hits = rescorer(first, encoder, EmbeddingCache(tmp_path, "m", 2), weight=0.7, depth=5).search(question, k=40)
     plain = first.search(question, k=40)
     assert len(plain) == 40 and len(hits) == 40
     top5 = {c.indexed_text for h in plain[:5] for c in h.article_chunks}
@@ -189,7 +190,7 @@ def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_article
 
     import httpx
 
-    from wetqa.retrieval.store import STORE, ChunkStore
+    from wetqa.retrieval.engines.store import STORE, ChunkStore
 
     from .serving import fairness_round, free_port, rare_words
 

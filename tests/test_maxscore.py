@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from wetqa.retrieval import open_index
-from wetqa.retrieval.articles import VIEWS
-from wetqa.retrieval.integrity import file_digests
-from wetqa.retrieval.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
+from wetqa.retrieval.engines.articles import VIEWS
+from wetqa.retrieval.engines.integrity import file_digests
+from wetqa.retrieval.kernels.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
 
 from .conftest import DEV, require_shared
 
@@ -31,13 +31,13 @@ def _with_blocks(index, tmp_path, block: int):
     """A copy of an index whose block maxima are rewritten with ``block`` articles per block."""
     out = tmp_path / f"blocks{block}"
     shutil.copytree(index, out)
-    from wetqa.retrieval.articles import MAPS
+    from wetqa.retrieval.engines.articles import MAPS
 
     write_bounds(out, {name: np.load(out / f"{name}.npy") for name in MAPS}, block)
     meta = json.loads((out / "index.json").read_text(encoding="utf-8"))
     meta["files"] = file_digests(out)
     (out / "index.json").write_text(json.dumps(meta), encoding="utf-8")
-    return open_index(out)
+    return open_index(out, rescore=False)
 
 
 def _queries(retriever, n: int, seed: int) -> list[list[int]]:
@@ -59,7 +59,7 @@ def _queries(retriever, n: int, seed: int) -> list[list[int]]:
 
 @pytest.mark.unit
 def test_term_and_block_maxima_are_those_of_the_postings(articles_index):
-    articles = open_index(articles_index)
+    articles = open_index(articles_index, rescore=False)
     ranker = articles.pruned
     assert ranker is not None
     bounds = chunk_bounds(articles.first, len(articles.chunks), ranker.block)
@@ -100,7 +100,7 @@ def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(
     """A scope (kinds, laws, jurisdiction, date) masks articles: the pruned path skips them and takes
     its view maxima over the rest, exactly as the exhaustive path does; nothing outside the mask comes.
     A narrow scope (at most NARROW_ARTICLES articles) is scored article by article: the same values."""
-    from wetqa.retrieval import maxscore
+    from wetqa.retrieval.kernels import maxscore
 
     monkeypatch.setattr(maxscore, "NARROW_ARTICLES", narrow)
     articles = _with_blocks(synthetic_index, tmp_path, block)
@@ -127,10 +127,10 @@ def test_a_scope_mask_gives_the_exhaustive_ranking_of_the_articles_in_scope(
 def test_view_maxima_kept_for_a_question_are_of_its_terms_and_scope(synthetic_index, monkeypatch):
     """The maxima a question's search found are kept for its candidates' scores: the same terms under
     another scope, or under its own mask changed in place, are walked again."""
-    from wetqa.retrieval import maxscore
+    from wetqa.retrieval.kernels import maxscore
 
     monkeypatch.setattr(maxscore, "NARROW_ARTICLES", -1)  # every scope walked: the kept maxima in use
-    articles = open_index(synthetic_index)
+    articles = open_index(synthetic_index, rescore=False)
     articles.pruned.warm()
     rng = np.random.default_rng(3)
     terms = _queries(articles, 1, seed=11)[0]
@@ -149,7 +149,7 @@ def test_view_maxima_kept_for_a_question_are_of_its_terms_and_scope(synthetic_in
 
 @pytest.mark.unit
 def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypatch):
-    from wetqa.retrieval import articles as module
+    from wetqa.retrieval.engines import articles as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 0)
     articles = open_index(articles_index, rescore=False)  # the first stage
@@ -174,10 +174,12 @@ def test_an_index_without_bounds_reads_every_posting(articles_index, tmp_path):
         (old / name).unlink()
         meta["files"].pop(name)
     (old / "index.json").write_text(json.dumps(meta), encoding="utf-8")
-    articles = open_index(old)
+    articles = open_index(old, rescore=False)
     assert articles.pruned is None
     articles.warm()  # nothing to prepare
-    assert articles.search("gezag rechter", k=3) == open_index(articles_index).search("gezag rechter", k=3)
+    assert articles.search("gezag rechter", k=3) == open_index(articles_index, rescore=False).search(
+        "gezag rechter", k=3
+    )
 
 
 @pytest.mark.unit
@@ -198,7 +200,7 @@ def test_damaged_block_maxima_are_named(articles_index, tmp_path):
 @pytest.mark.parametrize("text", ['{"block": 0}', "{}", "not json", '{"block": "x"}'])
 def test_a_damaged_block_description_is_named(articles_index, tmp_path, text):
     from wetqa.retrieval import RetrievalError
-    from wetqa.retrieval.maxscore import BLOCKS_META
+    from wetqa.retrieval.kernels.maxscore import BLOCKS_META
 
     bad = tmp_path / "bad"
     shutil.copytree(articles_index, bad)
@@ -233,14 +235,14 @@ def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index, 
     """`wetqa serve` loads its pipelines and warms their retrievers in the background."""
     import time
 
-    from wetqa.retrieval import articles as module
+    from wetqa.retrieval.engines import articles as module
 
     from .serving import served_pipeline
 
     monkeypatch.setattr(module, "PRUNE_FROM", 1000)  # the synthetic index has 4,604 chunks
 
     served = served_pipeline("wetqa-articles-extractive", synthetic_index).load()
-    articles = served.loaded.retriever
+    articles = served.loaded.retriever.index  # the pipeline's articles index
     deadline = time.time() + 120  # a first compile takes seconds; numba's cache makes it quick after
     while not articles.pruned.ready and time.time() < deadline:
         time.sleep(0.05)
@@ -250,21 +252,21 @@ def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index, 
 @pytest.mark.unit
 def test_warm_up_reaches_retrievers_inside_others(synthetic_index, monkeypatch):
     from wetqa.retrieval import HybridRetriever, warm_up
-    from wetqa.retrieval import articles as module
+    from wetqa.retrieval.engines import articles as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 1000)
 
-    inner = [open_index(synthetic_index), open_index(synthetic_index)]
+    inner = [open_index(synthetic_index, rescore=False), open_index(synthetic_index, rescore=False)]
     warm_up(HybridRetriever(inner))
     assert all(r.pruned.ready for r in inner)
 
 
 @pytest.mark.unit
 def test_a_small_index_never_loads_the_compiler(synthetic_index, monkeypatch):
-    from wetqa.retrieval import articles as module
+    from wetqa.retrieval.engines import articles as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 10_000)  # more than the synthetic index's 4,604 chunks
-    articles = open_index(synthetic_index)
+    articles = open_index(synthetic_index, rescore=False)
     articles.warm()
     assert not articles.pruned.ready
 
@@ -272,8 +274,8 @@ def test_a_small_index_never_loads_the_compiler(synthetic_index, monkeypatch):
 @pytest.mark.unit
 def test_bounds_written_in_small_slices_are_the_same(synthetic_index, tmp_path, monkeypatch):
     """The maxima are built a slice of terms at a time (bounded memory): slices cut anywhere agree."""
-    from wetqa.retrieval import maxscore
-    from wetqa.retrieval.articles import MAPS
+    from wetqa.retrieval.engines.articles import MAPS
+    from wetqa.retrieval.kernels import maxscore
 
     small = tmp_path / "small"
     shutil.copytree(synthetic_index, small)

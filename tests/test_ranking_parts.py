@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from wetqa.cli import main
-from wetqa.retrieval import passages
+from wetqa.retrieval.engines import passages
 from wetqa.retrieval.expansion import expand, expanded_question
 from wetqa.retrieval.lawnames import LawNames, TitleCover, made_abbreviations, title_words
 
@@ -91,8 +91,8 @@ def test_a_question_covers_the_titles_of_the_laws_about_its_subject():
 
 
 def test_a_law_spelled_out_that_the_index_lacks_says_it_cannot_answer():
-    from wetqa.retrieval.confidence import SHORT_QUESTION_CAP, capped
     from wetqa.retrieval.lawnames import law_mentions
+    from wetqa.retrieval.ranking.confidence import SHORT_QUESTION_CAP, capped
 
     held = LawNames(
         [*LAWS, {"law_id": "BWBR0018472", "title": "Wet op de zorgtoeslag"}, {"law_id": "X", "title": "Woningwet"}]
@@ -363,26 +363,29 @@ def test_an_index_of_the_whole_bwb_is_ranked_by_its_own_model(articles_index, mo
     """Among 18,000 regulations the candidates differ in kind and (without passage vectors) come without a
     dense first stage: the whole BWB has its own fitted ranking; a part of it keeps the general one."""
     from wetqa.retrieval import open_index, scope
-    from wetqa.retrieval.ranking import model_for, shipped_models
+    from wetqa.retrieval.ranking.candidates import model_for, shipped_models
 
     shipped = shipped_models()
     assert {"articles", "articles@whole", "articles+dense", "articles+dense@whole"} <= set(shipped)
     assert model_for(dense=False, whole=True) is shipped["articles@whole"]
     assert model_for(dense=True, whole=False) is shipped["articles+dense"]
 
+    def model_of(pipeline):
+        return [stage.model for stage in pipeline.stages if stage.kind == "scorer"][-1]
+
     part = open_index(articles_index)
-    assert part.model is shipped["articles"]
-    held = len(set(part.laws.ids))
+    assert part.key == "articles" and model_of(part) is shipped["articles"]
+    held = len(set(part.index.laws.ids))
     monkeypatch.setattr(scope, "WHOLE_FROM_LAWS", held)  # this index now counts as the whole BWB
     whole = open_index(articles_index)
-    assert whole.model is shipped["articles@whole"]
+    assert whole.key == "articles@whole" and model_of(whole) is shipped["articles@whole"]
     # Its weights are the whole BWB's: a BES twin or a ministerial regulation weighs against a law there.
-    weights = dict(zip(whole.model.features, whole.model.weights))
+    weights = dict(zip(model_of(whole).features, model_of(whole).weights))
     assert weights["bes"] > 0 and weights["kind_regeling"] < 0
 
 
 def test_a_whole_bwb_without_its_own_model_takes_the_general_one(monkeypatch):
-    from wetqa.retrieval import ranking
+    from wetqa.retrieval.ranking import candidates as ranking
 
     general = ranking.shipped_models()["articles"]
     monkeypatch.setattr(ranking, "shipped_models", lambda: {"articles": general})
@@ -396,7 +399,7 @@ def test_a_whole_bwb_index_of_a_corpus_without_relations_says_to_rebuild(article
     import shutil
 
     from wetqa.retrieval import open_index, scope
-    from wetqa.retrieval.integrity import file_digests
+    from wetqa.retrieval.engines.integrity import file_digests
 
     old = tmp_path / "old"
     shutil.copytree(articles_index, old)

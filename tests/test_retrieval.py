@@ -7,8 +7,8 @@ import pytest
 from wetqa.corpus import BuildOptions, build_corpus, load_chunks
 from wetqa.evaluation import load_dataset
 from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
-from wetqa.retrieval.encoders import SentenceTransformerEncoder, prefixes
-from wetqa.retrieval.tokenization import DutchAnalyzer
+from wetqa.retrieval.engines.tokenization import DutchAnalyzer
+from wetqa.retrieval.models.encoders import SentenceTransformerEncoder, prefixes
 
 from .conftest import DEV, FIXTURES
 from .tiny_models import tiny_sentence_transformer
@@ -33,7 +33,7 @@ def test_dutch_analyzer_matches_lucene_dutch():
 @pytest.mark.integration
 def test_dutch_analyzer_equals_lucenes_on_the_dev_questions():
     pytest.importorskip("pyserini")
-    from wetqa.retrieval.pyserini_backend import _import_searcher
+    from wetqa.retrieval.engines.pyserini_backend import _import_searcher
 
     _import_searcher()  # starts the JVM the wetqa way
     from pyserini.analysis import Analyzer, get_lucene_analyzer
@@ -84,7 +84,7 @@ def test_stale_and_missing_index_and_bad_input(fixture_corpus, tmp_path):
 def test_failed_rebuild_keeps_the_old_index(fixture_corpus, tmp_path, monkeypatch):
     out = tmp_path / "idx"
     build_index(fixture_corpus, "bm25s", out, progress=False)
-    from wetqa.retrieval import bm25s_backend
+    from wetqa.retrieval.engines import bm25s_backend
 
     def boom(*a, **k):
         raise RuntimeError("killed mid-build")
@@ -101,7 +101,7 @@ def test_dense_with_a_tiny_bert_built_here(fixture_corpus, tmp_path):
     model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
     out = tmp_path / "dense"
     meta = build_index(fixture_corpus, "dense", out, {"model": str(model), "batch_size": 3}, progress=False)
-    r = open_index(out)
+    r = open_index(out, rescore=False)
     emb = np.asarray(r.embeddings)
     assert emb.dtype == np.float16 and emb.shape == (8, 32)
     assert np.allclose(np.linalg.norm(emb.astype(np.float32), axis=1), 1.0, atol=1e-2)
@@ -137,7 +137,7 @@ def test_hybrid_over_two_indexes(fixture_corpus, tmp_path):
     assert h.search(QUESTION, 2)[0].chunk.article == "Artikel 266"
     w = open_retriever([a, b], fusion="interpolate", weights=[0.7, 0.3])
     assert w.search(QUESTION, 2)[0].chunk.article == "Artikel 266"
-    with pytest.raises(RetrievalError, match="1 weights for 2 retrievers"):
+    with pytest.raises(RetrievalError, match="1 weights for 2 indexes"):
         open_retriever([a, b], fusion="interpolate", weights=[1.0])
 
 
@@ -185,7 +185,7 @@ def test_top_k_equals_bm25s_scores_with_ties_broken_by_position():
 
     import bm25s
 
-    from wetqa.retrieval.selection import ImpactIndex, top_k_dense
+    from wetqa.retrieval.kernels.selection import ImpactIndex, top_k_dense
 
     rng = random.Random(7)
     words = [f"w{i}" for i in range(40)]
@@ -214,8 +214,8 @@ def test_streamed_impacts_equal_bm25s_bit_for_bit(tmp_path, monkeypatch):
 
     import bm25s
 
-    from wetqa.retrieval import impacts
-    from wetqa.retrieval.impacts import ImpactBuilder, Vocabulary, load_view
+    from wetqa.retrieval.kernels import impacts
+    from wetqa.retrieval.kernels.impacts import ImpactBuilder, Vocabulary, load_view
 
     # Tiny buffers and blocks, so that flushing and block boundaries are exercised.
     monkeypatch.setattr(impacts, "_FLUSH_PAIRS", 37)

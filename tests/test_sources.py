@@ -219,7 +219,7 @@ def test_an_index_store_of_an_older_format_is_refused_with_the_rebuild_command(f
     import sqlite3
 
     from wetqa.retrieval import RetrievalError, build_index
-    from wetqa.retrieval.store import STORE, ChunkStore
+    from wetqa.retrieval.engines.store import STORE, ChunkStore
 
     build_index(fixture_corpus, "articles", tmp_path / "index", progress=False)
     db = sqlite3.connect(tmp_path / "index" / STORE)

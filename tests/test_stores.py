@@ -10,7 +10,7 @@ import pytest
 
 from wetqa.corpus import load_chunks
 from wetqa.retrieval import RetrievalError, build_index, open_index
-from wetqa.retrieval.integrity import file_digests
+from wetqa.retrieval.engines.integrity import file_digests
 
 from .conftest import FIXTURES
 from .tiny_models import tiny_unigram_sentence_transformer
@@ -22,7 +22,7 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 @pytest.fixture(scope="module")
 def tiny_e5(fixture_corpus, tmp_path_factory):
     """A tiny unigram-tokenized encoder (the shape of multilingual-E5) and its ONNX export."""
-    from wetqa.retrieval.onnx_export import export_onnx
+    from wetqa.retrieval.models.onnx_export import export_onnx
 
     texts = [c.text for c in load_chunks(fixture_corpus)]
     # A folder name without "e5": no query/passage prefixes, so its vectors compare with plain sentence-transformers.
@@ -35,8 +35,8 @@ def test_the_onnx_export_gives_the_vectors_and_ids_of_sentence_transformers(tiny
     from sentence_transformers import SentenceTransformer
     from tokenizers import Tokenizer
 
-    from wetqa.retrieval.encoders import make_encoder
-    from wetqa.retrieval.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.models.encoders import make_encoder
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
 
     texts = [c.text for c in load_chunks(fixture_corpus)] + ["één  twee\tdrie", "x <s> y", "a" * 300, ""]
     onnx = make_encoder({"model": str(tiny_e5)})  # auto: the export, not torch
@@ -50,7 +50,7 @@ def test_the_onnx_export_gives_the_vectors_and_ids_of_sentence_transformers(tiny
 
 
 def test_an_export_beside_other_weights_is_refused(tiny_e5, tmp_path):
-    from wetqa.retrieval.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
 
     copy = shutil.copytree(tiny_e5, tmp_path / "m")
     other = tiny_unigram_sentence_transformer(tmp_path / "other", seed=1)
@@ -60,7 +60,7 @@ def test_an_export_beside_other_weights_is_refused(tiny_e5, tmp_path):
 
 
 def test_an_index_refuses_a_rescoring_model_that_is_not_its_own(tiny_e5, fixture_corpus, tmp_path):
-    from wetqa.retrieval.onnx_export import export_onnx
+    from wetqa.retrieval.models.onnx_export import export_onnx
 
     model = shutil.copytree(tiny_e5, tmp_path / "m")
     build_index(fixture_corpus, "articles", tmp_path / "idx", rescore={"model": str(model)}, progress=False)
@@ -131,10 +131,10 @@ def test_an_index_of_an_older_wetqa_names_the_rebuild(index_copy):
 
 
 def test_a_dense_search_over_the_memory_map_equals_a_full_scan(tiny_e5, fixture_corpus, tmp_path, monkeypatch):
-    from wetqa.retrieval import dense
+    from wetqa.retrieval.engines import dense
 
     build_index(fixture_corpus, "dense", tmp_path / "d", {"model": str(tiny_e5)}, progress=False)
-    r = open_index(tmp_path / "d")
+    r = open_index(tmp_path / "d", rescore=False)
     q = r.encoder.encode_queries([QUESTION])[0]
     full = np.asarray(r.embeddings, dtype=np.float32) @ q
     expected = sorted(range(len(full)), key=lambda i: (-full[i], i))[:5]

@@ -17,7 +17,7 @@ import pytest
 
 from wetqa.cli import main
 from wetqa.console import EXIT_USAGE
-from wetqa.retrieval import integrity
+from wetqa.retrieval.engines import integrity
 
 from .conftest import ROOT
 

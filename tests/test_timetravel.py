@@ -15,7 +15,7 @@ from wetqa.cli import main
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
-from wetqa.retrieval.versions import ArticleVersion, article_label, diff_markup, version_on, word_diff
+from wetqa.retrieval.engines.versions import ArticleVersion, article_label, diff_markup, version_on, word_diff
 
 from .conftest import FIXTURES
 from .serving import LiveServer, make_app, served_pipeline
@@ -85,7 +85,7 @@ def test_two_articles_sharing_a_label_in_one_version_are_not_each_others_version
     one version as two versions of one article, "changed"."""
     from wetqa.corpus.records import Chunk
     from wetqa.retrieval import RetrievalError
-    from wetqa.retrieval.versions import article_versions
+    from wetqa.retrieval.engines.versions import article_versions
 
     def chunk(day, place, text, until=""):
         return Chunk(

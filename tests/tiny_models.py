@@ -233,3 +233,57 @@ def tiny_unigram_sentence_transformer(out: Path, texts: list[str] | None = None,
     path = out / "st"
     st.save(str(path))
     return path
+
+
+def tiny_gemma_embedding(out: Path, texts: list[str] | None = None, seed: int = 0) -> Path:
+    """A tiny random EmbeddingGemma: a 3-layer bidirectional Gemma 3 (local and global layers, one key/value
+    head), mean pooling, two Dense projections and its own prompts, saved as a sentence-transformers folder."""
+    import json
+
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, processors, trainers
+    from tokenizers import models as tok_models
+    from transformers import Gemma3TextConfig, Gemma3TextModel, PreTrainedTokenizerFast
+
+    torch.manual_seed(seed)
+    tok = Tokenizer(tok_models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=["<pad>", "<eos>", "<bos>", "<unk>"])
+    tok.train_from_iterator(
+        ((texts or []) + CORPUS_TEXT + ["task: search result | query: title: none | text:"]) * 5, trainer
+    )
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A <eos>", special_tokens=[("<bos>", 2), ("<eos>", 1)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>", pad_token="<pad>",
+        model_max_length=512,
+    )  # fmt: skip
+    config = Gemma3TextConfig(
+        vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=512,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"], sliding_window=512,
+        query_pre_attn_scalar=32, use_bidirectional_attention=True, pad_token_id=0, bos_token_id=2, eos_token_id=1,
+    )  # fmt: skip
+    backbone = out / "gemma"
+    model = Gemma3TextModel(config)
+    with torch.no_grad():  # random norms and a wider spread than the init, so that every part of the graph matters
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight") or "layernorm" in name:
+                p.normal_(0.0, 0.3)
+    model.eval()
+    model.save_pretrained(backbone)
+    fast.save_pretrained(backbone)
+    transformer = models.Transformer(str(backbone), max_seq_length=512)
+    pooling = models.Pooling(64, pooling_mode="mean")
+    up = models.Dense(64, 128, bias=False, activation_function=torch.nn.Identity())
+    down = models.Dense(128, 48, bias=False, activation_function=torch.nn.Identity())
+    st = SentenceTransformer(modules=[transformer, pooling, up, down, models.Normalize()], device="cpu")
+    st.prompts = {"query": "task: search result | query: ", "document": "title: none | text: "}
+    path = out / "st"
+    st.save(str(path))
+    cfg = json.loads((path / "config_sentence_transformers.json").read_text(encoding="utf-8"))
+    assert cfg.get("prompts", {}).get("query"), "the prompts are saved with the model"
+    return path

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "index": ("wetqa.retrieval.cli", "register_index", "build a retrieval index over a corpus"),
     "search": ("wetqa.retrieval.cli", "register_search", "retrieve chunks for a question"),
     "diff": ("wetqa.retrieval.cli", "register_diff", "an article's versions and the words that changed"),
+    "fit": ("wetqa.retrieval.cli", "register_fit", "fit the learned ranking or the confidence, cross-validated"),
     "ask": ("wetqa.generation.cli", "register_ask", "answer a question with cited law articles"),
     "generate": (
         "wetqa.generation.cli",

@@ -19,8 +19,7 @@ from wetqa.corpus.build import MANIFEST
 from wetqa.corpus.dataset import load_dataset
 from wetqa.generation import GenerationError, PipelineSpec, make_backend
 from wetqa.generation.runs import check_run_folder, generate_runs
-from wetqa.retrieval import RetrievalSpec, build_index, chunks_of, open_index
-from wetqa.retrieval.fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
+from wetqa.retrieval import RetrievalSpec, build_index, chunks_of
 
 from .config import ConfigError, ExperimentConfig, GeneratorSpec
 from .console import UsageError, emit
@@ -226,35 +225,30 @@ def significance_marks(per_question: dict[str, dict[str, dict[str, float]]], bas
 
 
 def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[dict, dict[str, RetrievalSpec]]:
-    """Each retriever of the grid opened once (indexes built when missing), and its retrieval spec."""
-    retrievers: dict = {}
+    """Each retriever of the grid as its retrieval spec (indexes built when missing) and its pipeline,
+    assembled as every command assembles one (:meth:`RetrievalSpec.build`)."""
     specs: dict[str, RetrievalSpec] = {}
     for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
         idx = out / "indexes" / spec.name
         rescore = {"model": spec.rescore} if spec.rescore else None
         build_index(corpus, spec.retriever, idx, spec.options or None, progress=False, rescore=rescore)
-        retrievers[spec.name] = open_index(idx)
         specs[spec.name] = RetrievalSpec(index=(str(idx),))
     for spec in cfg.retrievers:
         if spec.components:
-            parts = [retrievers[c] for c in spec.components]
-            retrievers[spec.name] = HybridRetriever(parts, spec.fusion, spec.weights)
             index = tuple(x for c in spec.components for x in specs[c].index)
             specs[spec.name] = RetrievalSpec(
                 index=index, fusion=spec.fusion, weights=tuple(spec.weights) if spec.weights else None
             )
     for spec in cfg.retrievers:
         if spec.rerank:
-            reranked = replace(specs[spec.name], rerank=spec.rerank)
+            reranked = replace(specs[spec.name], rerank=(spec.rerank,))
             if spec.rerank_top is not None:  # otherwise the retrieval spec's own default
                 reranked = replace(reranked, rerank_top=spec.rerank_top)
             specs[spec.name] = reranked
-            retrievers[spec.name] = RerankedRetriever(
-                retrievers[spec.name], CrossEncoderReranker(spec.rerank), specs[spec.name].rerank_top
-            )
+    retrievers: dict = {}
     for name, s in specs.items():
         try:
-            s.validate()
+            retrievers[name] = s.validate().build()
         except ValueError as exc:
             raise ConfigError(f"[retrievers.{name}] {exc}") from None
     return retrievers, specs

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wetqa.retrieval._base import Hit
-from wetqa.retrieval.tokenization import cached_tokens
+from wetqa.retrieval.engines.tokenization import cached_tokens
 from wetqa.settings import setting
 
 from .._base import Generation, Request, Sampling, UnsupportedSetting

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 
-from ._base import DamagedIndex, RetrievalError
+from .._base import DamagedIndex, RetrievalError
 
 STORE = "store.sqlite"
 STORE_FORMAT = 3  # 3: articles name their collection and document generically (collection, law_id)

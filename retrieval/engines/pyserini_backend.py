@@ -23,9 +23,9 @@ from pathlib import Path
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import Hit, RetrievalError, check_k, check_query
-from .registry import RetrieverInfo, register
-from .scope import ChunkScope, Scope
+from .._base import Hit, RetrievalError, check_k, check_query
+from ..registry import RetrieverInfo, register
+from ..scope import ChunkScope, Scope
 from .store import ChunkStore
 
 # A scoped search fetches this many times deeper, again, until k chunks in the scope are found.

@@ -1,8 +1,9 @@
-"""Export a BERT-shaped sentence encoder (multilingual-E5, BERT, XLM-RoBERTa) to ONNX, without torch.
+"""Export a sentence encoder to ONNX without torch: BERT-shaped ones (multilingual-E5, BERT, XLM-RoBERTa)
+and Gemma 3 ones (EmbeddingGemma, bidirectional, with its two Dense projections).
 
 The graph is written with ``onnx.helper`` straight from the model's ``model.safetensors`` (read as
 numpy), so exporting needs neither torch nor transformers. Two things make the query-time encoder
-light (``wetqa.retrieval.onnx_encoder``):
+light (``wetqa.retrieval.models.onnx_encoder``):
 
 - the word-embedding table stays outside the graph, as a float16 ``.npy`` file that is memory-mapped:
   in multilingual-E5 it is 96M of the 118M parameters (250k tokens x 384), and a query touches a few
@@ -12,8 +13,10 @@ light (``wetqa.retrieval.onnx_encoder``):
   Pooling and Normalize modules), so its output is the sentence vector.
 
 The folder ``<model>/onnx`` holds ``encoder.onnx``, ``word_embeddings.npy``, the tokenizer's compact
-form (:mod:`.unigram`) and ``onnx.json`` (which weights it was made from, so an export beside other
-weights is refused).
+form (:mod:`.unigram`, for the SentencePiece-unigram vocabularies of E5 and XLM-R; a Gemma model's BPE
+tokenizer is read from its ``tokenizer.json`` by Hugging Face ``tokenizers``) and ``onnx.json`` (which
+weights it was made from, its output size, the model's own prompts; an export beside other weights is
+refused).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import numpy as np
 
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import RetrievalError
+from .._base import RetrievalError
 from .unigram import export_unigram
 
-FORMAT = 2  # 2: the int8 passage graph beside the float32 one
+FORMAT = 3  # 3: Gemma encoders, the output size, tokenizer and prompts in onnx.json; 2: the int8 passage graph
 ONNX_DIR = "onnx"
 GRAPH = "encoder.onnx"
 # The same graph with its weights quantized to int8, per output channel (ONNX Runtime's dynamic
@@ -103,14 +106,21 @@ def _pooling(model_dir: Path) -> str:
 
 
 def build_graph(model_dir: Path):
-    """The ONNX graph of the encoder (an ``onnx.ModelProto``) and the word-embedding table."""
-    from onnx import TensorProto, helper, numpy_helper
-
+    """The ONNX graph of the encoder (an ``onnx.ModelProto``), the word-embedding table and the config."""
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if config.get("model_type") in GEMMA_TYPES:
+        return _gemma_graph(model_dir, config)
     if config.get("model_type") not in ("bert", "xlm-roberta"):
         raise RetrievalError(
-            f"{model_dir}: model type {config.get('model_type')!r} cannot be exported (bert, xlm-roberta)"
+            f"{model_dir}: model type {config.get('model_type')!r} cannot be exported "
+            f"(bert, xlm-roberta, {', '.join(GEMMA_TYPES)})"
         )
+    return _bert_graph(model_dir, config)
+
+
+def _bert_graph(model_dir: Path, config: dict):
+    from onnx import TensorProto, helper, numpy_helper
+
     w = _strip(read_safetensors(model_dir / "model.safetensors"))
     H, L, heads = config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"]
     eps = float(config.get("layer_norm_eps", 1e-12))
@@ -216,6 +226,165 @@ def build_graph(model_dir: Path):
     return model, w["embeddings.word_embeddings.weight"], config
 
 
+GEMMA_TYPES = ("gemma3_text",)
+
+
+def _gemma_graph(model_dir: Path, config: dict):
+    """EmbeddingGemma: Gemma 3 layers with bidirectional attention, mean pooling, its Dense projections
+    (``2_Dense``, ``3_Dense``) and L2 normalisation, as transformers and sentence-transformers compute them.
+
+    Every layer attends to every token: a sliding window (local layers) only matters beyond
+    ``sliding_window`` tokens, and the export reads at most that many (:func:`_max_length`).
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = _strip(read_safetensors(model_dir / "model.safetensors"))
+    if not config.get("use_bidirectional_attention"):
+        raise RetrievalError(f"{model_dir}: a causal Gemma model is a language model, not a sentence encoder")
+    H, L = config["hidden_size"], config["num_hidden_layers"]
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    D = config.get("head_dim") or H // heads
+    eps = float(config.get("rms_norm_eps", 1e-6))
+    if config.get("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        raise RetrievalError(f"{model_dir}: activation {config.get('hidden_activation')!r} is not exported")
+    if config.get("attn_logit_softcapping") or config.get("rope_scaling"):
+        raise RetrievalError(f"{model_dir}: attention soft-capping and scaled RoPE are not exported")
+    nodes, inits = [], []
+
+    def const(name: str, array: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.array(array, order="C"), name))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def linear(x: str, key: str, out: str) -> str:
+        return node("MatMul", [x, const(f"{key}.wT", w[f"{key}.weight"].astype(np.float32).T)], out)
+
+    two, epsilon = const("two", np.array(2.0, np.float32)), const("eps", np.array(eps, np.float32))
+    last = const("axis_last", np.array([-1], np.int64))
+
+    def rms_norm(x: str, key: str, out: str) -> str:
+        # Gemma's RMSNorm scales by (1 + weight).
+        mean = node("ReduceMean", [node("Pow", [x, two], f"{out}.sq"), last], f"{out}.ms", keepdims=1)
+        root = node("Sqrt", [node("Add", [mean, epsilon], f"{out}.mse")], f"{out}.rms")
+        scale = const(f"{key}.scale", 1.0 + w[f"{key}.weight"].astype(np.float32))
+        return node("Mul", [node("Div", [x, root], f"{out}.n"), scale], out)
+
+    # The word vectors come in gathered (the table stays outside the graph) and are scaled by sqrt(H) here.
+    x = node("Mul", ["inputs_embeds", const("embed_scale", np.array(H**0.5, np.float32))], "x0")
+    n_tokens = node("Gather", [node("Shape", ["inputs_embeds"], "shape"), const("one", np.array(1, np.int64))], "T")
+    positions = node(
+        "Range", [const("zero_i", np.array(0, np.int64)), n_tokens, const("one_i", np.array(1, np.int64))], "pos_i"
+    )
+    positions = node(
+        "Unsqueeze",
+        [node("Cast", [positions], "pos_f", to=TensorProto.FLOAT), const("ax1", np.array([1], np.int64))],
+        "pos",
+    )
+    rotary = {}  # layer type -> (cos, sin) [T, D]: local layers and global ones have their own RoPE base
+    for kind, base in (
+        ("sliding_attention", config.get("rope_local_base_freq", 10000.0)),
+        ("full_attention", config.get("rope_theta", 1000000.0)),
+    ):
+        inverse = (1.0 / (base ** (np.arange(0, D, 2, dtype=np.float32) / D))).astype(np.float32)[None, :]
+        freqs = node("Mul", [positions, const(f"inv_freq.{kind}", inverse)], f"freqs.{kind}")
+        angles = node("Concat", [freqs, freqs], f"angles.{kind}", axis=-1)
+        rotary[kind] = (node("Cos", [angles], f"cos.{kind}"), node("Sin", [angles], f"sin.{kind}"))
+    maskf = node("Cast", ["attention_mask"], "maskf", to=TensorProto.FLOAT)
+    unmasked = node("Sub", [const("f_one", np.array(1.0, np.float32)), maskf], "unmasked")
+    bias = node("Mul", [unmasked, const("neg", np.array(-1e9, np.float32))], "mask_bias2")
+    bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "mask_bias")
+    scaling = const("attn_scale", np.array(float(config.get("query_pre_attn_scalar", D)) ** -0.5, np.float32))
+    halves = const("halves", np.array([D // 2, D // 2], np.int64))
+
+    def rope(t: str, kind: str, out: str) -> str:
+        first, second = f"{out}.x1", f"{out}.x2"
+        nodes.append(helper.make_node("Split", [t, halves], [first, second], name=f"{out}.split", axis=-1))
+        rotated = node("Concat", [node("Neg", [second], f"{out}.neg"), first], f"{out}.rot", axis=-1)
+        cos, sin = rotary[kind]
+        return node("Add", [node("Mul", [t, cos], f"{out}.cos"), node("Mul", [rotated, sin], f"{out}.sin")], out)
+
+    for i in range(L):
+        p, kind = f"layers.{i}", config["layer_types"][i]
+        h = rms_norm(x, f"{p}.input_layernorm", f"l{i}.in")
+        states = {}
+        for name, n in (("q", heads), ("k", kv_heads), ("v", kv_heads)):
+            y = linear(h, f"{p}.self_attn.{name}_proj", f"l{i}.{name}")
+            y = node("Reshape", [y, const(f"l{i}.{name}.shape", np.array([0, 0, n, D], np.int64))], f"l{i}.{name}.r")
+            y = node("Transpose", [y], f"l{i}.{name}.t", perm=[0, 2, 1, 3])
+            if name != "v":
+                y = rope(rms_norm(y, f"{p}.self_attn.{name}_norm", f"l{i}.{name}.n"), kind, f"l{i}.{name}.rope")
+            states[name] = y
+        # One key/value head serves every query head: MatMul broadcasts it.
+        keys = node("Transpose", [states["k"]], f"l{i}.kT", perm=[0, 1, 3, 2])
+        scores = node("Mul", [node("MatMul", [states["q"], keys], f"l{i}.qk"), scaling], f"l{i}.scaled")
+        probs = node("Softmax", [node("Add", [scores, bias], f"l{i}.masked")], f"l{i}.probs", axis=-1)
+        ctx = node("MatMul", [probs, states["v"]], f"l{i}.ctx")
+        ctx = node("Transpose", [ctx], f"l{i}.ctx.t", perm=[0, 2, 1, 3])
+        ctx = node("Reshape", [ctx, const(f"l{i}.merge", np.array([0, 0, heads * D], np.int64))], f"l{i}.ctx.merged")
+        attn = rms_norm(linear(ctx, f"{p}.self_attn.o_proj", f"l{i}.o"), f"{p}.post_attention_layernorm", f"l{i}.pa")
+        x = node("Add", [x, attn], f"l{i}.res1")
+        h = rms_norm(x, f"{p}.pre_feedforward_layernorm", f"l{i}.pf")
+        gate = node("Gelu", [linear(h, f"{p}.mlp.gate_proj", f"l{i}.gate")], f"l{i}.gelu", approximate="tanh")
+        up = linear(h, f"{p}.mlp.up_proj", f"l{i}.up")
+        down = linear(node("Mul", [gate, up], f"l{i}.gated"), f"{p}.mlp.down_proj", f"l{i}.{DOWN}")
+        x = node("Add", [x, rms_norm(down, f"{p}.post_feedforward_layernorm", f"l{i}.pff")], f"l{i}.res2")
+    x = rms_norm(x, "norm", "final")
+    if _pooling(model_dir) != "mean":
+        raise RetrievalError(f"{model_dir}: a Gemma encoder is exported with mean pooling only")
+    m = node("Unsqueeze", [maskf, const("axis2", np.array([2], np.int64))], "mask3")
+    total = node(
+        "ReduceSum", [node("Mul", [x, m], "masked_h"), const("axis1", np.array([1], np.int64))], "sum_h", keepdims=0
+    )
+    count = node("ReduceSum", [m, const("axis1b", np.array([1], np.int64))], "count", keepdims=0)
+    pooled = node("Div", [total, node("Max", [count, const("tiny", np.array(1e-9, np.float32))], "count_c")], "pooled")
+    dim = H
+    for j, folder in enumerate(_dense_folders(model_dir)):
+        weight = _dense_weight(folder)
+        pooled = node("MatMul", [pooled, const(f"dense{j}.wT", weight.T)], f"dense{j}")
+        dim = weight.shape[0]
+    norm = node("ReduceL2", [pooled, last], "norm", keepdims=1)
+    node("Div", [pooled, node("Max", [norm, const("eps_norm", np.array(1e-12, np.float32))], "norm_c")], "embedding")
+    graph = helper.make_graph(
+        nodes,
+        "wetqa-gemma-encoder",
+        [
+            helper.make_tensor_value_info("inputs_embeds", TensorProto.FLOAT, ["batch", "tokens", H]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "tokens"]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", dim])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], producer_name="wetqa")
+    model.ir_version = 9  # opset 20 (Gelu with the tanh approximation): onnxruntime >= 1.17
+    return model, w["embed_tokens.weight"], config | {"output_dim": dim}
+
+
+# The name of each layer's down projection in the Gemma graph: its input (the gated activation) has outliers
+# a hundred times its typical size, which per-tensor int8 does not survive (cosine with float32 .969 when it is
+# quantized, .995 when it stays float32: bench/reader.py).
+DOWN = "down"
+
+
+def _dense_folders(model_dir: Path) -> list[Path]:
+    """The Dense modules after pooling, in the order modules.json lists them."""
+    modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
+    return [model_dir / m["path"] for m in modules if m.get("type", "").endswith("Dense")]
+
+
+def _dense_weight(folder: Path) -> np.ndarray:
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    if cfg.get("bias") or not cfg.get("activation_function", "").endswith("Identity"):
+        raise RetrievalError(f"{folder}: only a Dense layer without bias or activation is exported")
+    tensors = read_safetensors(folder / "model.safetensors")
+    weight = next((t for name, t in tensors.items() if name.endswith("weight")), None)
+    if weight is None:
+        raise RetrievalError(f"{folder}: no weight in its model.safetensors")
+    return np.asarray(weight, dtype=np.float32)
+
+
 def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
     """``<model_dir>/onnx``: the graph, the float16 word table and what they were made from. Kept when up to date."""
     model_dir = Path(model_dir).expanduser().resolve()
@@ -232,27 +401,47 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
         if meta.get("format") == FORMAT and meta.get("source") == ident:
             return out
     graph, table, config = build_graph(model_dir)
+    gemma = config["model_type"] in GEMMA_TYPES
+    # Gemma's down projections stay float32 in the int8 graph (see DOWN); every other weight is int8.
+    keep_float = [n.name for n in graph.graph.node if gemma and n.op_type == "MatMul" and n.name.endswith(f".{DOWN}")]
     with atomic_dir(out, marker=META, kind="ONNX export") as tmp:
         onnx.save_model(graph, str(tmp / GRAPH))
-        quantize_passage_graph(tmp / GRAPH, tmp / PASSAGE_GRAPH)
+        del graph
+        quantize_passage_graph(tmp / GRAPH, tmp / PASSAGE_GRAPH, keep_float)
         np.save(tmp / TABLE, np.asarray(table, dtype=np.float16))
-        export_unigram(model_dir / "tokenizer.json", tmp)
+        if not gemma:  # E5 and XLM-R: the SentencePiece-unigram tokenizer in plain Python (:mod:`.unigram`)
+            export_unigram(model_dir / "tokenizer.json", tmp)
         meta = {
             FORMAT_KEY: f"onnx-export/{FORMAT}",
             "format": FORMAT,
             "source": ident,
             "model_type": config["model_type"],
             "hidden_size": config["hidden_size"],
+            "dim": int(config.get("output_dim", config["hidden_size"])),
             "vocab_size": int(table.shape[0]),
             "pad_token_id": int(config.get("pad_token_id", 1)),
             "max_length": _max_length(model_dir, config),
+            "tokenizer": "tokenizers" if gemma else "unigram",
+            "prompts": model_prompts(model_dir),
+            "int8_kept_float": len(keep_float),
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
 
 
-def quantize_passage_graph(graph: Path, out: Path) -> bool:
-    """The int8 passage graph (weights per output channel); False when ONNX Runtime's quantizer is missing."""
+def model_prompts(model_dir: Path) -> dict[str, str]:
+    """The prompts a sentence-transformers model declares (``config_sentence_transformers.json``), by name."""
+    path = model_dir / "config_sentence_transformers.json"
+    try:
+        prompts = json.loads(path.read_text(encoding="utf-8")).get("prompts") or {}
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in prompts.items() if isinstance(v, str)}
+
+
+def quantize_passage_graph(graph: Path, out: Path, keep_float: list[str] | None = None) -> bool:
+    """The int8 passage graph (weights per output channel; the MatMuls ``keep_float`` names stay float32);
+    False when ONNX Runtime's quantizer is missing."""
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
@@ -264,7 +453,9 @@ def quantize_passage_graph(graph: Path, out: Path) -> bool:
     level = root.level
     root.setLevel(max(level, logging.ERROR))
     try:
-        quantize_dynamic(str(graph), str(out), weight_type=QuantType.QInt8, per_channel=True)
+        quantize_dynamic(
+            str(graph), str(out), weight_type=QuantType.QInt8, per_channel=True, nodes_to_exclude=keep_float or []
+        )
     finally:
         root.setLevel(level)
     return True
@@ -277,4 +468,6 @@ def _max_length(model_dir: Path, config: dict) -> int:
     )
     if st.is_file():
         limit = min(limit, int(json.loads(st.read_text(encoding="utf-8")).get("max_seq_length", limit)))
+    if config["model_type"] in GEMMA_TYPES and config.get("sliding_window"):
+        limit = min(limit, int(config["sliding_window"]))  # the graph attends to every token (see _gemma_graph)
     return limit

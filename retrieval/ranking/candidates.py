@@ -46,10 +46,10 @@ import numpy as np
 
 from wetqa.corpus.records import FORMAL_KINDS
 
-from ._base import Hit
-from .expansion import expand, expanded_question
-from .scope import names_bes
-from .structure import lead_overlap, question_terms
+from .._base import Hit
+from ..expansion import expand, expanded_question
+from ..scope import names_bes
+from ..structure import lead_overlap, question_terms
 
 DEPTH = 30  # candidates from each source
 TITLED_LAWS = 5  # the laws whose titles the question covers most, searched on their own
@@ -73,6 +73,10 @@ FEATURES = (
     "bm", "xbm", "clause", "named", "title", "law_bm", "cited", *KIND_FEATURES, "bes", *RELATION_FEATURES,
     *DENSE_FEATURES,
 )  # fmt: skip
+# With a reader: the reader's cosine of the question and the candidate's law read whole (its names, headings
+# and opening articles: readers.law_documents), min-max over the candidates' laws.
+LAW_READ_FEATURES = ("law_read",)
+READ_LAWS = 5  # the laws the reader finds nearest the question, searched on their own
 
 
 def _minmax(x: np.ndarray) -> np.ndarray:
@@ -98,6 +102,13 @@ class Candidates:
     articles: np.ndarray  # ranked article ids
     values: dict[str, np.ndarray] = field(default_factory=dict)
     raw: dict[str, np.ndarray] = field(default_factory=dict)  # unnormalised signals (confidence reads them)
+    scores: np.ndarray | None = None  # the learned ranking's score of each candidate (None: not scored yet)
+    context: dict = field(default_factory=dict)  # what collecting found that the features read (terms, laws)
+
+    def order(self) -> np.ndarray:
+        """The candidates' positions best first (ties by article id, as every ranking here breaks them)."""
+        scores = self.scores if self.scores is not None else np.zeros(len(self.articles))
+        return np.lexsort((self.articles, -scores))
 
     def matrix(self, features: Sequence[str]) -> np.ndarray:
         n = len(self.articles)
@@ -107,10 +118,11 @@ class Candidates:
 class RankingModel:
     """A linear score over candidate features (a feature the pipeline lacks counts 0)."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, key: str = ""):
         self.features: list[str] = list(spec["features"])
         self.weights = np.asarray(spec["weights"], dtype=np.float64)
         self.spec = spec
+        self.key = key  # the pipeline it was fitted for (its key in ranking.json)
 
     def score(self, candidates: Candidates) -> np.ndarray:
         return candidates.matrix(self.features) @ self.weights
@@ -118,29 +130,40 @@ class RankingModel:
 
 @cache
 def shipped_models() -> dict[str, RankingModel]:
-    path = resources.files("wetqa.retrieval").joinpath("ranking.json")
+    path = resources.files("wetqa.retrieval.ranking").joinpath("ranking.json")
     if not path.is_file():
         return {}
-    return {kind: RankingModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
+    return {kind: RankingModel(spec, kind) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def model_key(dense: bool, whole: bool = False, reader: bool = False) -> str:
+    """The key of the model for a pipeline: ``articles`` [``+dense``] [``+reader``] [``@whole``]."""
+    return "articles" + ("+dense" if dense else "") + ("+reader" if reader else "") + ("@whole" if whole else "")
+
+
+def model_for_key(key: str) -> RankingModel | None:
+    """The shipped model fitted for a pipeline key; an index of the whole BWB that no model was fitted for
+    takes the general one of its kind (a part of the BWB is ranked by the general one)."""
+    models = shipped_models()
+    return models.get(key) or models.get(key.partition("@")[0])
 
 
 def model_for(dense: bool, whole: bool = False) -> RankingModel | None:
     """The shipped model for a pipeline (with the dense signals or without), the whole BWB's own when the
     index holds it (its candidates differ in kind, and without passage vectors it has no dense first
     stage); a part of the BWB, or a whole one no model was fitted for, takes the general one."""
-    kind = "articles+dense" if dense else "articles"
-    models = shipped_models()
-    return (models.get(kind + "@whole") if whole else None) or models.get(kind)
+    return model_for_key(model_key(dense, whole))
 
 
 class CandidateFeatures:
     """Computes the candidates of a question and their features over one articles index."""
 
-    def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH):
-        from .lawnames import LawNames, TitleCover
+    def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH, laws_read=None):
+        from ..lawnames import LawNames, TitleCover
 
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth
+        self.laws_read = laws_read  # the reader's vectors of the index's laws (readers.LawReader), or None
         laws = articles.laws
         self.law_names = LawNames(laws.records if laws is not None else [])
         self.titles = TitleCover([r.get("title") or "" for r in (laws.records if laws is not None else [])])
@@ -175,7 +198,17 @@ class CandidateFeatures:
         texts = [t for q in questions for t in (q, expanded_question(q))]
         return np.asarray(self.encoder.encode_queries(texts), dtype=np.float32).reshape(len(questions), 2, -1)
 
-    def candidates(self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None) -> Candidates:
+    def candidates(
+        self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None, reader: np.ndarray | None = None
+    ) -> Candidates:
+        """A question's candidates with all their features (:meth:`collect` then :meth:`featurize`)."""
+        return self.featurize(self.collect(question, allowed, vectors, reader), allowed, vectors)
+
+    def collect(
+        self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None, reader: np.ndarray | None = None
+    ) -> Candidates:
+        """The candidate articles of a question (the union of every source, in the order found); ``reader``: the
+        question's reader vector, which finds the laws it is about when the index keeps its laws read."""
         a = self.articles
         terms = a.term_ids(question)
         legal = expand(question)
@@ -191,26 +224,57 @@ class CandidateFeatures:
         # names ("volgens de Awb", "mijn Wob-verzoek"): a person who names the law means it, in whatever
         # words the rest of the question uses.
         named_laws = self.law_names.named(question)
-        for scope in (self._titled_articles(cover, allowed), self._named_articles(named_laws, allowed)):
+        law_read = None
+        scopes = [self._titled_articles(cover, allowed), self._named_articles(named_laws, allowed)]
+        if self.laws_read is not None and reader is not None:
+            # The laws the reader finds nearest the question, searched on their own as the named ones are.
+            law_read = self.laws_read.cosines(reader)
+            scopes.append(self._read_articles(law_read, allowed))
+        for scope in scopes:
             if scope is not None:
                 found.append(a.top(terms, self.depth, scope)[0])
                 if vectors is not None and self.passages is not None:
                     found.append(self.passages.top_articles(vectors[0], self.depth, scope)[0])
         union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
         c = Candidates(question, union)
-        if not len(union):
+        c.context = {"terms": terms, "xterms": xterms, "cover": cover, "named": named_laws, "first": found[0],
+                     "law_read": law_read}  # fmt: skip
+        return c
+
+    def featurize(self, c: Candidates, allowed: np.ndarray | None, vectors: np.ndarray | None) -> Candidates:
+        """Every feature of a question's candidates (:meth:`collect`'s), in place."""
+        if not len(c.articles):
             return c
+        a, union = self.articles, c.articles
+        terms, xterms, first_found = c.context["terms"], c.context["xterms"], c.context["first"]
         fused, views = a.scores_of(terms, union, allowed)
         c.raw["bm"] = fused
         c.raw.update({f"bm25_{v}": s for v, s in views.items()})
-        first = {int(x): r for r, x in enumerate(found[0], 1)}
-        c.raw["first_rank"] = np.asarray([first.get(int(x), len(found[0]) + 1) for x in union], dtype=np.float64)
+        first = {int(x): r for r, x in enumerate(first_found, 1)}
+        c.raw["first_rank"] = np.asarray([first.get(int(x), len(first_found) + 1) for x in union], dtype=np.float64)
         c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
-        self._text_features(c, question_terms(question, a.analyzer.tokens), cover, named_laws)
+        self._text_features(c, question_terms(c.question, a.analyzer.tokens), c.context["cover"], c.context["named"])
         if vectors is not None:
             self._dense_features(c, vectors)
         self._law_features(c)
+        law_read = c.context.get("law_read")
+        if law_read is not None:
+            cos = np.asarray(law_read, dtype=np.float64)[self.ranked_law[c.articles]]
+            c.raw["law_read"] = cos
+            c.values["law_read"] = _minmax(cos)
         return c
+
+    def _read_articles(self, law_read: np.ndarray, allowed: np.ndarray | None) -> np.ndarray | None:
+        """The articles in scope of the READ_LAWS laws (by id) the reader finds nearest the question."""
+        static = self.law_static()
+        order = np.argsort(-law_read, kind="stable")
+        if allowed is not None:
+            in_scope = np.zeros(len(law_read), dtype=bool)
+            in_scope[np.unique(self.ranked_law[allowed])] = True
+            order = order[in_scope[order]]
+        ids = list(dict.fromkeys(static["law_id"][r] for r in order[: READ_LAWS * 4]))[:READ_LAWS]
+        rows = np.flatnonzero(np.isin(static["law_id"], ids))
+        return self._articles_of(rows, allowed) if len(rows) else None
 
     def _named_articles(self, ids: set[str], allowed: np.ndarray | None) -> np.ndarray | None:
         """The articles in scope of the laws ``ids`` (those the question names by title, name or
@@ -303,7 +367,7 @@ class CandidateFeatures:
         return out
 
     def _cached_place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
-        from .passages import place_text
+        from ..engines.passages import place_text
 
         firsts = self.articles.chunks.rows([int(self.articles.first[x]) for x in articles])
         titles = self.articles.chunks.titles([int(self.articles.ranked_row[x]) for x in articles])
@@ -340,72 +404,9 @@ def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, 
     for rank, h in enumerate(hits, 1):
         i = by_doc[h.features["doc"]]
         extra = {f"f_{n}": float(v[i]) for n, v in c.values.items()}
-        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause") if n in c.raw}
+        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause", "read") if n in c.raw}
         extra |= {"first": float(c.raw["bm"][i]), "first_rank": int(c.raw["first_rank"][i])}
         if "de" in c.raw:
             extra["dense"] = float(c.raw["de"][i])
         out.append(Hit(h.chunk, h.score, rank, name, h.article_chunks, h.article_paragraphs, {**h.features, **extra}))
     return out
-
-
-class ArticleRanker:
-    """An articles index ranked by :class:`CandidateFeatures` and a :class:`RankingModel`: the default
-    pipeline (with the dense signals when the index has a re-scoring model)."""
-
-    def __init__(self, articles, model: RankingModel, encoder=None, cache=None, passages=None, depth: int = DEPTH):
-        self.retriever = articles
-        self.features = CandidateFeatures(articles, passages, encoder, cache, depth)
-        self.model = model
-        self.encoder, self.cache = encoder, cache
-        self.depth = depth
-        self.analyzer = articles.analyzer
-        self.name = f"{articles.name}+{'dense' if encoder is not None else 'ranked'}"
-        self._recent: dict[str, np.ndarray] = {}
-
-    @property
-    def chunks(self):
-        return self.retriever.chunks
-
-    def __getattr__(self, name: str):
-        # Everything else is the articles index's (its views, maps, law table, pruned ranking).
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.retriever, name)
-
-    def query_vector(self, query: str) -> np.ndarray:
-        vector = self._recent.get(query)
-        if vector is None:
-            vectors = self.features.query_vectors([query])
-            if vectors is None:
-                raise ValueError("this ranking has no dense model")
-            vector = vectors[0, 0]
-        return vector
-
-    def passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
-        return self.cache.vectors(list(texts), self.encoder)
-
-    def batch_search(self, queries: Sequence[str], k: int = 10, threads: int = 1, scope=None) -> list[list[Hit]]:
-        from ._base import check_k, check_query
-
-        check_k(k)
-        checked = [check_query(q) for q in queries]
-        vectors = self.features.query_vectors(checked)
-        out = []
-        for i, q in enumerate(checked):
-            v = None if vectors is None else vectors[i]
-            if v is not None:
-                if len(self._recent) >= 256:
-                    self._recent.pop(next(iter(self._recent), ""), None)  # another thread may have taken it
-                self._recent[q] = v[0]
-            c = self.features.candidates(q, self.retriever.allowed(scope, q), v)
-            scores = self.model.score(c) if len(c.articles) else np.zeros(0)
-            out.append(ranked_hits(self.features, c, scores, k, self.name))
-        return out
-
-    def search(self, query: str, k: int = 10, scope=None) -> list[Hit]:
-        return self.batch_search([query], k, scope=scope)[0]
-
-    def warm(self) -> None:
-        self.retriever.warm()
-        if self.features.passages is not None:
-            self.features.passages.warm()

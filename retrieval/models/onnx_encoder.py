@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import RetrievalError
-from .families import PrefixedEncoder
+from .._base import RetrievalError
 from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, TABLE, source_identity
+from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 
 BATCH = 4  # passages per run: measured fastest here (25.9/s against 21.7 at 16), and the smallest arena
@@ -36,9 +36,11 @@ class OnnxEncoder(PrefixedEncoder):
         threads: int | None = None,
         check_source: bool = True,
         fast_tokenizer: bool = False,
+        max_length: int | None = None,
     ):
         """``fast_tokenizer``: tokenize with Hugging Face ``tokenizers`` when it is installed (the same ids;
-        faster on many passages, heavier to load: for index builds)."""
+        faster on many passages, heavier to load: for index builds). ``max_length``: read at most this many
+        tokens of a text (default and upper bound: the export's own)."""
         try:
             import onnxruntime as ort
         except ImportError:
@@ -64,7 +66,9 @@ class OnnxEncoder(PrefixedEncoder):
                 f"{onnx_dir} was exported from other weights than {folder / 'model.safetensors'}; "
                 f"export again with `wetqa models export-onnx {folder} --force`"
             )
-        self.tokenizer = _tokenizer(folder, int(self.meta["max_length"]), fast_tokenizer)
+        longest = int(self.meta["max_length"])
+        self.max_length = min(longest, int(max_length)) if max_length else longest
+        self.tokenizer = _tokenizer(folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"))
         self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         threads = threads or min(4, os.cpu_count() or 1)
         # The question graph keeps its weights as stored, not also repacked for the matrix kernels: 43 MB
@@ -78,21 +82,24 @@ class OnnxEncoder(PrefixedEncoder):
         self._passage_graph = onnx_dir / PASSAGE_GRAPH if (onnx_dir / PASSAGE_GRAPH).is_file() else None
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
-        self.passage_variant = "int8" if self._passage_graph is not None else ""
+        # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
+        cut = f"@{self.max_length}" if self.max_length != longest else ""
+        self.passage_variant = ("int8" if self._passage_graph is not None else "") + cut
         self.name = str(folder)
-        self.dim = int(self.meta["hidden_size"])
+        self.dim = int(self.meta.get("dim", self.meta["hidden_size"]))
         self.pad_id = int(self.meta.get("pad_token_id", 1))
-        # Prefixes as the sentence-transformers encoder names them. The tokenizer only reads its tables
-        # and the session runs concurrently; the queries of concurrent requests are still joined into
-        # one run (cheaper than several).
-        self._use_family(str(folder))
+        # The model's own prompts (its sentence-transformers config), else its family's prefixes. The tokenizer
+        # only reads its tables and the session runs concurrently; the queries of concurrent requests are still
+        # joined into one run (cheaper than several).
+        self._use_family(str(folder), self.meta.get("prompts"))
 
-    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        """Passages already in the model's document form (prompt included): through the passage graph."""
         if self._passage_graph is not None and self._passage_session is None:
             self._passage_session = self._ort.InferenceSession(
                 str(self._passage_graph), self._options, providers=["CPUExecutionProvider"]
             )
-        return self._encode([self.passage_prefix + t for t in texts], progress, self._passage_session)
+        return self._encode(texts, progress, self._passage_session)
 
     def _run(self, encodings: list[list[int]], session=None) -> np.ndarray:
         n = max(len(e) for e in encodings)
@@ -101,7 +108,7 @@ class OnnxEncoder(PrefixedEncoder):
         for row, e in enumerate(encodings):
             ids[row, : len(e)] = e
             mask[row, : len(e)] = 1
-        embeds = np.asarray(self.table[ids.ravel()], dtype=np.float32).reshape(ids.shape[0], n, self.dim)
+        embeds = np.asarray(self.table[ids.ravel()], dtype=np.float32).reshape(ids.shape[0], n, self.table.shape[1])
         return (session or self.session).run(["embedding"], {"inputs_embeds": embeds, "attention_mask": mask})[0]
 
     def _encode(self, texts: Sequence[str], progress: bool = False, session=None) -> np.ndarray:
@@ -149,9 +156,11 @@ def _session_options(ort, threads: int, prepack: bool):
     return options
 
 
-def _tokenizer(folder: Path, max_length: int, fast: bool):
+def _tokenizer(folder: Path, max_length: int, fast: bool, kind: str = "unigram"):
     import importlib.util
 
+    if kind == "tokenizers":  # a BPE vocabulary (Gemma): Hugging Face tokenizers reads it
+        return _FastTokenizer(folder / "tokenizer.json", max_length)
     if fast and importlib.util.find_spec("tokenizers") is not None:
         return _FastTokenizer(folder / "tokenizer.json", max_length)
     return UnigramTokenizer(folder / ONNX_DIR, max_length=max_length)

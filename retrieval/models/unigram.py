@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import RetrievalError
+from .._base import RetrievalError
 
 PIECES = "pieces.txt"  # the vocabulary, pieces separated by NUL, in id order
 SCORES = "scores.npy"

@@ -29,7 +29,7 @@ import numpy as np
 from wetqa.home import cache_root
 from wetqa.io import atomic_dir
 
-from ._base import RetrievalError
+from .._base import RetrievalError
 
 QK = 32
 MODEL_FILE = "e5-small-q4.bin"

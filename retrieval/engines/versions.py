@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 from wetqa.corpus.sources import citation_url, document_fields
 
-from ._base import RetrievalError
+from .._base import RetrievalError
 
 _SPACE = re.compile(r"\s+")
 # Words and the spaces after them, so that joining the pieces gives the text back.

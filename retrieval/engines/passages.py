@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._base import DamagedIndex
+from .._base import DamagedIndex
 
 VECTORS = "passages.f16.npy"
 POSITIONS = "passages.ivf.npz"

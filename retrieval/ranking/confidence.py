@@ -38,8 +38,8 @@ from importlib import resources
 
 import numpy as np
 
-from ._base import Hit
-from .scope import holds_whole_bwb
+from .._base import Hit
+from ..scope import holds_whole_bwb
 
 # Words that frame a question but carry no content, as the Dutch analyzer stems them ("wanneer" is
 # "wanner", "omstandigheden" "omstand"; "onder", "hoe", "wat", "kan" are stop words already).
@@ -61,6 +61,8 @@ FEATURES = (
     "xde",
     "law_share",
     "title",
+    "read",
+    "read_margin",
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
@@ -75,33 +77,24 @@ def looks_english(question: str) -> bool:
     return len(words) >= 3 and sum(w in _ENGLISH for w in words) / len(words) >= 0.3
 
 
-def _rescorer(retriever):
-    """The dense re-scorer in a retriever chain, if there is one."""
-    for _ in range(8):
-        if retriever is None:
-            return None
-        if hasattr(retriever, "passage_vectors") and getattr(retriever, "encoder", None) is not None:
-            return retriever
-        retriever = getattr(retriever, "retriever", None)
-    return None
+class SignalContext:
+    """What the signals read beside the hits: the articles index (its views, vocabulary and law table) and
+    the law names the ranking knows (or None: made once from the index's law table)."""
 
+    def __init__(self, index, law_names=None):
+        self.index = index if index is not None and hasattr(index, "views") else None
+        self._law_names = law_names
 
-def _unwrap(retriever):
-    """The BM25 index under a retriever (through scoping, ranking, re-scoring and re-ranking; a hybrid's
-    first component)."""
-    for _ in range(8):
-        if retriever is None:
-            return None
-        inner = retriever.__dict__.get("retriever") if hasattr(retriever, "__dict__") else None
-        if inner is None:
-            inner = getattr(retriever, "retriever", None) if not hasattr(retriever, "views") else None
-        if inner is None:
-            parts = getattr(retriever, "retrievers", None)
-            inner = parts[0] if parts else None
-        if inner is None:
-            return retriever if hasattr(retriever, "views") else None
-        retriever = inner
-    return None
+    @property
+    def law_names(self):
+        if self._law_names is None and self.index is not None:
+            from ..lawnames import LawNames
+
+            laws = getattr(self.index, "laws", None)
+            self._law_names = LawNames(
+                laws.records if laws is not None else [{"title": t, "law_id": t} for t in law_titles(self.index)]
+            )
+        return self._law_names
 
 
 def _idf(df: int, n: int) -> float:
@@ -124,7 +117,7 @@ def law_titles(index) -> frozenset[str]:
     return titles
 
 
-def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
+def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     """The signals of the first hit (see the module docstring); those a pipeline cannot give are left out."""
     out: dict[str, float] = {}
     if not hits:
@@ -144,16 +137,16 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     out["margin"] = float(top.score - hits[1].score) if len(hits) > 1 else 1.0
     out["same_law"] = sum(h.chunk.law == top.chunk.law for h in hits[1:3]) / 2 if len(hits) > 1 else 1.0
     out["english"] = 1.0 if looks_english(question) else 0.0  # for the message, not the model
-    rescorer = _rescorer(retriever)
-    if "place" in f:  # the ranking measured it already
-        out["law_dense"] = float(f["place"])
-    elif rescorer is not None:
+    if "place" in f:
         # Is the question about this law at all: the dense cosine of the question and the article's place
-        # (law title, Boek / Titel / Afdeling, article heading). A question about another law's subject
-        # finds words in this article, but not its law.
-        place = f"{top.chunk.law}. {top.chunk.path_label}".strip(". ")
-        out["law_dense"] = float(rescorer.passage_vectors([place])[0] @ rescorer.query_vector(question))
-    index = _unwrap(retriever)
+        # (law title, Boek / Titel / Afdeling, article heading), as the ranking measured it. A question
+        # about another law's subject finds words in this article, but not its law.
+        out["law_dense"] = float(f["place"])
+    if "read" in f:  # the reader's cosine of the question and the first article, and its lead on the next
+        out["read"] = float(f["read"])
+        second = hits[1].features.get("read") if len(hits) > 1 else None
+        out["read_margin"] = float(f["read"] - second) if second is not None else 0.0
+    index = context.index
     if index is None:
         return out
     out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
@@ -185,7 +178,7 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
         hv = index.views["heading"]
         hbound = sum(_idf(int(hv.indptr[ids[t] + 1] - hv.indptr[ids[t]]), hv.num_docs) for t in in_vocab)
         out["heading"] = float(f["bm25_heading"]) / hbound if hbound > 0 else 0.0
-    names = law_names_of(retriever, index)
+    names = context.law_names
     held = names.named(question)
     if held & {h.chunk.law_id for h in hits}:
         # The question names a law this corpus holds, found in the scope asked (a law named but out of the
@@ -201,23 +194,6 @@ def signals(retriever, question: str, hits: Sequence[Hit]) -> dict[str, float]:
     laws = getattr(index, "laws", None)
     out["whole"] = 1.0 if laws is not None and holds_whole_bwb(laws.held) else 0.0
     return out
-
-
-def law_names_of(retriever, index):
-    """The law names of a pipeline's index (its ranking's, or made once from the index's law table)."""
-    from .lawnames import LawNames
-
-    names = getattr(getattr(retriever, "features", None), "law_names", None)
-    if names is None:
-        names = index.__dict__.get("_law_names") if hasattr(index, "__dict__") else None
-        if names is None:
-            laws = getattr(index, "laws", None)
-            names = LawNames(
-                laws.records if laws is not None else [{"title": t, "law_id": t} for t in law_titles(index)]
-            )
-            if hasattr(index, "__dict__"):
-                index._law_names = names
-    return names
 
 
 class ConfidenceModel:
@@ -241,7 +217,7 @@ class ConfidenceModel:
 @cache
 def shipped_models() -> dict[str, ConfidenceModel]:
     """The models ``bench/calibrate.py`` fitted, by pipeline kind (``articles+dense``, ``articles``)."""
-    path = resources.files("wetqa.retrieval").joinpath("confidence.json")
+    path = resources.files("wetqa.retrieval.ranking").joinpath("confidence.json")
     if not path.is_file():
         return {}
     return {kind: ConfidenceModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
@@ -251,23 +227,17 @@ def model_digest() -> str | None:
     """A hash of the shipped models (a run records it: another calibration abstains on other questions)."""
     import hashlib
 
-    path = resources.files("wetqa.retrieval").joinpath("confidence.json")
+    path = resources.files("wetqa.retrieval.ranking").joinpath("confidence.json")
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
-def model_for(values: dict[str, float]) -> ConfidenceModel | None:
-    """The shipped model for what a pipeline measures: with the dense signals when it has them.
-
-    The models were fitted on the articles retriever's signals; another first stage (bm25s over chunks,
-    Pyserini, dense alone) has none calibrated: it always answers, with confidence 1.
-    """
-    if not values.get("articles"):
+def model_for_key(key: str) -> ConfidenceModel | None:
+    """The shipped model fitted for a pipeline key (``articles+dense+reader@whole``: the same key as its
+    ranking model's). A pipeline no model was fitted for (another first stage: bm25s over chunks, Pyserini,
+    dense alone) has none: it always answers, with confidence 1."""
+    if not key:
         return None
-    models = shipped_models()
-    kind = "articles+dense" if "dense" in values else "articles"
-    if values.get("whole") and f"{kind}@whole" in models:
-        kind += "@whole"
-    return models.get(kind)
+    return shipped_models().get(key)
 
 
 # A question of fewer content words than this ("gezag?") does not say which article it means: however well
@@ -276,15 +246,17 @@ MIN_CONTENT_WORDS = 2
 SHORT_QUESTION_CAP = 0.01
 
 
-def estimate(retriever, question: str, hits: Sequence[Hit]) -> tuple[float, dict[str, float]]:
-    """(confidence in [0, 1], the signals); 0 without hits."""
+def estimate(
+    context: SignalContext, question: str, hits: Sequence[Hit], key: str
+) -> tuple[float, dict[str, float], ConfidenceModel | None]:
+    """(confidence in [0, 1], the signals, the model of pipeline ``key`` or None); 0 without hits."""
+    model = model_for_key(key)
     if not hits:
-        return 0.0, {}
-    values = signals(retriever, question, hits)
-    model = model_for(values)
+        return 0.0, {}, model
+    values = signals(context, question, hits)
     if model is None:
-        return 1.0, values  # no model fitted for this kind of pipeline: nothing to say
-    return capped(values, model.probability(values)), values
+        return 1.0, values, None  # no model fitted for this kind of pipeline: nothing to say
+    return capped(values, model.probability(values)), values, model
 
 
 def capped(values: dict[str, float], confidence: float) -> float:

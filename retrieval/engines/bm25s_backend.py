@@ -9,11 +9,11 @@ from pathlib import Path
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import Hit, RetrievalError, check_k, check_query
-from .impacts import ImpactBuilder, Vocabulary, load_view
-from .registry import RetrieverInfo, register
-from .scope import ChunkScope, Scope
-from .selection import ImpactIndex, top_k_dense
+from .._base import Hit, RetrievalError, check_k, check_query
+from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
+from ..kernels.selection import ImpactIndex, top_k_dense
+from ..registry import RetrieverInfo, register
+from ..scope import ChunkScope, Scope
 from .store import ChunkStore
 from .tokenization import DutchAnalyzer
 

