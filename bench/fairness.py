@@ -1,6 +1,8 @@
-"""One client cannot stall the rest: cached clients' latency with and without a rare-word attacker.
+"""One client cannot stall the rest: cached clients' latency with and without a rare-word attacker, and
+ordinary chat clients' latency beside clients of long questions.
 
     python bench/fairness.py [--index data/index] [--clients 8] [--seconds 15] [--smoke]
+    python bench/fairness.py --long [--index data/index] [--reader MODEL] [--clients 4] [--memory-questions 500]
 
 A `wetqa serve` process over an index with dense re-scoring (the main job's ``data/index``), with a
 passage-vector cache of its own (a fresh ``WETQA_CACHE``). Each of ``--clients`` clients asks one dev
@@ -9,6 +11,14 @@ request, cached after); one more client, the attacker, asks six random words eac
 chunks with k 100, so nearly every request of it brings passages nobody has encoded. Printed: the
 cached clients' requests/s, p50 and p95 without the attacker, then with it, their ratio, and the
 attacker's own figures; ``uptime``'s load before each round (the CPU is shared).
+
+``--long`` (issue 40): ``--clients`` (4) ordinary chat clients, each asking its dev question again and again
+(``POST /v1/chat/completions``, the extractive answer), alone, then beside one and two clients that ask new
+questions of 2,000 characters of rare words as fast as they are answered (hundreds of tokens to encode, new
+candidates to read). Printed: the ordinary clients' p50 and p95 in each round and their ratio to alone (goal
+<= 2x), then the server's resident memory before and after ``--memory-questions`` long questions one after
+the other (flat: what grows is caches with a bound). The reader is the one given (default: the fetched
+EmbeddingGemma, when it is here).
 
 ``--smoke``: 2-second rounds and 4 clients, to see that the benchmark runs; without ``--index``, over a
 tiny index of the first dev questions' laws re-scored by a tiny random model, built in a temporary folder.
@@ -31,7 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.serving import fairness_round, free_port, rare_words  # noqa: E402
+from tests.serving import fairness_round, free_port, long_question, long_question_round, rare_words  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
 
@@ -40,9 +50,10 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def start_server(index: str, port: int, cache: str) -> subprocess.Popen:
+def start_server(index: str, port: int, cache: str, extra: tuple[str, ...] = ()) -> subprocess.Popen:
     env = {**os.environ, "WETQA_CACHE": cache}
     argv = [sys.executable, "-m", "wetqa", "serve", "--index", index, "--port", str(port), "--max-concurrency", "64"]
+    argv += list(extra)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     for _ in range(1200):
         try:
@@ -68,13 +79,18 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--smoke", action="store_true", help="2-second rounds, 4 clients")
+    ap.add_argument("--long", action="store_true", help="ordinary chat clients beside clients of long questions")
+    ap.add_argument("--reader", help="the reader of the --long server (default: the fetched EmbeddingGemma if here)")
+    ap.add_argument("--memory-questions", type=int, default=500, help="long questions of the --long memory check")
     args = ap.parse_args()
+    if args.long and args.clients == 8:
+        args.clients = 4
     if args.smoke:
-        args.clients, args.seconds = 4, 2.0
+        args.clients, args.seconds, args.memory_questions = 4, 2.0, 5
         if args.index is None:
             return smoke(args)
     args.index = args.index or str(ROOT / "data" / "index")
-    run(args)
+    (run_long if args.long else run)(args)
 
 
 def smoke(args: argparse.Namespace) -> None:
@@ -84,7 +100,7 @@ def smoke(args: argparse.Namespace) -> None:
     _smoke.announce("a tiny index re-scored by a tiny random model")
     with tempfile.TemporaryDirectory(prefix="wetqa-fairness-smoke-") as tmp:
         args.index = str(_smoke.index(Path(tmp), rescore=True))
-        run(args)
+        (run_long if args.long else run)(args)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -122,6 +138,72 @@ def run(args: argparse.Namespace) -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_long(args: argparse.Namespace) -> None:
+    import random
+
+    from wetqa.retrieval.engines.store import STORE, ChunkStore
+    from wetqa.retrieval.ranking.readers import DEFAULT_READER, reader_present
+
+    questions = [json.loads(line)["question"] for line in DEV.read_text(encoding="utf-8").splitlines() if line]
+    questions = questions[: args.clients]
+    words = rare_words(ChunkStore(Path(args.index) / STORE))
+    reader = args.reader or (DEFAULT_READER if reader_present(DEFAULT_READER) else "none")
+    extra = ("--reader", str(_models_path(reader)))
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="wetqa-fairness-long-") as cache:
+        proc = start_server(args.index, port, cache, extra)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for q in questions:  # each ordinary client's candidates read once, before anything is timed
+                body = {"model": httpx.get(url + "/v1/models").json()["data"][0]["id"],
+                        "messages": [{"role": "user", "content": q}]}  # fmt: skip
+                httpx.post(url + "/v1/chat/completions", json=body, timeout=600).raise_for_status()
+            print(f"{args.index}: {len(questions)} ordinary chat clients, reader {reader}; {os.cpu_count()} cores "
+                  f"shared by server and clients; rounds of {args.seconds:g} s")  # fmt: skip
+            print(f"{'':>26} {'req/s':>8} {'p50 ms':>9} {'p95 ms':>9} {'failed':>7} {'total':>7}")
+            rounds = {}
+            for n in (0, 1, 2):
+                load_before = load_average()
+                r = asyncio.run(long_question_round(url, questions, args.seconds, words, n))
+                rounds[n] = r
+                label = "ordinary, alone" if n == 0 else f"ordinary, {n} long client(s)"
+                print(row(label, r["ordinary"]) + f"   (load {load_before})")
+                if n:
+                    print(row(f"the {n} long client(s)", r["long"]))
+            for n in (1, 2):
+                ratio = rounds[n]["ordinary"]["p50"] / rounds[0]["ordinary"]["p50"]
+                print(f"ordinary p50 with {n} long client(s) / alone: {ratio:.2f}x (goal <= 2x)")
+            rng = random.Random(7)
+            model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+            before = rss_mb(proc.pid)
+            for i in range(args.memory_questions):
+                body = {"model": model, "messages": [{"role": "user", "content": long_question(words, rng)}]}
+                httpx.post(url + "/v1/chat/completions", json=body, timeout=600)
+                if i + 1 == args.memory_questions // 2:
+                    middle = rss_mb(proc.pid)
+            after = rss_mb(proc.pid)
+            half = middle if args.memory_questions > 1 else before
+            print(f"server RSS before / after {args.memory_questions // 2} / after {args.memory_questions} long "
+                  f"questions: {before:.0f} / {half:.0f} / {after:.0f} MB")  # fmt: skip
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def _models_path(reader: str) -> str:
+    """The reader as the server (with a cache of its own) finds it: a fetched model by its folder."""
+    from wetqa.retrieval.ranking.readers import resolve_reader
+
+    return resolve_reader(reader) if reader != "none" else "none"
 
 
 if __name__ == "__main__":

@@ -146,13 +146,17 @@ class PipelineSpec:
 
     # ------------------------------------------------------------------------ using it
     def build(self, retriever=None, backend=None):
-        """The runnable :class:`~.pipeline.Pipeline` (a retriever or backend given is used instead of opening one)."""
+        """The runnable :class:`~.pipeline.Pipeline` (a retriever or backend given is used instead of opening one).
+
+        A ``listwise`` re-ranker asks the pipeline's own generator: its backend is handed to retrieval as a
+        function of chat messages, so retrieval imports no generator."""
         from .pipeline import Pipeline
         from .presets import make_backend
 
+        backend = backend if backend is not None else make_backend(self.generator)
         return Pipeline(
-            retriever if retriever is not None else self.retrieval.build(),
-            backend if backend is not None else make_backend(self.generator),
+            retriever if retriever is not None else self.retrieval.build(completer(backend)),
+            backend,
             k=self.k,
             language=self.language,
             min_confidence=self.options.min_confidence,
@@ -160,7 +164,7 @@ class PipelineSpec:
 
     def inputs(self) -> dict:
         """What a run's answers depend on (:func:`~.runs.run_inputs`): a run folder resumes only with the same."""
-        from wetqa.retrieval.ranking.confidence import model_digest
+        from wetqa.retrieval.pipeline import model_digests
 
         from .runs import run_inputs
 
@@ -170,7 +174,10 @@ class PipelineSpec:
             kinds, self.k, self.language, self.generator.output_json(), ident["indexes"], ident["query"]
         )
         # Abstaining decides which questions reach the model: its threshold and the fitted model count too.
-        inputs["abstention"] = {"min_confidence": self.options.min_confidence, "model": model_digest()}
+        digests = model_digests()
+        inputs["abstention"] = {"min_confidence": self.options.min_confidence, "model": digests["confidence"]}
+        # The fitted ranking and the lexicon decide which articles answer: a refit is another run.
+        inputs["models"] = digests
         return inputs
 
     def to_json(self) -> dict:
@@ -186,6 +193,29 @@ class PipelineSpec:
 
     def with_options(self, **changes: Any) -> PipelineSpec:
         return replace(self, options=replace(self.options, **changes))
+
+
+def completer(backend, max_tokens: int = 200):
+    """Chat messages -> the backend's text, greedy (what a ``listwise`` re-ranker asks a language model); None
+    for a backend that runs no language model (the extractive one)."""
+    if not getattr(backend, "uses_model", True) or backend.name == "extractive":
+        return None
+    from ._base import GenerationError, Request, Sampling
+
+    supported: frozenset[str] = getattr(backend, "supports", frozenset())
+    sampling = Sampling(
+        temperature=0.0 if "temperature" in supported else None,
+        max_tokens=max_tokens if "max_tokens" in supported else None,
+    )
+
+    def complete(batch: list[list[dict]]) -> list[str]:
+        gens = backend.generate([Request("", [], messages, sampling) for messages in batch])
+        failed = next((g.error for g in gens if g.error), None)
+        if failed:
+            raise GenerationError(f"the listwise re-ranker's model failed: {failed}")
+        return [g.text for g in gens]
+
+    return complete
 
 
 def read_toml(path: str | Path) -> dict:

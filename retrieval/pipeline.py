@@ -136,6 +136,21 @@ NO_DENSE = "none"  # --rescore none
 HIT_KINDS = ("reranker", "confidence")
 
 
+def model_digests() -> dict:
+    """The SHA-256 (first 16 hex digits) of every fitted model and lexicon a ranking depends on: the learned
+    ranking, the confidence and the everyday-to-legal lexicon wetqa ships (a run records them, and a resumed
+    run with another is refused)."""
+    import hashlib
+    from importlib import resources
+
+    files = {
+        "ranking": resources.files("wetqa.retrieval.ranking").joinpath("ranking.json"),
+        "confidence": resources.files("wetqa.retrieval.ranking").joinpath("confidence.json"),
+        "lexicon": resources.files("wetqa.retrieval").joinpath("everyday.tsv"),
+    }
+    return {name: hashlib.sha256(f.read_bytes()).hexdigest()[:16] if f.is_file() else None for name, f in files.items()}
+
+
 def rank(retriever, questions: Sequence[str], k: int, threads: int = 1, scope: Scope | None = None) -> list[Ranking]:
     """Rankings from any retriever: a pipeline's own, or a plain retriever's hits (no confidence)."""
     if isinstance(retriever, RetrievalPipeline):

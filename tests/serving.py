@@ -178,15 +178,17 @@ def rare_words(store, low: int = 3, high: int = 20, limit: int = 5000) -> list[s
     return sorted(w for w, n in df.items() if low <= n <= high)[:limit]
 
 
-async def search_loop(client, stop_at: float, body_of, latencies: list[float], failures: dict) -> None:
-    """POST /v1/search with ``body_of(n)`` until ``stop_at``; each request's seconds into ``latencies``."""
+async def search_loop(
+    client, stop_at: float, body_of, latencies: list[float], failures: dict, path: str = "/v1/search"
+) -> None:
+    """POST ``path`` with ``body_of(n)`` until ``stop_at``; each request's seconds into ``latencies``."""
     import httpx
 
     n = 0
     while time.perf_counter() < stop_at:
         t = time.perf_counter()
         try:
-            r = await client.post("/v1/search", json=body_of(n))
+            r = await client.post(path, json=body_of(n))
             problem = None if r.status_code == 200 else f"HTTP {r.status_code}"
         except httpx.HTTPError as exc:
             problem = type(exc).__name__
@@ -194,6 +196,55 @@ async def search_loop(client, stop_at: float, body_of, latencies: list[float], f
         if problem:
             failures[problem] = failures.get(problem, 0) + 1
         n += 1
+
+
+def long_question(words: list[str], rng, chars: int = 2000) -> str:
+    """A question of ``chars`` characters (the most a server answers by default) of rare words, each found in a
+    few chunks: hundreds of tokens to encode, and candidates nobody read before."""
+    out = "Wat zegt de wet over"
+    while len(out) < chars - 1:
+        out += " " + rng.choice(words)
+    return out[: chars - 1] + "?"
+
+
+async def long_question_round(url: str, questions: list[str], seconds: float, words: list[str], long_clients: int,
+                              seed: int = 0) -> dict:  # fmt: skip
+    """One chat client per question asks it again and again; ``long_clients`` more ask new questions of 2,000
+    characters of rare words as fast as they are answered (issue 40). Latencies in seconds."""
+    import asyncio
+    import random
+
+    import httpx
+
+    rng = random.Random(seed)
+    ordinary: list[float] = []
+    long: list[float] = []
+    failed_ordinary: dict = {}
+    failed_long: dict = {}
+
+    limits = httpx.Limits(max_connections=len(questions) + long_clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
+        model = (await client.get("/v1/models")).json()["data"][0]["id"]
+
+        def chat(question: str) -> dict:
+            return {"model": model, "messages": [{"role": "user", "content": question}]}
+
+        t0 = time.perf_counter()
+        stop_at = t0 + seconds
+
+        async def timed(loops) -> float:
+            await asyncio.gather(*loops)
+            return time.perf_counter() - t0
+
+        plain = [search_loop(client, stop_at, lambda n, q=q: chat(q), ordinary, failed_ordinary,
+                             "/v1/chat/completions") for q in questions]  # fmt: skip
+        attack = [search_loop(client, stop_at, lambda n: chat(long_question(words, rng)), long, failed_long,
+                              "/v1/chat/completions") for _ in range(long_clients)]  # fmt: skip
+        plain_seconds, long_seconds = await asyncio.gather(timed(plain), timed(attack))
+    out = {"ordinary": _summary(ordinary, failed_ordinary, plain_seconds)}
+    if long_clients:
+        out["long"] = _summary(long, failed_long, long_seconds)
+    return out
 
 
 def _summary(latencies: list[float], failures: dict, seconds: float) -> dict:

@@ -240,3 +240,73 @@ def test_the_api_refuses_k_beyond_the_cap_naming_it(extractive_served):
         assert r.status_code == 400 and r.json()["error"]["param"] == "k", r.text
         assert str(MAX_K) in r.json()["error"]["message"]
         assert httpx.post(live.url + "/v1/search", json={"query": QUESTION, "k": MAX_K}).status_code == 200
+
+
+@pytest.mark.unit
+def test_the_model_lane_runs_the_cheapest_waiting_call_first_and_starves_none():
+    """Issue 40: with an expensive call running and another expensive one waiting, a cheap call that comes
+    later goes before the waiting one; a call that has waited past the lane's patience goes before any
+    cheaper newcomer."""
+    from wetqa.retrieval.models.lanes import Lane
+
+    lane = Lane(patience=0.5)
+    order: list[str] = []
+    gate = threading.Event()
+
+    def call(name: str, cost: float, wait: threading.Event | None = None):
+        def run():
+            order.append(name)
+            if wait is not None:
+                wait.wait(5)
+
+        return threading.Thread(target=lane.run, args=(cost, run))
+
+    running = call("running", 1000, gate)
+    running.start()
+    deadline = time.time() + 5
+    while not order and time.time() < deadline:
+        time.sleep(0.01)
+    waiting = call("expensive", 1000)
+    waiting.start()
+    while lane.waiting < 1 and time.time() < deadline:
+        time.sleep(0.01)
+    cheap = call("cheap", 10)
+    cheap.start()
+    while lane.waiting < 2 and time.time() < deadline:
+        time.sleep(0.01)
+    gate.set()
+    for t in (running, waiting, cheap):
+        t.join(5)
+    assert order == ["running", "cheap", "expensive"]
+    # Patience: the expensive call has waited long enough; it goes before a cheaper one that came after it.
+    order.clear()
+    gate.clear()
+    running = call("running", 1000, gate)
+    running.start()
+    while not order and time.time() < deadline + 5:
+        time.sleep(0.01)
+    waiting = call("expensive", 1000)
+    waiting.start()
+    time.sleep(0.7)  # past patience
+    cheap = call("cheap", 10)
+    cheap.start()
+    time.sleep(0.05)
+    gate.set()
+    for t in (running, waiting, cheap):
+        t.join(5)
+    assert order == ["running", "expensive", "cheap"]
+    assert lane.calls == 6
+
+
+@pytest.mark.unit
+def test_a_failing_call_frees_the_lane():
+    from wetqa.retrieval.models.lanes import Lane
+
+    lane = Lane()
+
+    def boom():
+        raise ValueError("kapot")
+
+    with pytest.raises(ValueError, match="kapot"):
+        lane.run(1, boom)
+    assert lane.run(1, lambda: 42) == 42

@@ -348,3 +348,40 @@ def test_datasets_of_law_level_gold_are_read(tmp_path):
     path.write_text(json.dumps({"id": "a", "question": "Wat zegt de Opiumwet?", "laws": ["BWBR0001941"]}) + "\n")
     item = load_dataset(path)[0]
     assert item.laws == ["BWBR0001941"] and item.articles == []
+
+
+# ----------------------------------------------------------------------------------------- the real model
+@pytest.mark.integration
+def test_the_fetched_embeddinggemma_reads_real_articles_as_sentence_transformers_does(real_reader, real_articles_index):
+    """The real EmbeddingGemma-300M through wetqa's ONNX export against sentence-transformers: questions
+    (float32) alike, real articles read through the int8 graph at cosine .98 or more."""
+    from sentence_transformers import SentenceTransformer
+
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.ranking.readers import Reader, article_documents
+
+    index = open_index(real_articles_index, rescore=False)
+    lengths = np.asarray(index.count)
+    articles = np.flatnonzero(lengths >= 2)[:: max(1, int((lengths >= 2).sum()) // 6)][:6]  # longer articles
+    reader = Reader(str(real_reader))
+    texts, titles = article_documents(index, articles)
+    docs = [reader.encoder.document(t, ti) for t, ti in zip(texts, titles)]
+    st = SentenceTransformer(str(real_reader), device="cpu")
+    st.max_seq_length = 256
+    reference = st.encode(docs, normalize_embeddings=True)
+    cos = (reader.articles(index, articles) * reference).sum(1)
+    assert cos.min() >= 0.98, cos
+    questions = [QUESTION, "Mag mijn werkgever mij verbieden om op zondag niet te werken?"]
+    q = (reader.questions(questions) * st.encode_query(questions, normalize_embeddings=True)).sum(1)
+    assert q.min() > 0.999, q
+
+
+@pytest.mark.integration
+def test_the_real_reader_reads_the_first_candidates_of_a_real_question(real_reader, real_articles_index):
+    from wetqa.retrieval import RetrievalSpec
+
+    pipeline = RetrievalSpec(index=(str(real_articles_index),), reader=str(real_reader), read_depth=8).build()
+    assert pipeline.key == "articles+reader" and "reader" in pipeline.stage_names
+    ranking = pipeline.rank([QUESTION], k=3)[0]
+    assert (ranking.hits[0].chunk.law, ranking.hits[0].chunk.article) == ("Burgerlijk Wetboek Boek 1", "Artikel 266")
+    assert "read" in ranking.hits[0].features and ranking.basis == "articles+reader"

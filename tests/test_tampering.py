@@ -166,3 +166,67 @@ def test_an_unreadable_index_file_is_named_as_such_not_as_damage(articles_index,
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert "cannot read" in proc.stderr and "store.sqlite" in proc.stderr and "damaged" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def read_index(fixture_corpus, tmp_path_factory) -> Path:
+    """An articles index with every setting an answer depends on: dense re-scoring by a tiny model, its
+    passages kept, and its laws read by a tiny reader."""
+    from wetqa.corpus import load_chunks
+    from wetqa.retrieval import build_index
+    from wetqa.retrieval.models.onnx_export import export_onnx
+
+    from .tiny_models import tiny_gemma_embedding, tiny_sentence_transformer
+
+    root = tmp_path_factory.mktemp("settings")
+    texts = [c.text for c in load_chunks(fixture_corpus)]
+    dense = tiny_sentence_transformer(root / "dense", texts)
+    reader = tiny_gemma_embedding(root / "reader", texts)
+    export_onnx(reader)
+    build_index(fixture_corpus, "articles", root / "idx", progress=False, rescore={"model": str(dense)},
+                precompute=True, reader=str(reader))  # fmt: skip
+    return root / "idx"
+
+
+def _set(path: list, value):
+    def edit(meta: dict) -> None:
+        at = meta
+        for key in path[:-1]:
+            at = at[key]
+        if value is _DROP:
+            at.pop(path[-1])
+        else:
+            at[path[-1]] = value
+
+    return edit
+
+
+_DROP = object()
+# Every class of setting an answer depends on (issue 40: deleting the re-scoring block dropped dev Hit@1
+# .863 -> .804, exit 0): the retriever's options, the re-scoring and its weights, the chunking, the passages
+# kept, the reader.
+SETTING_EDITS = {
+    "the re-scoring deleted": _set(["rescore"], _DROP),
+    "the re-scoring weight": _set(["rescore", "weight"], 0.1),
+    "the re-scoring depth": _set(["rescore", "depth"], 5),
+    "the clause weight": _set(["rescore", "clause_weight"], 0.0),
+    "a retriever option": _set(["options", "heading_weight"], 0.0),
+    "the chunking": _set(["chunking", "max_words"], 300),
+    "the passages kept": _set(["passages", "kinds"], ["wet"]),
+    "the reader deleted": _set(["reader"], None),
+    "the corpus hash": _set(["corpus_hash"], "0" * 64),
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("case", list(SETTING_EDITS))
+def test_an_edited_setting_of_index_json_is_refused(case, read_index, tmp_path, capsys):
+    folder = tmp_path / "idx"
+    shutil.copytree(read_index, folder)
+    assert main(["search", QUESTION, "--index", str(folder), "--reader", "none"]) == 0
+    capsys.readouterr()
+    _meta(folder, SETTING_EDITS[case])
+    code = main(["search", QUESTION, "--index", str(folder), "--reader", "none"])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_USAGE and len(err.splitlines()) == 1, (case, err)
+    assert f"damaged index {folder}" in err and "index.json" in err, err

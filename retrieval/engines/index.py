@@ -39,7 +39,12 @@ INDEX_META = "index.json"
 # 4: each law version's kind, jurisdiction and validity (scope filters), the passage vectors; 3: every
 # file's content hash in index.json, the build options in the store (2: the store and memory-mapped arrays,
 # sizes only; 1: chunks.jsonl and bm25s folders, loaded whole).
-INDEX_FORMAT = 5
+INDEX_FORMAT = 6
+# 6: settings.json, the settings an answer depends on, hashed with the other files (an edited index.json is refused)
+SETTINGS = "settings.json"
+# What index.json says that changes an answer: checked at every open against settings.json, which the content
+# check covers (its hash is in index.json's list of files, which an edit of one field leaves as it was).
+ANSWER_SETTINGS = ("retriever", "options", "rescore", "chunking", "corpus_hash", "passages", "reader")
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -173,9 +178,13 @@ def build_index(
             "build_seconds": round(time.perf_counter() - t0, 2),
             "passages": passages,
             "reader": read,
-            # Each file's size and content hash: a truncated, replaced or edited file is caught at open.
-            "files": file_digests(tmp),
         }
+        (tmp / SETTINGS).write_text(
+            json.dumps({key: meta.get(key) for key in ANSWER_SETTINGS}, indent=2, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+        # Each file's size and content hash: a truncated, replaced or edited file is caught at open.
+        meta["files"] = file_digests(tmp)
         (tmp / INDEX_META).write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     remember(out, meta["files"])  # just hashed: the first open need not hash the large files again
     return {**meta, "rebuilt": True}
@@ -380,10 +389,31 @@ def law_records(manifest: dict) -> list[dict]:
 RESCORE_DEFAULTS = {"weight": RESCORE_WEIGHT, "depth": RESCORE_DEPTH, "clause_weight": RESCORE_CLAUSE_WEIGHT}
 
 
+def check_settings(path: Path, meta: dict) -> None:
+    """index.json says what the index was built with: each setting an answer depends on is the one
+    settings.json recorded at the build (one line naming the first that is not)."""
+    try:
+        built = json.loads((path / SETTINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DamagedIndex(path, f"{SETTINGS} is not readable ({exc})") from None
+    for key in ANSWER_SETTINGS:
+        if meta.get(key) != built.get(key):
+            raise DamagedIndex(
+                path, f"{INDEX_META} says {key} {json.dumps(meta.get(key))[:80]}, but the index was built with "
+                f"{json.dumps(built.get(key))[:80]} (an edited {INDEX_META}?)"
+            )  # fmt: skip
+
+
 def index_identity(path: str | Path) -> dict:
-    """What an index's rankings depend on: its kind, options, re-scoring and the corpus it was built from."""
+    """What an index's rankings depend on: its kind, options, re-scoring, what it read and the corpus it was
+    built from (every setting of :data:`ANSWER_SETTINGS` but the progress counts)."""
     meta = read_index_meta(path)
-    return {key: meta.get(key) for key in ("retriever", "options", "rescore", "corpus_hash")}
+    out = {key: meta.get(key) for key in ("retriever", "options", "rescore", "chunking", "corpus_hash")}
+    passages = meta.get("passages") or {}
+    out["passages"] = {k: passages.get(k) for k in ("kinds", "clusters")} if passages else None
+    reader = meta.get("reader") or {}
+    out["reader"] = reader.get("identity")
+    return out
 
 
 def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | None:
@@ -420,6 +450,7 @@ def load_index(path: str | Path, corpus_dir: str | Path | None = None):
             )
     check_format(path, meta.get("format", 1))
     verify_index_files(path, meta.get("files"))  # sizes and content hashes, before anything is read
+    check_settings(path, meta)
     check_meta(path, meta)
     info = registered(meta["retriever"])
     info.check_available()

@@ -27,6 +27,9 @@ def prefixes(model: str, prompts: dict[str, str] | None = None) -> tuple[str, st
     return "", ""
 
 
+LONG_QUERIES = 2000  # characters of questions in one call beyond which they are encoded apart
+
+
 class PrefixedEncoder:
     """An encoder that puts its family's prefixes before queries and passages, and joins the queries
     of concurrent requests into one model call. A subclass gives ``dim`` and ``_encode``."""
@@ -41,7 +44,12 @@ class PrefixedEncoder:
         raise NotImplementedError
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        rows = self.query_batcher([self.query_prefix + t for t in texts])
+        prefixed = [self.query_prefix + t for t in texts]
+        if sum(len(t) for t in prefixed) > LONG_QUERIES:
+            # Long questions are not joined to the short ones of other requests (they would wait for the
+            # longest): encoded on their own, the model lane ordering the calls (lanes.py).
+            return self._encode(prefixed)
+        rows = self.query_batcher(prefixed)
         return np.stack(rows) if rows else np.empty((0, self.dim), dtype=np.float32)
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:

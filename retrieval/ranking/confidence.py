@@ -223,14 +223,6 @@ def shipped_models() -> dict[str, ConfidenceModel]:
     return {kind: ConfidenceModel(spec) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
-def model_digest() -> str | None:
-    """A hash of the shipped models (a run records it: another calibration abstains on other questions)."""
-    import hashlib
-
-    path = resources.files("wetqa.retrieval.ranking").joinpath("confidence.json")
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
-
-
 def model_for_key(key: str) -> ConfidenceModel | None:
     """The shipped model fitted for a pipeline key (``articles+dense+reader@whole``: the same key as its
     ranking model's). A pipeline no model was fitted for (another first stage: bm25s over chunks, Pyserini,
