@@ -21,9 +21,9 @@ import numpy as np
 
 from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
-from wetqa.retrieval.ranking.confidence import FRAME_WORDS, SignalContext
+from wetqa.retrieval.dutch import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, frame_terms, lead_overlap
+from wetqa.retrieval.ranking.confidence import SignalContext
 from wetqa.retrieval.ranking.fitting import logistic_fit as fit
-from wetqa.retrieval.structure import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, lead_overlap
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"
@@ -75,7 +75,7 @@ def candidate_rows(retriever, question: str, k: int = 30) -> tuple[list, list[di
     hits = retriever.search(question, k)
     index = getattr(retriever, "index", retriever)  # a pipeline's first index, or an index itself
     analyzer = index.analyzer
-    q_terms = set(analyzer.tokens(question)) - FRAME_WORDS
+    q_terms = set(analyzer.tokens(question)) - frame_terms()
     features = getattr(retriever, "features", None)
     names = SignalContext(index, features.law_names if features is not None else None).law_names
     named = names.named(question)

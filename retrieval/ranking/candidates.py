@@ -4,22 +4,22 @@ a calibrated linear model over what each candidate's evidence says.
 Candidates (the union, all in the question's scope):
 
 - the articles BM25 ranks first for the question (:mod:`.articles`), and for the legal words its
-  everyday words stand for (:mod:`.expansion`);
+  everyday words stand for (:func:`..dutch.expand`);
 - the articles whose passages are nearest the question in a dense model's space, and nearest the
   question with those legal words (:mod:`.passages`: the passage vectors kept with the index, of every
   passage or of the regulations of some kinds; other candidates' dense features through the vector cache);
 - the best articles, by BM25 and by meaning, of the few laws whose titles the question's words cover
-  most ("omzetbelasting", "paspoort": :class:`.lawnames.TitleCover`), searched on their own;
+  most ("omzetbelasting", "paspoort": :class:`..dutch.TitleCover`), searched on their own;
 - the same of the laws the question names by title, name or abbreviation ("volgens de Awb":
-  :class:`.lawnames.LawNames`).
+  :class:`..dutch.LawNames`).
 
 Each candidate's features, most min-max normalised over the candidates of the question:
 
 ``bm``, ``xbm`` BM25 (fused views) of the question and of its legal words; ``de``, ``xde`` the dense
 cosine of its best chunk with the question and the expanded question; ``place`` the cosine of the
 question with the article's law, Boek / Titel / Afdeling and heading; ``clause`` the share of the
-question's words in the clause that announces the article's list (:mod:`.structure`); ``named`` the
-question names the article's law (:mod:`.lawnames`); ``title`` the share of the law's title the
+question's words in the clause that announces the article's list (:func:`..dutch.lead_overlap`); ``named`` the
+question names the article's law (:mod:`..dutch`); ``title`` the share of the law's title the
 question's words cover; ``law_de``, ``law_bm`` the best ``de`` and ``bm`` of
 any candidate of the same law, ``law_share`` that law's share of the ten nearest candidates (a question
 is about a law before it is about an article); ``cited`` how many regulations refer to the article's law
@@ -47,9 +47,8 @@ import numpy as np
 from wetqa.corpus.records import FORMAL_KINDS
 
 from .._base import Hit
-from ..expansion import expand, expanded_question
+from ..dutch import expand, expanded_question, lead_overlap, question_terms
 from ..scope import names_bes
-from ..structure import lead_overlap, question_terms
 
 DEPTH = 30  # candidates from each source
 TITLED_LAWS = 5  # the laws whose titles the question covers most, searched on their own
@@ -159,7 +158,7 @@ class CandidateFeatures:
     """Computes the candidates of a question and their features over one articles index."""
 
     def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH, laws_read=None):
-        from ..lawnames import LawNames, TitleCover
+        from ..dutch import LawNames, TitleCover
 
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth

@@ -18,7 +18,7 @@ gets a first article. These signals tell the two apart:
 - ``clause``: the share of the question's words in the clause announcing the article's list
   (``structure.py``);
 - ``title``: how much of the first article's law's title the question's words cover ("kinderbijslag"
-  of the Algemene Kinderbijslagwet; :class:`.lawnames.TitleCover`): a question about a held law's
+  of the Algemene Kinderbijslagwet; :class:`..dutch.TitleCover`): a question about a held law's
   subject is answerable even in plain words.
 
 A logistic model over these (few features, strong regularisation) gives the probability that the first
@@ -39,11 +39,8 @@ from importlib import resources
 import numpy as np
 
 from .._base import Hit
+from ..dutch import frame_terms
 from ..scope import holds_whole_bwb
-
-# Words that frame a question but carry no content, as the Dutch analyzer stems them ("wanneer" is
-# "wanner", "omstandigheden" "omstand"; "onder", "hoe", "wat", "kan" are stop words already).
-FRAME_WORDS = frozenset("wanner welk voorwaard waarom war mag mog gevall geval situatie omstand bepaald slecht".split())
 
 FEATURES = (
     "oov",
@@ -88,7 +85,7 @@ class SignalContext:
     @property
     def law_names(self):
         if self._law_names is None and self.index is not None:
-            from ..lawnames import LawNames
+            from ..dutch import LawNames
 
             laws = getattr(self.index, "laws", None)
             self._law_names = LawNames(
@@ -151,7 +148,8 @@ def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[
         return out
     out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
     tokens = index.analyzer.tokens(question)
-    content = list(dict.fromkeys(t for t in tokens if t not in FRAME_WORDS and len(t) > 1))
+    frames = frame_terms()
+    content = list(dict.fromkeys(t for t in tokens if t not in frames and len(t) > 1))
     # Words that frame a question ("voorwaarden", "wanneer") are words of its content too when counting
     # whether it says enough to point at an article: "Wat zijn de voorwaarden van adoptie?" has two.
     ids = index.chunks.term_ids(tokens)

@@ -15,11 +15,11 @@ from concurrent.futures import Future
 import numpy as np
 
 from .._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, check_depth
+from ..dutch import lead_overlap, question_terms
 from ..engines.tokenization import DutchAnalyzer
 from ..models.encoders import Encoder
 from ..models.vectors import EmbeddingCache
 from ..scope import Scope
-from ..structure import lead_overlap, question_terms
 
 # Passages encoded per model call when a question's candidates are re-scored: between two calls the
 # model serves other requests' questions, so one question with many new passages delays them by one
