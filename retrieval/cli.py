@@ -401,13 +401,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import time
 
     from .engines.index import verify_index
+    from .engines.integrity import shown
 
     out = args.out or default_index()
     t0 = time.perf_counter()
     report = verify_index(out)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     mb = report["hashed_bytes"] / 2**20
-    emit(args, report, f"verified {out}: {report['files']} files ({mb:.1f} MB) as built, in {report['seconds']} s")
+    text = f"verified {out}: {report['files']} files ({mb:.1f} MB) as built, in {report['seconds']} s"
+    if report["ignored"]:
+        text += f"\nnote: not part of the index, never read by it: {shown(report['ignored'])}"
+    emit(args, report, text)
     return 0
 
 
