@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 import secrets
 import threading
 import time
@@ -127,6 +128,12 @@ def _find(store, chunk_id: str):
         if c.id == chunk_id:
             return row, c
     return None
+
+
+def scope_field(message: str) -> str | None:
+    """The request field a scope error is about: the flag it starts with (it may name others after it)."""
+    flag = re.match(r"--(date|kind|laws|jurisdiction)\b", message)
+    return flag.group(1) if flag else None
 
 
 class ChatService:
@@ -255,8 +262,7 @@ class ChatService:
             )
             check_scope(served.loaded.retriever, scope)
         except RetrievalError as exc:
-            field = next((f for f in ("date", "kind", "laws", "jurisdiction") if f"--{f}" in str(exc)), None)
-            raise APIError(400, str(exc).replace("--", ""), param=field) from None
+            raise APIError(400, str(exc).replace("--", ""), param=scope_field(str(exc))) from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
     async def chat(self, req: ChatRequest):

@@ -652,3 +652,23 @@ def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(serv
     with pytest.raises(openai.BadRequestError) as err:
         c.chat.completions.create(**ask, extra_body={"kind": ["verdrag"]})
     assert err.value.body["param"] == "kind"
+
+
+@pytest.mark.integration
+def test_an_empty_scope_is_a_400_naming_the_field_that_empties_it(server):
+    """Issue 40: a scope holding no article was answered "De vraag is te kort of te algemeen" with a 200."""
+    base = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 10}
+    question = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    for scope, field in [
+        ({"jurisdiction": "bes"}, "jurisdiction"),  # the fixture holds no BES regulation
+        ({"kind": ["wet"], "jurisdiction": "bes"}, "jurisdiction"),
+        ({"laws": ["BWBR9990001"], "date": "2010-06-01"}, "date"),  # that law's text begins in 2024
+    ]:
+        for path, body in (("/v1/search", base), ("/v1/chat/completions", question)):
+            r = httpx.post(server.url + path, json={**body, **scope})
+            assert r.status_code == 400, (path, scope, r.text)
+            error = r.json()["error"]
+            assert error["param"] == field and "the scope is empty" in error["message"], (path, scope, error)
+            assert "--" not in error["message"] and "\n" not in error["message"], error
+    r = httpx.post(server.url + "/v1/search", json={**base, "date": "9999-12-31"})
+    assert r.status_code == 200 and r.json()["data"], r.text
