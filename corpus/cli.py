@@ -175,6 +175,7 @@ def cmd_download(args: argparse.Namespace) -> int:
         Client,
         DownloadError,
         DownloadUnavailable,
+        check_date,
         default_cache_dir,
         download_law,
         download_query,
@@ -182,6 +183,10 @@ def cmd_download(args: argparse.Namespace) -> int:
         reference_corpus,
     )
 
+    try:
+        check_date(args.date)  # before any request: the services would be asked for nothing
+    except DownloadError as exc:
+        raise UsageError(str(exc)) from None
     targets: list[tuple[str, str | None, str | None]] = [(i, args.date, None) for i in args.bwb_ids]
     if args.reference:
         targets += [(i, None, d) for i, d in reference_corpus()]
