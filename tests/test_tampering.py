@@ -200,3 +200,18 @@ def test_an_unreadable_index_file_is_named_as_such_not_as_damage(articles_index,
     proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == EXIT_USAGE, proc.stderr
     assert "cannot read" in proc.stderr and "store.sqlite" in proc.stderr and "damaged" not in proc.stderr
+
+
+@pytest.mark.unit
+def test_what_the_check_does_not_protect_against_is_said_plainly(articles_index, tmp_path, capsys):
+    """Issue 40: the hashes are not keyed, so a file changed together with its hash in index.json passes
+    `--verify`. That is beyond what the check is for, and the README says so."""
+    folder = tmp_path / "idx"
+    shutil.copytree(articles_index, folder)
+    _edit_chunk_text(folder)
+    rewritten = integrity._sha256(folder / "store.sqlite")
+    _meta(folder, lambda m: m["files"]["store.sqlite"].__setitem__("sha256", rewritten))
+    assert main(["index", "--verify", "--out", str(folder)]) == 0  # the limit, as documented
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "What the check protects against" in readme, "the README does not say what the index check is for"
+    assert "does not protect against a writer who can rewrite the folder and its index.json" in readme
