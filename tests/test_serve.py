@@ -672,3 +672,29 @@ def test_an_empty_scope_is_a_400_naming_the_field_that_empties_it(server):
             assert "--" not in error["message"] and "\n" not in error["message"], error
     r = httpx.post(server.url + "/v1/search", json={**base, "date": "9999-12-31"})
     assert r.status_code == 200 and r.json()["data"], r.text
+
+
+@pytest.mark.integration
+def test_json_sent_as_curl_sends_it_by_default_is_read_and_other_bodies_say_to_send_json(server):
+    """Issue 40: `curl -d '{...}'` sends application/x-www-form-urlencoded; the answer was "Input should be a
+    valid dictionary..." with param null."""
+    import json
+
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    chat = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    r = httpx.post(server.url + "/v1/chat/completions", content=json.dumps(chat), headers=form)
+    assert r.status_code == 200 and r.json()["citations"], r.text
+    r = httpx.post(server.url + "/v1/search", content=json.dumps({"query": QUESTION}), headers=form)
+    assert r.status_code == 200 and r.json()["data"], r.text
+    r = httpx.post(server.url + "/v1/search", content=json.dumps({"query": QUESTION, "k": "x"}), headers=form)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "k", r.text  # then checked as JSON is
+    for content, headers in (
+        ("query=gezag", form),  # a real form
+        ("[1, 2]", form),  # JSON, but no object
+        (json.dumps({"query": QUESTION}), {"Content-Type": "text/plain"}),
+    ):
+        r = httpx.post(server.url + "/v1/search", content=content, headers=headers)
+        assert r.status_code == 400, (content, headers, r.text)
+        message = r.json()["error"]["message"]
+        assert "Content-Type: application/json" in message and "\n" not in message, message
+        assert "valid dictionary" not in message
