@@ -277,14 +277,14 @@ def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentPars
 def cmd_diff(args: argparse.Namespace) -> int:
     from ._base import RetrievalError, chunks_of
     from .engines.index import load_index
-    from .engines.versions import article_label, article_versions, diff_markup, diff_versions, versions_payload
+    from .engines.versions import article_label, article_versions, diff_markup, diff_versions, echoed, versions_payload
 
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--from {args.since} is after --to {args.until}")
     store = chunks_of(load_index(args.index or default_index()))
     versions = article_versions(store, args.law_id, args.article)
     if not versions:
-        raise RetrievalError(f"{args.law_id} {article_label(args.article)}: not in this index")
+        raise RetrievalError(f"{echoed(args.law_id)} {echoed(article_label(args.article))}: not in this index")
     change = diff_versions(versions, args.since, args.until)
     first = versions[0]
     payload = versions_payload(versions, change)  # named as the API's GET .../versions names them

@@ -81,7 +81,7 @@ class ChunkLookup:
     def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> dict:
         """An article's versions (the first store holding it answers) and the words changed between two."""
         from wetqa.console import check_day
-        from wetqa.retrieval.engines.versions import article_versions, diff_versions, versions_payload
+        from wetqa.retrieval.engines.versions import article_versions, diff_versions, echoed, versions_payload
 
         for name, day in (("from", since), ("to", until)):
             if day is not None:
@@ -94,7 +94,7 @@ class ChunkLookup:
         except RetrievalError as exc:
             raise APIError(400, str(exc), param="article") from None
         if not found:
-            raise APIError(404, f"no article {article!r} of {law_id!r} in this index", code="not_found")
+            raise APIError(404, f"no article {echoed(article)!r} of {echoed(law_id)!r} in this index", code="not_found")
         try:
             change = diff_versions(found, since, until)
         except RetrievalError as exc:

@@ -378,3 +378,12 @@ def test_a_full_question_that_finds_nothing_in_its_scope_is_not_called_too_short
     capsys.readouterr()
     assert main(["ask", "gezag?", "--index", str(articles_index), "--laws", "BWBR9990002", "--output", "json"]) == 0
     assert "te kort" in json.loads(capsys.readouterr().out)["answer"]  # one word says too little
+
+
+@pytest.mark.unit
+def test_diff_echoes_at_most_the_start_of_a_long_label(articles_index, capsys):
+    """Issue 40: a 100 KB article label was echoed whole in the one-line error."""
+    for law_id, article in (("BWBR9990001", "Artikel " + "9" * 100_000), ("BWBR" + "1" * 100_000, "Artikel 266")):
+        assert exit_code(["diff", law_id, article, "--index", str(articles_index)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err) < 300 and "..." in err and "not in this index" in err, err[:400]

@@ -56,6 +56,14 @@ class ArticleVersion:
         }
 
 
+ECHOED = 80  # characters of a name a message repeats back to the user
+
+
+def echoed(text: str) -> str:
+    """A name the user gave, as a message repeats it: at most ECHOED characters (a label may be 100 KB)."""
+    return text if len(text) <= ECHOED else text[:ECHOED] + "..."
+
+
 def article_label(article: str) -> str:
     """ "266" and "artikel  266" name "Artikel 266"; other units ("Bijlage 1") are kept as written."""
     text = _SPACE.sub(" ", article).strip()
