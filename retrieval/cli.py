@@ -292,9 +292,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     def text() -> str:
         lines = [f"{first.law}, {first.article} ({first.law_id}): {len(versions)} version(s) in this index"]
         for v in versions:
-            lines.append(
-                f"  {v.version_date or 'undated'} .. {v.valid_until or 'now'}" + (" (vervallen)" if v.expired else "")
-            )
+            lines.append(f"  {v.span()}" + (" (vervallen)" if v.expired else ""))
         if change["from"] == change["to"]:
             lines.append(f"one version in force on both days ({change['from'] or 'undated'}): nothing to compare")
         elif not change["changed"]:

@@ -287,6 +287,7 @@ class ArticleVersionModel(DocumentRef):
     article: str
     version_date: str | None = Field(description="the day this text began to be in force (None: not known)")
     valid_until: str | None = Field(description="the day the next version began (None: the current text)")
+    announced: bool = Field(description="published but not yet in force: it begins after today")
     expired: bool
     text: str
     url: str

@@ -387,3 +387,25 @@ def test_diff_echoes_at_most_the_start_of_a_long_label(articles_index, capsys):
         assert exit_code(["diff", law_id, article, "--index", str(articles_index)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err) < 300 and "..." in err and "not in this index" in err, err[:400]
+
+
+@pytest.mark.unit
+def test_an_announced_version_is_shown_as_announced_never_as_now(tmp_path, capsys):
+    """Issue 40: a version that begins in 2099 was listed as "2099-01-01 .. now"."""
+    src = tmp_path / "src"
+    src.mkdir()
+    text = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_text(encoding="utf-8")
+    (src / "BWBR9990001_2024-01-01_0.xml").write_text(text, encoding="utf-8")
+    later = text.replace('inwerkingtreding="2024-01-01"', 'inwerkingtreding="2099-01-01"')
+    (src / "BWBR9990001_2099-01-01_0.xml").write_text(later.replace("ernstig", "zeer ernstig"), encoding="utf-8")
+    corpus, index = tmp_path / "corpus", tmp_path / "index"
+    assert main(["corpus", "build", "--source", str(src), "--out", str(corpus), "--no-progress"]) == 0
+    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["diff", "BWBR9990001", "266", "--index", str(index)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert "  2024-01-01 .. 2099-01-01" in listing and "  vanaf 2099-01-01 (aangekondigd)" in listing, listing
+    assert not any("now" in line for line in listing), listing
+    assert main(["diff", "BWBR9990001", "266", "--index", str(index), "--output", "json"]) == 0
+    versions = json.loads(capsys.readouterr().out)["data"]
+    assert [(v["version_date"], v["announced"]) for v in versions] == [("2024-01-01", False), ("2099-01-01", True)]
