@@ -19,9 +19,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from wetqa import __version__
+from wetqa.console import progress_bar
 from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 
 from .chunking import ChunkingOptions, chunk_articles
@@ -238,7 +237,7 @@ def parse_many(
     if workers == 0:
         workers = min(4, os.cpu_count() or 1)
     names = [str(f) for f in files]
-    bar = tqdm(total=len(names), unit="law", desc="parsing", disable=not progress, leave=False)
+    bar = progress_bar(total=len(names), progress=progress, unit="law", desc="parsing", leave=False)
     try:
         if workers <= 1 or len(names) < 8:
             for name in names:

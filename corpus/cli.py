@@ -169,7 +169,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from wetqa.console import progress_bar
 
     from .download import (
         Client,
@@ -212,8 +212,8 @@ def cmd_download(args: argparse.Namespace) -> int:
             )
             done = [{"path": str(p)} for p in paths]
         else:
-            for bwb_id, date, version in tqdm(
-                targets, unit="law", desc="downloading", disable=len(targets) < 3 or args.no_progress
+            for bwb_id, date, version in progress_bar(
+                targets, progress=len(targets) >= 3 and not args.no_progress, unit="law", desc="downloading"
             ):
                 try:
                     path = download_law(bwb_id, date, args.out, client=client, version_date=version)

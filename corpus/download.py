@@ -34,6 +34,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from wetqa.console import progress_bar
 from wetqa.io import OwnedFolder, atomic_file, own_folder
 
 from .bwb import BWBParseError, parse_law_bytes
@@ -376,8 +377,6 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
     """
     from urllib.parse import urlencode
 
-    from tqdm import tqdm
-
     start: int | None = 1
     bar = None
     total, received = 0, 0
@@ -398,7 +397,7 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
                         f"the search service announces {total} records, more than wetqa pages through "
                         f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
                     )
-                bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
+                bar = progress_bar(total=total, progress=progress, unit="record", desc="searching")
             if not versions and received < total:
                 raise DownloadError(
                     f"the search service announced {total} records but sent "
@@ -550,8 +549,6 @@ def download_query(
     files already in ``out_dir`` are kept."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tqdm import tqdm
-
     check_date(date)  # before the search: a day that is no date finds nothing worth the requests
     out = download_folder(out_dir)
     own = client is None
@@ -579,8 +576,8 @@ def download_query(
                 return None, {"bwb_id": v.bwb_id, "error": str(exc)}
 
         with ThreadPoolExecutor(workers) as pool:
-            for path, failure in tqdm(
-                pool.map(one, chosen), total=len(chosen), unit="law", desc="downloading", disable=not progress
+            for path, failure in progress_bar(
+                pool.map(one, chosen), progress=progress, total=len(chosen), unit="law", desc="downloading"
             ):
                 if path is not None:
                     paths.append(path)

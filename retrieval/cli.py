@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import UsageError, bounded_int, emit, iso_date
+from wetqa.console import UsageError, bounded_int, emit, iso_date, shows_progress
 from wetqa.home import default_corpus, default_index
 
 from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT
@@ -136,7 +136,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
     _fit_inputs(args)
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
-                                 progress=not args.no_progress)  # fmt: skip
+                                 progress=shows_progress(not args.no_progress))  # fmt: skip
     out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"])
     if args.per_question:
         rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
@@ -152,7 +152,8 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
     from .ranking.confidence import FEATURES
 
     _fit_inputs(args)
-    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=not args.no_progress)
+    progress = shows_progress(not args.no_progress)  # the ranking's bars: drawn only on a terminal
+    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=progress)
     budgets = (0.03, 0.05, 0.10, 0.15, 0.20) if args.sweep else (None,)
     out, lines = {}, []
     for budget in budgets:
@@ -357,7 +358,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         out,
         options,
         force=args.force,
-        progress=not args.no_progress,
+        progress=shows_progress(not args.no_progress),  # also the reader's bars (retrieval/ranking/readers.py)
         rescore=rescore,
         precompute=args.precompute,
         precompute_kinds=kinds,

@@ -303,7 +303,8 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
     from array import array
 
     import numpy as np
-    from tqdm import tqdm
+
+    from wetqa.console import progress_bar
 
     from ..scope import write_law_table
 
@@ -313,7 +314,7 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
     total = (manifest.get("counts") or {}).get("chunks")
     laws = LawRows(law_records(manifest))
     chunk_law = array("i")  # each chunk's law version: the scope of a search masks by it
-    with tqdm(total=total, unit="chunk", desc="indexing", disable=not progress, leave=False) as bar:
+    with progress_bar(total=total, progress=progress, unit="chunk", desc="indexing", leave=False) as bar:
         for article, chunks in corpus_articles(corpus_dir):
             article["law_row"] = law = laws.row_of(article)
             row, rows = store.add(article, chunks)
