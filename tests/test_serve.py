@@ -698,3 +698,35 @@ def test_json_sent_as_curl_sends_it_by_default_is_read_and_other_bodies_say_to_s
         message = r.json()["error"]["message"]
         assert "Content-Type: application/json" in message and "\n" not in message, message
         assert "valid dictionary" not in message
+
+
+@pytest.mark.integration
+def test_a_client_that_half_closes_after_its_request_gets_its_answer(server):
+    """Issue 40: a client that sends its request and then shuts its writing side (shutdown(SHUT_WR), as
+    `nc -N` does) got no reply: the server took the end of its input for the end of the connection."""
+    import json
+    import socket
+
+    def exchange(raw: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+            received = b""
+            while chunk := s.recv(65536):  # until the server closes: it must, once it has answered
+                received += chunk
+            return received
+
+    body = json.dumps({"query": QUESTION, "k": 3}).encode()
+    head = f"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    reply = exchange(head.encode() + b"\r\n" + body)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["data"]
+    chat = json.dumps(
+        {"model": "wetqa-bm25s-extractive", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    ).encode()
+    head_chat = head.replace("/v1/search", "/v1/chat/completions").replace(str(len(body)), str(len(chat)))
+    streamed = exchange(head_chat.encode() + b"\r\n" + chat)  # streamed too, when it half-closed before the stream
+    assert streamed.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in streamed, streamed[:300]
+    t0 = time.perf_counter()
+    assert exchange(head.encode() + b"\r\n" + body[:10]) == b""  # half a body: nothing to answer, closed at once
+    assert exchange(b"") == b"" and time.perf_counter() - t0 < 5
