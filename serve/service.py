@@ -130,6 +130,28 @@ def _find(store, chunk_id: str):
     return None
 
 
+# OpenAI request fields no served pipeline honours: its answer is wetqa's own cited text, with no place for
+# a client's JSON schema, tool calls or log-probabilities. Given, they are a 400 naming them (a 200 that
+# ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
+NOT_HONOURED = {
+    "response_format": 'answers are wetqa\'s cited text (send no response_format, or {"type": "text"})',
+    "tools": "answers cite law articles and call no tools",
+    "logprobs": "the response carries no log-probabilities",
+    "top_logprobs": "the response carries no log-probabilities",
+}
+
+
+def not_honoured(req: ChatRequest) -> str | None:
+    """The first field of NOT_HONOURED the request asks for, or None."""
+    asks = {
+        "response_format": req.response_format not in (None, {"type": "text"}),
+        "tools": bool(req.tools),
+        "logprobs": bool(req.logprobs),
+        "top_logprobs": bool(req.top_logprobs),
+    }
+    return next((name for name, asked in asks.items() if asked), None)
+
+
 def scope_field(message: str) -> str | None:
     """The request field a scope error is about: the flag it starts with (it may name others after it)."""
     flag = re.match(r"--(date|kind|laws|jurisdiction)\b", message)
@@ -182,6 +204,11 @@ class ChatService:
             )
 
     def sampling_of(self, req: ChatRequest, served: ServedPipeline) -> Sampling:
+        field = not_honoured(req)
+        if field is not None:
+            raise APIError(
+                400, f"{field} is not supported: {NOT_HONOURED[field]}", code="unsupported_parameter", param=field
+            )
         if req.n is not None and req.n > 1:
             raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
         if req.max_tokens is not None and req.max_completion_tokens is not None:

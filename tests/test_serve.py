@@ -730,3 +730,28 @@ def test_a_client_that_half_closes_after_its_request_gets_its_answer(server):
     t0 = time.perf_counter()
     assert exchange(head.encode() + b"\r\n" + body[:10]) == b""  # half a body: nothing to answer, closed at once
     assert exchange(b"") == b"" and time.perf_counter() - t0 < 5
+
+
+@pytest.mark.integration
+def test_response_format_tools_and_logprobs_are_refused_not_ignored(server):
+    """Issue 40: they were dropped without a word and answered with a 200, though the README says a setting
+    the generator cannot honour is a 400 naming it."""
+    body = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    tool = {"type": "function", "function": {"name": "zoek", "parameters": {"type": "object", "properties": {}}}}
+    for field, value in [
+        ("response_format", {"type": "json_object"}),
+        ("response_format", {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}),
+        ("tools", [tool]),
+        ("logprobs", True),
+        ("top_logprobs", 3),
+    ]:
+        for stream in (False, True):
+            r = httpx.post(server.url + "/v1/chat/completions", json={**body, field: value, "stream": stream})
+            assert r.status_code == 400, (field, value, r.text)
+            error = r.json()["error"]
+            assert (error["code"], error["param"]) == ("unsupported_parameter", field), error
+            assert field in error["message"] and "\n" not in error["message"], error
+    # What asks for nothing beyond a text answer is no setting to refuse.
+    for field, value in [("response_format", {"type": "text"}), ("tools", []), ("logprobs", False)]:
+        r = httpx.post(server.url + "/v1/chat/completions", json={**body, field: value})
+        assert r.status_code == 200, (field, r.text)
