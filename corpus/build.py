@@ -19,22 +19,22 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from wetqa import __version__
+from wetqa.console import progress_bar
 from wetqa.io import FORMAT_KEY, atomic_dir, read_jsonl
 
 from .chunking import ChunkingOptions, chunk_articles
 from .filters import technical_title_word
 from .records import FORMAL_KINDS, Chunk, DocumentError, ParsedLaw, ParseFailure, printable
-from .sources import DEFAULT, Source, UnknownSource, get_source
+from .sources import DEFAULT, Source, UnknownSource, document_metadata, get_source
 
 # Bumped when what a build writes changes (2: articles.jsonl carries each article's paragraphs; 3: units
 # outside articles, kind, jurisdiction and validity on each record, laws named by references; 4: records
 # name their collection and document generically, ``collection`` and ``law_id``; 5: each regulation
-# names the formal law it rests on, ``parent``), so that the corpus hash, and every index keyed by it,
-# tells an old build from a new one.
-CORPUS_FORMAT = 5
+# names the formal law it rests on, ``parent``; 6: records carry the collection's own name for the id,
+# ``bwb_id``, beside ``law_id`` again), so that the corpus hash, and every index keyed by it, tells an old
+# build from a new one.
+CORPUS_FORMAT = 6
 MANIFEST = "manifest.json"
 ARTICLES = "articles.jsonl"
 CHUNKS = "chunks.jsonl"
@@ -237,7 +237,7 @@ def parse_many(
     if workers == 0:
         workers = min(4, os.cpu_count() or 1)
     names = [str(f) for f in files]
-    bar = tqdm(total=len(names), unit="law", desc="parsing", disable=not progress, leave=False)
+    bar = progress_bar(total=len(names), progress=progress, unit="law", desc="parsing", leave=False)
     try:
         if workers <= 1 or len(names) < 8:
             for name in names:
@@ -313,11 +313,13 @@ class _Writer:
             return ParseFailure(display_name(path), f"no chunk: {why}")
         self.laws += 1
         self.articles += len(parsed.articles)
+        # The collection's own name for the id beside law_id (bwb_id): scripts that read the files by it work on.
+        id_names = document_metadata(law.collection, law.law_id)
         for article in parsed.articles:
             self.expired += article.expired
-            self.fa.write(json.dumps(article.to_json(), ensure_ascii=False) + "\n")
+            self.fa.write(json.dumps(article.to_json(id_names), ensure_ascii=False) + "\n")
         for chunk in chunks:
-            self.fc.write(json.dumps(chunk.to_json(), ensure_ascii=False) + "\n")
+            self.fc.write(json.dumps(chunk.to_json(id_names), ensure_ascii=False) + "\n")
         self.chunks += len(chunks)
         name = Path(path).name
         self.rows.append(

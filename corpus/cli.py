@@ -169,12 +169,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_download(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from wetqa.console import progress_bar
 
     from .download import (
         Client,
         DownloadError,
         DownloadUnavailable,
+        check_date,
         default_cache_dir,
         download_law,
         download_query,
@@ -182,6 +183,10 @@ def cmd_download(args: argparse.Namespace) -> int:
         reference_corpus,
     )
 
+    try:
+        check_date(args.date)  # before any request: the services would be asked for nothing
+    except DownloadError as exc:
+        raise UsageError(str(exc)) from None
     targets: list[tuple[str, str | None, str | None]] = [(i, args.date, None) for i in args.bwb_ids]
     if args.reference:
         targets += [(i, None, d) for i, d in reference_corpus()]
@@ -207,8 +212,8 @@ def cmd_download(args: argparse.Namespace) -> int:
             )
             done = [{"path": str(p)} for p in paths]
         else:
-            for bwb_id, date, version in tqdm(
-                targets, unit="law", desc="downloading", disable=len(targets) < 3 or args.no_progress
+            for bwb_id, date, version in progress_bar(
+                targets, progress=len(targets) >= 3 and not args.no_progress, unit="law", desc="downloading"
             ):
                 try:
                     path = download_law(bwb_id, date, args.out, client=client, version_date=version)

@@ -91,17 +91,27 @@ def first_problem(exc: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid value')}"
 
 
+def _text(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DatasetError(
+            f"{where}: not UTF-8 text ({raw[exc.start]:#04x} at byte {exc.start + 1} of the line); save it as UTF-8"
+        ) from None
+
+
 def load_dataset(path: str | Path) -> list[QAItem]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"dataset not found: {path}")
     items: list[QAItem] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:  # bytes, decoded line by line: an invalid byte is named with its line
+        for lineno, raw in enumerate(fh, 1):
+            where = f"{path}:{lineno}"
+            line = _text(raw, where)
             if not line.strip():
                 continue
-            where = f"{path}:{lineno}"
             try:
                 row = _QARecord.model_validate_json(line)
             except ValidationError as exc:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from wetqa.console import progress_bar
 from wetqa.io import OwnedFolder, atomic_file, own_folder
 
 from .bwb import BWBParseError, parse_law_bytes
@@ -51,7 +52,6 @@ USER_AGENT = "wetqa/0.1 (corpus download; +https://pypi.org/project/wetqa)"
 # ASCII digits only: \d matches any script's digits (BWBR０００１８５４, BWBR١٢٣٤٥٦٧), which are no BWB ids and
 # would become file names. \Z, not $: $ lets a trailing newline through.
 _ID = re.compile(r"\ABWBR[0-9]{7}\Z")
-_DATE = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 _LABEL = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]+)")
 _FULL_LABEL = re.compile(r"\A[0-9]{4}-[0-9]{2}-[0-9]{2}_[0-9]+\Z")
 DOWNLOADS = "downloads.jsonl"  # in the output folder: what each file is, where it came from, its checksum
@@ -377,8 +377,6 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
     """
     from urllib.parse import urlencode
 
-    from tqdm import tqdm
-
     start: int | None = 1
     bar = None
     total, received = 0, 0
@@ -399,7 +397,7 @@ def search(client: Client, query: str, progress: bool = False) -> Iterator[LawVe
                         f"the search service announces {total} records, more than wetqa pages through "
                         f"({MAX_PAGES * PAGE_SIZE}); narrow the query"
                     )
-                bar = tqdm(total=total, unit="record", desc="searching", disable=not progress)
+                bar = progress_bar(total=total, progress=progress, unit="record", desc="searching")
             if not versions and received < total:
                 raise DownloadError(
                     f"the search service announced {total} records but sent "
@@ -503,6 +501,17 @@ def fetch(client: Client, version: LawVersion, out: OwnedFolder) -> Path:
     return target
 
 
+def check_date(day: str | None) -> None:
+    """A day asked for is a date of the calendar (``2024-02-30`` is not), checked before any request."""
+    from wetqa.console import check_day
+
+    if day is not None:
+        try:
+            check_day(day)
+        except ValueError as exc:
+            raise DownloadError(f"not a date: {exc}") from None
+
+
 def download_law(
     bwb_id: str,
     date: str | None = None,
@@ -514,8 +523,7 @@ def download_law(
     if not _ID.match(bwb_id):
         raise DownloadError(f"not a BWB id: {bwb_id!r} (expected BWBR followed by 7 digits)")
     for d in (date, version_date):
-        if d is not None and not _DATE.match(d):
-            raise DownloadError(f"not a date: {d!r} (expected YYYY-MM-DD)")
+        check_date(d)
     out = download_folder(out_dir)
     own = client is None
     client = client or Client()
@@ -541,8 +549,7 @@ def download_query(
     files already in ``out_dir`` are kept."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tqdm import tqdm
-
+    check_date(date)  # before the search: a day that is no date finds nothing worth the requests
     out = download_folder(out_dir)
     own = client is None
     client = client or Client(concurrency=workers)
@@ -569,8 +576,8 @@ def download_query(
                 return None, {"bwb_id": v.bwb_id, "error": str(exc)}
 
         with ThreadPoolExecutor(workers) as pool:
-            for path, failure in tqdm(
-                pool.map(one, chosen), total=len(chosen), unit="law", desc="downloading", disable=not progress
+            for path, failure in progress_bar(
+                pool.map(one, chosen), progress=progress, total=len(chosen), unit="law", desc="downloading"
             ):
                 if path is not None:
                     paths.append(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # The collection of records that name none: every corpus before sources were parts held the BWB.
@@ -75,9 +76,12 @@ class Article:
     def path_label(self) -> str:
         return " > ".join(d.label() for d in self.path)
 
-    def to_json(self) -> dict:
+    def to_json(self, id_names: Mapping[str, str] | None = None) -> dict:
+        """The record as ``articles.jsonl`` holds it; ``id_names``: the collection's own names for the law id,
+        written beside it (a BWB record's ``bwb_id``: files read by that name before ``law_id``)."""
         return {
             "law_id": self.law_id,
+            **(id_names or {}),
             "version_date": self.version_date,
             "law": self.law,
             "article": self.article,
@@ -118,12 +122,14 @@ class Chunk:
     unit: str = "artikel"
     collection: str = DEFAULT_COLLECTION  # the source of its law (corpus.sources)
 
-    def to_json(self) -> dict:
+    def to_json(self, id_names: Mapping[str, str] | None = None) -> dict:
+        """The record as ``chunks.jsonl`` holds it; ``id_names`` as :meth:`Article.to_json` takes them."""
         # Written by hand: dataclasses.asdict deep-copies and was a third of the build time.
         d = {
             "id": self.id,
             "doc_id": self.doc_id,
             "law_id": self.law_id,
+            **(id_names or {}),
             "version_date": self.version_date,
             "law": self.law,
             "article": self.article,

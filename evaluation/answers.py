@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
-from tqdm import tqdm
 
+from wetqa.console import progress_bar
 from wetqa.corpus.build import read_chunks
 from wetqa.corpus.dataset import QAItem, article_key, first_problem
 from wetqa.corpus.records import Chunk
@@ -278,7 +278,7 @@ class _ScoreBook:
         records, bad = load_run(path)
         self.problems += bad
         rows = self.scores.setdefault(run, [])
-        for rec in tqdm(records, desc=f"scoring {run}", unit="q", disable=not progress, leave=False):
+        for rec in progress_bar(records, desc=f"scoring {run}", unit="q", progress=progress, leave=False):
             item = self.by_id.get(str(rec["id"]))
             if item is None:
                 self.problems.append(

@@ -499,11 +499,11 @@ def cmd_attribute(args: argparse.Namespace) -> int:
         nli = NLIModel(check_model_ref(args.nli_model, "NLI model"))
     out = Path(args.out)
     done = read_done(out)
-    from tqdm import tqdm
+    from wetqa.console import progress_bar
 
     failed = 0
     with open(out, "a", encoding="utf-8") as fh:
-        for rec in tqdm([r for r in records if str(r["id"]) not in done], desc="attributing", unit="answer"):
+        for rec in progress_bar([r for r in records if str(r["id"]) not in done], desc="attributing", unit="answer"):
             row = {"id": rec["id"], "question": rec.get("question", ""), "answer": rec.get("answer", "")}
             try:
                 claims = segment(row["answer"], row["question"], args.unit, complete)

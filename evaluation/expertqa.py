@@ -27,9 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from tqdm import tqdm
-
-from wetqa.console import check_model_ref
+from wetqa.console import check_model_ref, progress_bar
 from wetqa.corpus.dataset import data_files
 from wetqa.generation.sentences import split_sentences
 from wetqa.io import read_journal
@@ -314,7 +312,7 @@ def score_claims(
     todo = [i for i in items if i.key not in done]
     scores_path.parent.mkdir(parents=True, exist_ok=True)
     with scores_path.open("a", encoding="utf-8") as out:
-        for item in tqdm(todo, desc=f"support ({scorer.name})", unit="claim", disable=not progress):
+        for item in progress_bar(todo, desc=f"support ({scorer.name})", unit="claim", progress=progress):
             try:
                 s = float(scorer.score(item.claim, item.evidence))
             except Exception as exc:  # noqa: BLE001 - one failing claim must not lose the others

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
+from wetqa.console import progress_bar
 from wetqa.corpus.dataset import data_files
 
 from .attribution import Attributor, select
@@ -158,7 +157,7 @@ def compute_scores(
 ) -> tuple[list[list[float]], list[dict]]:
     """Candidate scores per item; an item the method fails on gets empty scores and a recorded problem."""
     out, problems = [], []
-    for item in tqdm(items, desc=f"attributing ({attributor.name})", unit="item", disable=not progress):
+    for item in progress_bar(items, desc=f"attributing ({attributor.name})", unit="item", progress=progress):
         try:
             s = attributor.scores(item.sentence, item.candidates)
             if len(s) != len(item.candidates):

@@ -207,11 +207,21 @@ def abstained_answer(request: Request) -> Answer:
     )
 
 
-def abstention_text(request: Request, related: Sequence[Citation]) -> str:
+def too_short(request: Request) -> bool:
+    """Whether the question says too little to point at an article: the one abstention that blames the
+    question. A full question that finds nothing (in a narrow scope, say) is no such case."""
+    from wetqa.retrieval.engines.tokenization import cached_tokens
     from wetqa.retrieval.ranking.confidence import MIN_CONTENT_WORDS
 
+    words = request.signals.get("content_words")
+    if words is None:  # no hits, so no signals: the question's own words, counted as the signal counts them
+        words = len({t for t in cached_tokens(request.question) if len(t) > 1})
+    return words < MIN_CONTENT_WORDS
+
+
+def abstention_text(request: Request, related: Sequence[Citation]) -> str:
     signals = request.signals
-    if not request.hits or signals.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS:
+    if too_short(request):
         lead = "De vraag is te kort of te algemeen om er een wetsartikel bij te zoeken. Stel een volledige vraag."
     else:
         lead = (

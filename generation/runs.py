@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from tqdm import tqdm
-
 from wetqa import __version__
+from wetqa.console import progress_bar
 from wetqa.corpus.dataset import QAItem
 from wetqa.io import OwnedFolder, own_folder, read_journal, recognised, wetqa_made, write_owned_json
 
@@ -201,7 +200,9 @@ def generate_runs(
         path = folder.file(run_file(out, run).name)
         done = read_done(path)
         todo = [it for it in items if it.id not in done or done[it.id].get("error")]
-        bar = tqdm(total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", disable=not progress)
+        bar = progress_bar(
+            total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", progress=progress
+        )
         with open(path, "a", encoding="utf-8") as fh:
             streaming = getattr(pipeline.backend, "generate_stream", None) is not None
             # An engine that schedules requests itself (continuous batching) gets every pending question at

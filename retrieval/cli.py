@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from wetqa.console import UsageError, bounded_int, emit, iso_date
+from wetqa.console import UsageError, bounded_int, emit, iso_date, shows_progress
 from wetqa.home import default_corpus, default_index
 
 from ._base import DEPTH_RANGE, K_RANGE, MAX_K, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT
@@ -136,7 +136,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
     _fit_inputs(args)
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
-                                 progress=not args.no_progress)  # fmt: skip
+                                 progress=shows_progress(not args.no_progress))  # fmt: skip
     out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"])
     if args.per_question:
         rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
@@ -152,7 +152,8 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
     from .ranking.confidence import FEATURES
 
     _fit_inputs(args)
-    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=not args.no_progress)
+    progress = shows_progress(not args.no_progress)  # the ranking's bars: drawn only on a terminal
+    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=progress)
     budgets = (0.03, 0.05, 0.10, 0.15, 0.20) if args.sweep else (None,)
     out, lines = {}, []
     for budget in budgets:
@@ -277,14 +278,14 @@ def register_diff(sub: argparse._SubParsersAction, output: argparse.ArgumentPars
 def cmd_diff(args: argparse.Namespace) -> int:
     from ._base import RetrievalError, chunks_of
     from .engines.index import load_index
-    from .engines.versions import article_label, article_versions, diff_markup, diff_versions, versions_payload
+    from .engines.versions import article_label, article_versions, diff_markup, diff_versions, echoed, versions_payload
 
     if args.since and args.until and args.since > args.until:
         raise UsageError(f"--from {args.since} is after --to {args.until}")
     store = chunks_of(load_index(args.index or default_index()))
     versions = article_versions(store, args.law_id, args.article)
     if not versions:
-        raise RetrievalError(f"{args.law_id} {article_label(args.article)}: not in this index")
+        raise RetrievalError(f"{echoed(args.law_id)} {echoed(article_label(args.article))}: not in this index")
     change = diff_versions(versions, args.since, args.until)
     first = versions[0]
     payload = versions_payload(versions, change)  # named as the API's GET .../versions names them
@@ -292,9 +293,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     def text() -> str:
         lines = [f"{first.law}, {first.article} ({first.law_id}): {len(versions)} version(s) in this index"]
         for v in versions:
-            lines.append(
-                f"  {v.version_date or 'undated'} .. {v.valid_until or 'now'}" + (" (vervallen)" if v.expired else "")
-            )
+            lines.append(f"  {v.span()}" + (" (vervallen)" if v.expired else ""))
         if change["from"] == change["to"]:
             lines.append(f"one version in force on both days ({change['from'] or 'undated'}): nothing to compare")
         elif not change["changed"]:
@@ -359,7 +358,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         out,
         options,
         force=args.force,
-        progress=not args.no_progress,
+        progress=shows_progress(not args.no_progress),  # also the reader's bars (retrieval/ranking/readers.py)
         rescore=rescore,
         precompute=args.precompute,
         precompute_kinds=kinds,
@@ -401,13 +400,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     import time
 
     from .engines.index import verify_index
+    from .engines.integrity import shown
 
     out = args.out or default_index()
     t0 = time.perf_counter()
     report = verify_index(out)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     mb = report["hashed_bytes"] / 2**20
-    emit(args, report, f"verified {out}: {report['files']} files ({mb:.1f} MB) as built, in {report['seconds']} s")
+    text = f"verified {out}: {report['files']} files ({mb:.1f} MB) as built, in {report['seconds']} s"
+    if report["ignored"]:
+        text += f"\nnote: not part of the index, never read by it: {shown(report['ignored'])}"
+    emit(args, report, text)
     return 0
 
 

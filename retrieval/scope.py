@@ -146,8 +146,15 @@ class LawTable:
         self.kinds = kinds  # code -> soort
         self.ids = ids  # law version -> its document id
         self.held = frozenset(ids)
+        # The law versions a search can return anything of (None: all of them); see ranks_only.
+        self.ranked: np.ndarray | None = None
         self._masks = BoundedCache(64)
         self._records: list[dict] | None = None
+
+    def ranks_only(self, law_rows: np.ndarray) -> None:
+        """The law version of each thing a search returns (an articles index ranks no expired article): a
+        scope holding none of them is empty, said as such rather than answered with nothing."""
+        self.ranked = np.bincount(np.asarray(law_rows, dtype=np.int64), minlength=len(self.ids)) > 0
 
     @classmethod
     def load(cls, folder: Path) -> LawTable | None:
@@ -171,7 +178,10 @@ class LawTable:
 
     def check(self, scope: Scope) -> None:
         """One clear error for a scope this index cannot answer (a kind or law it does not hold, a date
-        before every version it holds)."""
+        before every version it holds, a scope that holds no article)."""
+        self.mask(scope)
+
+    def _check_held(self, scope: Scope) -> None:
         unknown = [k for k in scope.kinds if k not in self.kinds]
         if unknown:
             raise RetrievalError(
@@ -192,29 +202,49 @@ class LawTable:
                 )
 
     def mask(self, scope: Scope) -> np.ndarray | None:
-        """Which law versions the scope ranks (None: all of them), cached per scope."""
+        """Which law versions the scope ranks (None: all of them), cached per scope; a scope the index
+        cannot answer is a RetrievalError (:meth:`check`)."""
 
         def make():
-            self.check(scope)
-            return self._mask(scope)
+            self._check_held(scope)
+            ok = np.ones(len(self.kind), dtype=bool)
+            for _, keep in self._filters(scope):
+                ok &= keep
+            if not (ok if self.ranked is None else ok & self.ranked).any():
+                raise RetrievalError(self._empty(scope))
+            return None if ok.all() else ok
 
         return self._masks.get(scope_key(scope), make)
 
-    def _mask(self, scope: Scope) -> np.ndarray | None:
-        ok = np.ones(len(self.kind), dtype=bool)
-        if scope.kinds:
-            codes = [self.kinds.index(k) for k in scope.kinds]
-            ok &= np.isin(self.kind, codes)
+    def _filters(self, scope: Scope) -> list[tuple[str, np.ndarray]]:
+        """Each filter of a scope, named as its flag, with the law versions it keeps."""
+        out = []
         if scope.laws:
-            ok &= np.isin(np.asarray(self.ids, dtype=object), list(scope.laws))
-        if scope.jurisdiction == "nl":
-            ok &= self.bes == 0
-        elif scope.jurisdiction == "bes":
-            ok &= self.bes == 1
-        # The version valid on the day: started on or before it (undated texts: always) and not ended.
+            out.append((f"--laws {','.join(scope.laws)}", np.isin(np.asarray(self.ids, dtype=object), scope.laws)))
+        if scope.kinds:
+            out.append(
+                (f"--kind {','.join(scope.kinds)}", np.isin(self.kind, [self.kinds.index(k) for k in scope.kinds]))
+            )
+        if scope.jurisdiction != "all":
+            out.append((f"--jurisdiction {scope.jurisdiction}", self.bes == (1 if scope.jurisdiction == "bes" else 0)))
+        # The version valid on the day: started on or before it (undated texts: always) and not ended; an
+        # open end is in force on any later day, the last one of the calendar too.
         day = day_number(scope.date or today())
-        ok &= (self.valid_from <= day) & (day < self.valid_until)
-        return None if ok.all() else ok
+        valid = (self.valid_from <= day) & ((day < self.valid_until) | (self.valid_until == OPEN_END))
+        out.append((f"--date {scope.date}" if scope.date else f"today ({today()})", valid))
+        return out
+
+    def _empty(self, scope: Scope) -> str:
+        """The one line of a scope that holds no article, naming the first filter that leaves none."""
+        ok = np.ones(len(self.kind), dtype=bool) if self.ranked is None else self.ranked.copy()
+        before: list[str] = []
+        for flag, keep in self._filters(scope):
+            ok &= keep
+            if not ok.any():
+                within = f" together with {' '.join(before)}" if before else ""
+                return f"{flag}: the scope is empty: no article of this index is in it{within}; widen the scope"
+            before.append(flag)
+        return "the scope is empty: no article of this index is in it; widen the scope"  # not reached
 
 
 def write_law_table(folder: Path, laws: list[dict]) -> None:
@@ -262,10 +292,14 @@ class ChunkScope:
 
 
 def law_table_of(retriever) -> LawTable | None:
-    """The law table behind a retriever: an index's own, or a pipeline's first index's."""
+    """The law table behind a retriever: an index's own (an articles index's, or the one a chunk retriever
+    masks its chunks by), or a pipeline's first index's."""
     laws = getattr(retriever, "laws", None)
     if isinstance(laws, LawTable):
         return laws
+    scoped = getattr(retriever, "scoped", None)  # a chunk retriever's (bm25s, Pyserini, dense)
+    if isinstance(scoped, ChunkScope):
+        return scoped.laws
     index = getattr(retriever, "index", None)  # a retrieval pipeline's first index
     return law_table_of(index) if index is not None and index is not retriever else None
 

@@ -81,9 +81,10 @@ class RetrievalSpec:
     )
     corpus: str | None = setting(None, "corpus folder: refuse an index that is stale against it", metavar="DIR")
     kind: tuple[str, ...] = setting(
-        (), "rank only regulations of these kinds (soort: wet, AMvB, ministeriele-regeling, ...)", metavar="K1,K2"
-    )
-    laws: tuple[str, ...] = setting((), "rank only these laws (their law_id)", metavar="ID,ID")
+        (), "rank only regulations of these kinds (soort: wet, AMvB, ministeriele-regeling, ...)", metavar="K1,K2",
+        split=",",
+    )  # fmt: skip
+    laws: tuple[str, ...] = setting((), "rank only these laws (their law_id)", metavar="ID,ID", split=",")
     jurisdiction: str = setting(
         "nl",
         "nl: the European Netherlands (and Caribisch Nederland for a question that names it); bes: only the "

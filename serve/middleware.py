@@ -60,7 +60,7 @@ class GuardMiddleware:
             self._check_length(headers)
             if scope["method"] in ("POST", "PUT", "PATCH"):
                 body = await self._read_body(receive)
-                return await self.app(scope, _replay(body, receive), send_secured)
+                return await self.app(_as_json(scope, body), _replay(body, receive), send_secured)
         except _Refused as refused:
             return await self._error(send, *refused.args_)
         except _ClientLeft:
@@ -135,6 +135,30 @@ class GuardMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+FORM = b"application/x-www-form-urlencoded"
+SEND_JSON = "the request body must be a JSON object sent with Content-Type: application/json"
+
+
+def _as_json(scope, body: bytes):
+    """The scope of a request whose body the API reads as JSON. ``curl -d '{...}'`` labels its JSON as a
+    form (application/x-www-form-urlencoded): a body that parses as a JSON object is relabelled as the
+    JSON it is; any other body that does not say it is JSON is refused with what to send instead."""
+    headers = dict(scope["headers"])
+    media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+    if not media or media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json")):
+        return scope  # JSON, or unlabelled (read as JSON)
+    if media == FORM:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            relabelled = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            return {**scope, "headers": [*relabelled, (b"content-type", b"application/json")]}
+    got = media.decode("latin-1") + (" that is not a JSON object" if media == FORM else "")
+    raise _Refused(400, f"{SEND_JSON} (got {got})", "invalid_request_error", "invalid_request")
 
 
 def _replay(body: bytes, receive):

@@ -8,7 +8,7 @@ OpenAI client, and any generator of clients, knows what comes back.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
@@ -89,6 +89,12 @@ class ChatRequest(ScopeFields):
     seed: int | None = Field(default=None, strict=True)
     stop: str | list[str] | None = None
     user: str | None = None
+    # OpenAI fields wetqa's answers have no place for (a client's JSON schema, tool calls, the tokens'
+    # log-probabilities): read only to be refused by name (ChatService.sampling_of), never ignored.
+    response_format: dict[str, Any] | None = None
+    tools: list[Any] | None = None
+    logprobs: bool | None = Field(default=None, strict=True)
+    top_logprobs: int | None = Field(default=None, ge=0, strict=True)
 
 
 class SearchRequest(ScopeFields):
@@ -287,6 +293,7 @@ class ArticleVersionModel(DocumentRef):
     article: str
     version_date: str | None = Field(description="the day this text began to be in force (None: not known)")
     valid_until: str | None = Field(description="the day the next version began (None: the current text)")
+    announced: bool = Field(description="published but not yet in force: it begins after today")
     expired: bool
     text: str
     url: str

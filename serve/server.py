@@ -4,7 +4,8 @@ uvicorn closes idle keep-alive connections but waits for ever for headers that c
 at a time, so a few hundred slow ("slowloris") connections hold the server's sockets. Each
 request's headers must now arrive within ``header_timeout`` seconds of its first byte (or of the
 connection, for one that sends nothing); the body has its own deadline in the app
-(:class:`wetqa.serve.middleware.GuardMiddleware`).
+(:class:`wetqa.serve.middleware.GuardMiddleware`). A client that half-closes after its request (it
+shuts its writing side and waits for the answer) is answered, then the connection is closed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,19 @@ class HeaderDeadlineProtocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool | None:  # type: ignore[override]
+        """The client shut its writing side. One that sent a whole request and waits for the answer
+        (``shutdown(SHUT_WR)``, ``nc -N``) still reads: keep the connection open for the answer, then close
+        it. Without a whole request there is nothing to answer, and a client whose stream has begun has
+        left (closing a socket ends its input too: the stream's upstream must stop): close now (returning
+        None lets asyncio close the transport)."""
+        cycle = self.cycle
+        waiting = cycle is not None and not cycle.response_started and self.conn.their_state is h11.DONE
+        if waiting:
+            cycle.keep_alive = False  # uvicorn closes the connection once the response is complete
+            return True
+        return None
 
     def _arm(self) -> None:
         if self._header_deadline is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import re
 import secrets
 import threading
 import time
@@ -80,7 +81,7 @@ class ChunkLookup:
     def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> dict:
         """An article's versions (the first store holding it answers) and the words changed between two."""
         from wetqa.console import check_day
-        from wetqa.retrieval.engines.versions import article_versions, diff_versions, versions_payload
+        from wetqa.retrieval.engines.versions import article_versions, diff_versions, echoed, versions_payload
 
         for name, day in (("from", since), ("to", until)):
             if day is not None:
@@ -93,7 +94,7 @@ class ChunkLookup:
         except RetrievalError as exc:
             raise APIError(400, str(exc), param="article") from None
         if not found:
-            raise APIError(404, f"no article {article!r} of {law_id!r} in this index", code="not_found")
+            raise APIError(404, f"no article {echoed(article)!r} of {echoed(law_id)!r} in this index", code="not_found")
         try:
             change = diff_versions(found, since, until)
         except RetrievalError as exc:
@@ -127,6 +128,34 @@ def _find(store, chunk_id: str):
         if c.id == chunk_id:
             return row, c
     return None
+
+
+# OpenAI request fields no served pipeline honours: its answer is wetqa's own cited text, with no place for
+# a client's JSON schema, tool calls or log-probabilities. Given, they are a 400 naming them (a 200 that
+# ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
+NOT_HONOURED = {
+    "response_format": 'answers are wetqa\'s cited text (send no response_format, or {"type": "text"})',
+    "tools": "answers cite law articles and call no tools",
+    "logprobs": "the response carries no log-probabilities",
+    "top_logprobs": "the response carries no log-probabilities",
+}
+
+
+def not_honoured(req: ChatRequest) -> str | None:
+    """The first field of NOT_HONOURED the request asks for, or None."""
+    asks = {
+        "response_format": req.response_format not in (None, {"type": "text"}),
+        "tools": bool(req.tools),
+        "logprobs": bool(req.logprobs),
+        "top_logprobs": bool(req.top_logprobs),
+    }
+    return next((name for name, asked in asks.items() if asked), None)
+
+
+def scope_field(message: str) -> str | None:
+    """The request field a scope error is about: the flag it starts with (it may name others after it)."""
+    flag = re.match(r"--(date|kind|laws|jurisdiction)\b", message)
+    return flag.group(1) if flag else None
 
 
 class ChatService:
@@ -175,6 +204,11 @@ class ChatService:
             )
 
     def sampling_of(self, req: ChatRequest, served: ServedPipeline) -> Sampling:
+        field = not_honoured(req)
+        if field is not None:
+            raise APIError(
+                400, f"{field} is not supported: {NOT_HONOURED[field]}", code="unsupported_parameter", param=field
+            )
         if req.n is not None and req.n > 1:
             raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
         if req.max_tokens is not None and req.max_completion_tokens is not None:
@@ -255,8 +289,7 @@ class ChatService:
             )
             check_scope(served.loaded.retriever, scope)
         except RetrievalError as exc:
-            field = next((f for f in ("date", "kind", "laws", "jurisdiction") if f"--{f}" in str(exc)), None)
-            raise APIError(400, str(exc).replace("--", ""), param=field) from None
+            raise APIError(400, str(exc).replace("--", ""), param=scope_field(str(exc))) from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
     async def chat(self, req: ChatRequest):

@@ -278,3 +278,52 @@ def test_arguments_that_are_not_utf8_are_bad_input(tmp_path):
     )
     assert r.returncode == EXIT_USAGE, r.stderr
     assert "not valid UTF-8" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+@pytest.mark.unit
+def test_progress_bars_are_drawn_only_on_a_terminal(tmp_path, monkeypatch):
+    """Issue 40: with stderr redirected to a log file, the bars' carriage returns filled it."""
+    import io
+
+    from wetqa.console import progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert progress_bar(range(3)).disable  # a log file, a pipe
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert not progress_bar(range(3)).disable and progress_bar(range(3), progress=False).disable
+    monkeypatch.undo()
+    corpus, index = tmp_path / "corpus", tmp_path / "index"
+    for argv in (
+        ["corpus", "build", "--source", str(FIXTURES / "bwb"), "--out", str(corpus)],
+        ["index", "--corpus", str(corpus), "--out", str(index)],
+    ):
+        r = subprocess.run([sys.executable, "-m", "wetqa", *argv], capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        assert "\r" not in r.stderr and "%|" not in r.stderr, (argv, r.stderr)
+
+
+@pytest.mark.unit
+def test_every_progress_bar_goes_through_the_one_helper():
+    """A bar made with tqdm itself would draw into a log file again. The ranking's fitting and reading take
+    their ``progress`` from their callers, which ask the same helper (console.shows_progress)."""
+    import re
+
+    callers = {"retrieval/ranking/fitting.py", "retrieval/ranking/readers.py"}  # progress decided by callers
+    found = []
+    for folder in ("wetqa", "corpus", "retrieval", "generation", "evaluation", "serve"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel == "wetqa/console.py" or rel in callers:
+                continue
+            text = path.read_text(encoding="utf-8")
+            found += [
+                f"{rel}: {m.group(0)}"
+                for m in re.finditer(
+                    r"\btqdm\(|from tqdm import|disable_tqdm=not progress\b|show_progress_bar=progress\b", text
+                )
+            ]
+    assert found == []

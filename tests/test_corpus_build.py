@@ -34,6 +34,30 @@ def test_build_writes_articles_chunks_manifest(fixture_corpus):
 
 
 @pytest.mark.unit
+def test_the_corpus_files_name_a_bwb_law_by_bwb_id_beside_law_id(fixture_corpus, tmp_path):
+    """Issue 40: articles.jsonl and chunks.jsonl renamed bwb_id to law_id at once, and scripts that read
+    them by bwb_id broke. A BWB record carries both; a corpus written with law_id alone still loads."""
+    import shutil
+
+    from wetqa.retrieval import build_index, open_index
+
+    for name in ("articles.jsonl", "chunks.jsonl"):
+        rows = [json.loads(line) for line in (fixture_corpus / name).read_text(encoding="utf-8").splitlines()]
+        assert rows and all(r["bwb_id"] == r["law_id"] for r in rows), name
+        assert list(rows[0]).index("bwb_id") == list(rows[0]).index("law_id") + 1, rows[0]  # right beside it
+    old = tmp_path / "corpus"
+    shutil.copytree(fixture_corpus, old)
+    for name in ("articles.jsonl", "chunks.jsonl"):  # as the corpora of before wrote them
+        path = old / name
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        path.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "bwb_id"}) + "\n" for r in rows))
+    assert [c.law_id for c in load_chunks(old)] == [c.law_id for c in load_chunks(fixture_corpus)]
+    build_index(old, "articles", tmp_path / "index", progress=False)
+    hit = open_index(tmp_path / "index").search("gezag van een ouder beëindigen", k=1)[0]
+    assert (hit.chunk.law_id, hit.chunk.article) == ("BWBR9990001", "Artikel 266")
+
+
+@pytest.mark.unit
 def test_technical_law_filter(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

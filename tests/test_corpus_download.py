@@ -293,3 +293,25 @@ def test_reference_corpus_list():
     assert (
         LawVersion("BWBR0002656", "2024-01-01", 3, "2024-01-01", OPEN_END).file_name == "BWBR0002656_2024-01-01_3.xml"
     )
+
+
+def test_a_date_that_is_not_in_the_calendar_is_refused_before_the_network(bwb, tmp_path, capsys):
+    """Issue 40: `corpus download --date 2024-02-30` asked the services first."""
+    from wetqa.cli import main
+    from wetqa.console import EXIT_USAGE
+
+    _, log = bwb
+    out = tmp_path / "bwb"
+    for what in (["BWBR9990001"], ["--query", "rechtsgebied==Fictief"], ["--all"]):
+        capsys.readouterr()
+        try:
+            code = main(["corpus", "download", *what, "--date", "2024-02-30", "--out", str(out), "--no-progress"])
+        except SystemExit as exc:  # argparse refuses it
+            code = exc.code
+        err = capsys.readouterr().err.strip()
+        assert code == EXIT_USAGE and len(err.splitlines()) == 1 and "2024-02-30" in err, (what, err)
+    with pytest.raises(DownloadError, match="2024-02-30"):
+        download_law("BWBR9990001", "2024-02-30", out, client=_client())
+    with pytest.raises(DownloadError, match="2024-02-30"):
+        download.download_query("rechtsgebied==Fictief", out, "2024-02-30", _client(), progress=False)
+    assert log == [] and not out.exists()

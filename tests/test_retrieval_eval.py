@@ -102,3 +102,22 @@ def test_bm25s_on_the_dev_questions_near_the_published_figures(real_bm25s_index)
     assert abs(m["chunk"]["R@10"] - 0.617) <= 0.05
     assert abs(m["chunk"]["Hit@3"] - 0.765) <= 0.05
     assert abs(m["article"]["R@3"] - 0.765) <= 0.05
+
+
+@pytest.mark.unit
+def test_a_dataset_that_is_not_utf8_names_its_file_and_line(tmp_path, articles_index, capsys):
+    """Issue 40: an invalid byte gave the codec's bare "'utf-8' codec can't decode byte 0xff in position ..."."""
+    from wetqa.cli import main
+
+    p = tmp_path / "d.jsonl"
+    p.write_bytes(b'{"id": 1, "question": "Wanneer eindigt het gezag?"}\n{"id": 2, "question": "gezag \xff?"}\n')
+    with pytest.raises(DatasetError, match=rf"^{p}:2: not UTF-8 text"):
+        load_dataset(p)
+    for command in (
+        ["eval", "retrieval", "--dataset", str(p), "--index", str(articles_index), "--out", str(tmp_path / "e")],
+        ["generate", "--dataset", str(p), "--index", str(articles_index), "--out", str(tmp_path / "g")],
+    ):
+        capsys.readouterr()
+        assert main(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"wetqa: error: {p}:2: not UTF-8 text") and len(err.splitlines()) == 1, err

@@ -652,3 +652,106 @@ def test_scope_fields_narrow_search_and_chat_and_name_the_field_they_refuse(serv
     with pytest.raises(openai.BadRequestError) as err:
         c.chat.completions.create(**ask, extra_body={"kind": ["verdrag"]})
     assert err.value.body["param"] == "kind"
+
+
+@pytest.mark.integration
+def test_an_empty_scope_is_a_400_naming_the_field_that_empties_it(server):
+    """Issue 40: a scope holding no article was answered "De vraag is te kort of te algemeen" with a 200."""
+    base = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 10}
+    question = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    for scope, field in [
+        ({"jurisdiction": "bes"}, "jurisdiction"),  # the fixture holds no BES regulation
+        ({"kind": ["wet"], "jurisdiction": "bes"}, "jurisdiction"),
+        ({"laws": ["BWBR9990001"], "date": "2010-06-01"}, "date"),  # that law's text begins in 2024
+    ]:
+        for path, body in (("/v1/search", base), ("/v1/chat/completions", question)):
+            r = httpx.post(server.url + path, json={**body, **scope})
+            assert r.status_code == 400, (path, scope, r.text)
+            error = r.json()["error"]
+            assert error["param"] == field and "the scope is empty" in error["message"], (path, scope, error)
+            assert "--" not in error["message"] and "\n" not in error["message"], error
+    r = httpx.post(server.url + "/v1/search", json={**base, "date": "9999-12-31"})
+    assert r.status_code == 200 and r.json()["data"], r.text
+
+
+@pytest.mark.integration
+def test_json_sent_as_curl_sends_it_by_default_is_read_and_other_bodies_say_to_send_json(server):
+    """Issue 40: `curl -d '{...}'` sends application/x-www-form-urlencoded; the answer was "Input should be a
+    valid dictionary..." with param null."""
+    import json
+
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    chat = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    r = httpx.post(server.url + "/v1/chat/completions", content=json.dumps(chat), headers=form)
+    assert r.status_code == 200 and r.json()["citations"], r.text
+    r = httpx.post(server.url + "/v1/search", content=json.dumps({"query": QUESTION}), headers=form)
+    assert r.status_code == 200 and r.json()["data"], r.text
+    r = httpx.post(server.url + "/v1/search", content=json.dumps({"query": QUESTION, "k": "x"}), headers=form)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "k", r.text  # then checked as JSON is
+    for content, headers in (
+        ("query=gezag", form),  # a real form
+        ("[1, 2]", form),  # JSON, but no object
+        (json.dumps({"query": QUESTION}), {"Content-Type": "text/plain"}),
+    ):
+        r = httpx.post(server.url + "/v1/search", content=content, headers=headers)
+        assert r.status_code == 400, (content, headers, r.text)
+        message = r.json()["error"]["message"]
+        assert "Content-Type: application/json" in message and "\n" not in message, message
+        assert "valid dictionary" not in message
+
+
+@pytest.mark.integration
+def test_a_client_that_half_closes_after_its_request_gets_its_answer(server):
+    """Issue 40: a client that sends its request and then shuts its writing side (shutdown(SHUT_WR), as
+    `nc -N` does) got no reply: the server took the end of its input for the end of the connection."""
+    import json
+    import socket
+
+    def exchange(raw: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(raw)
+            s.shutdown(socket.SHUT_WR)
+            received = b""
+            while chunk := s.recv(65536):  # until the server closes: it must, once it has answered
+                received += chunk
+            return received
+
+    body = json.dumps({"query": QUESTION, "k": 3}).encode()
+    head = f"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    reply = exchange(head.encode() + b"\r\n" + body)
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["data"]
+    chat = json.dumps(
+        {"model": "wetqa-bm25s-extractive", "stream": True, "messages": [{"role": "user", "content": QUESTION}]}
+    ).encode()
+    head_chat = head.replace("/v1/search", "/v1/chat/completions").replace(str(len(body)), str(len(chat)))
+    streamed = exchange(head_chat.encode() + b"\r\n" + chat)  # streamed too, when it half-closed before the stream
+    assert streamed.startswith(b"HTTP/1.1 200") and b"data: [DONE]" in streamed, streamed[:300]
+    t0 = time.perf_counter()
+    assert exchange(head.encode() + b"\r\n" + body[:10]) == b""  # half a body: nothing to answer, closed at once
+    assert exchange(b"") == b"" and time.perf_counter() - t0 < 5
+
+
+@pytest.mark.integration
+def test_response_format_tools_and_logprobs_are_refused_not_ignored(server):
+    """Issue 40: they were dropped without a word and answered with a 200, though the README says a setting
+    the generator cannot honour is a 400 naming it."""
+    body = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
+    tool = {"type": "function", "function": {"name": "zoek", "parameters": {"type": "object", "properties": {}}}}
+    for field, value in [
+        ("response_format", {"type": "json_object"}),
+        ("response_format", {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}),
+        ("tools", [tool]),
+        ("logprobs", True),
+        ("top_logprobs", 3),
+    ]:
+        for stream in (False, True):
+            r = httpx.post(server.url + "/v1/chat/completions", json={**body, field: value, "stream": stream})
+            assert r.status_code == 400, (field, value, r.text)
+            error = r.json()["error"]
+            assert (error["code"], error["param"]) == ("unsupported_parameter", field), error
+            assert field in error["message"] and "\n" not in error["message"], error
+    # What asks for nothing beyond a text answer is no setting to refuse.
+    for field, value in [("response_format", {"type": "text"}), ("tools", []), ("logprobs", False)]:
+        r = httpx.post(server.url + "/v1/chat/completions", json={**body, field: value})
+        assert r.status_code == 200, (field, r.text)

@@ -174,3 +174,46 @@ def test_which_extra_provides_a_package_is_declared_once():
     assert install_command("no_such_package") == "pip install no_such_package"
     with pytest.raises(UnavailableError, match=r"^wetqa x needs no_such_package: pip install no_such_package$"):
         requires("json", "no_such_package", command="wetqa x")
+
+
+@dataclass(frozen=True, slots=True)
+class Lists:
+    kinds: tuple[str, ...] = setting((), "a comma list, or the flag again", split=",")
+    paths: tuple[str, ...] = setting((), "a comma may be part of a value")
+
+
+def test_a_comma_list_and_repeated_flags_are_the_same_where_a_setting_splits():
+    """Issue 40: the documented `--laws ID,ID` and `--kind K1,K2` were one value each."""
+    kinds, paths = settings_of(Lists)
+    p = argparse.ArgumentParser()
+    add_arguments(p, settings_of(Lists))
+    args = p.parse_args(["--kinds", "wet,AMvB", "--kinds", " KB ", "--paths", "data/a,b", "--paths", "c"])
+    assert given(args, settings_of(Lists)) == {"kinds": ("wet", "AMvB", "KB"), "paths": ("data/a,b", "c")}
+    assert coerce(kinds, "wet,AMvB") == ("wet", "AMvB") and coerce(kinds, ["wet,AMvB", "KB"]) == ("wet", "AMvB", "KB")
+    assert coerce(paths, "data/a,b") == ("data/a,b",)  # an index path or model id is never split
+    with pytest.raises(SystemExit):
+        p.parse_args(["--kinds", "wet,,AMvB"])
+    with pytest.raises(SettingError, match=r"^kinds: an empty value in 'wet,'"):
+        coerce(kinds, "wet,")
+
+
+def test_laws_and_kind_take_comma_lists_on_the_command_line_and_in_toml(articles_index, tmp_path, capsys):
+    import json
+
+    from wetqa.cli import main
+
+    question = ["search", "gezag ouder rechtbank vreemdeling verblijfsvergunning", "--index", str(articles_index)]
+    both = {"BWBR9990001", "BWBR9990002"}
+    config = tmp_path / "pipeline.toml"
+    config.write_text('laws = "BWBR9990001,BWBR9990002"\nkind = "wet,AMvB"\n', encoding="utf-8")
+    for scope in (
+        ["--laws", "BWBR9990001,BWBR9990002"],
+        ["--laws", "BWBR9990001", "--laws", "BWBR9990002"],
+        ["--kind", "wet,AMvB"],
+        ["--kind", "wet", "--kind", "AMvB"],
+    ):
+        capsys.readouterr()
+        assert main([*question, *scope, "--output", "json"]) == 0, capsys.readouterr()
+        assert {h["law_id"] for h in json.loads(capsys.readouterr().out)["hits"]} == both, scope
+    ask = ["ask", "Wanneer kan de rechtbank het gezag van een ouder beëindigen?", "--index", str(articles_index)]
+    assert main([*ask, "--config", str(config), "--output", "json"]) == 0, capsys.readouterr()

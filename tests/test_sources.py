@@ -99,6 +99,8 @@ def test_a_toy_source_builds_records_of_its_own_collection(toy_index):
     ]
     articles = [json.loads(x) for x in (toy_index / "corpus" / "articles.jsonl").read_text().splitlines()]
     assert {a["collection"] for a in articles} == {"toy"} and len(articles) == 4
+    # Beside law_id, the collection's own name for it (a BWB record's bwb_id), and no other collection's.
+    assert all(a["toy_id"] == a["law_id"] and "bwb_id" not in a for a in articles)
     # Read alone (no index joins the law in), a chunk still names its collection.
     assert {c.collection for c in load_chunks(toy_index / "corpus")} == {"toy"}
 

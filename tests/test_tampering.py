@@ -79,7 +79,10 @@ CASES = {
     "sizes instead of hashes": lambda f: _meta(
         f, lambda m: m.__setitem__("files", {k: v["bytes"] for k, v in m["files"].items()})
     ),
-    "a file no build wrote": lambda f: (f / "extra.npy").write_bytes(b"x"),
+    "a file the build wrote, left out of the list and changed": lambda f: (
+        _meta(f, lambda m: m["files"].pop("ranked_row.npy")),
+        _same_shape("ranked_row.npy", lambda a, rng: rng.permutation(a))(f),
+    ),
 }
 
 
@@ -98,6 +101,37 @@ def test_a_tampered_index_is_a_damaged_index_never_an_answer(case, articles_inde
         err = captured.err.strip()
         assert len(err.splitlines()) == 1 and "internal error" not in err, err
         assert f"damaged index {folder}" in err and "wetqa index --force" in err, err
+
+
+def _users_files(folder: Path) -> None:
+    (folder / ".ok").write_text("")
+    (folder / "NOTES.txt").write_text("built on Tuesday for the demo\n")
+    (folder / "mine").mkdir()
+    (folder / "mine" / "extra.npy").write_bytes(b"x")
+
+
+@pytest.mark.unit
+def test_a_users_file_beside_an_index_is_ignored_with_one_warning(articles_index, tmp_path, capsys, caplog):
+    """A file a user or a tool puts into an index folder is never read by the index: it answers as before
+    and says so in one warning; `index --verify` names them as a note; a listed file is still checked."""
+    folder = tmp_path / "idx"
+    shutil.copytree(articles_index, folder)
+    _users_files(folder)
+    with caplog.at_level("WARNING", logger="wetqa.retrieval"):
+        for command in (["search", QUESTION], ["ask", QUESTION]):
+            assert main([*command, "--index", str(folder)]) == 0, capsys.readouterr().err
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "wetqa.retrieval"]
+    assert "NOTES.txt" in warning and ".ok" in warning and "ignored" in warning and "\n" not in warning, warning
+    capsys.readouterr()
+    assert main(["index", "--verify", "--out", str(folder), "--output", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ignored"] == [".ok", "NOTES.txt", "mine/extra.npy"], report
+    assert main(["index", "--verify", "--out", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "verified" in out and "not part of the index" in out and "NOTES.txt" in out, out
+    _edit_chunk_text(folder)
+    assert main(["search", QUESTION, "--index", str(folder)]) == EXIT_USAGE
+    assert "store.sqlite does not hold what was built" in capsys.readouterr().err
 
 
 @pytest.mark.unit
@@ -230,3 +264,18 @@ def test_an_edited_setting_of_index_json_is_refused(case, read_index, tmp_path, 
     err = capsys.readouterr().err.strip()
     assert code == EXIT_USAGE and len(err.splitlines()) == 1, (case, err)
     assert f"damaged index {folder}" in err and "index.json" in err, err
+
+
+@pytest.mark.unit
+def test_what_the_check_does_not_protect_against_is_said_plainly(articles_index, tmp_path, capsys):
+    """Issue 40: the hashes are not keyed, so a file changed together with its hash in index.json passes
+    `--verify`. That is beyond what the check is for, and the README says so."""
+    folder = tmp_path / "idx"
+    shutil.copytree(articles_index, folder)
+    _edit_chunk_text(folder)
+    rewritten = integrity._sha256(folder / "store.sqlite")
+    _meta(folder, lambda m: m["files"]["store.sqlite"].__setitem__("sha256", rewritten))
+    assert main(["index", "--verify", "--out", str(folder)]) == 0  # the limit, as documented
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "What the check protects against" in readme, "the README does not say what the index check is for"
+    assert "does not protect against a writer who can rewrite the folder and its index.json" in readme

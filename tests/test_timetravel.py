@@ -298,3 +298,114 @@ def test_a_named_law_not_in_the_scope_asked_gives_no_exemption_from_abstaining(t
 
     then = pipeline.ask(question, scope=Scope(date="2012-10-04"))  # the regulation began in 2020
     assert then.abstained and then.citations == [] and then.related  # the 2012 gezag articles were found
+
+
+def _law(law_id, since, until="", kind="wet"):
+    return {"law_id": law_id, "version_date": since, "valid_until": until, "kind": kind, "jurisdiction": "nl"}
+
+
+@pytest.mark.unit
+def test_an_open_end_is_in_force_on_every_later_day(tmp_path):
+    """Issue 40: open ends were stored as 99991231 and compared with `<`, so `--date 9999-12-31` left out
+    every version still in force. A version without an end is in force on any day from its start."""
+    from wetqa.retrieval.scope import LawTable, Scope, write_law_table
+
+    write_law_table(tmp_path, [_law("A", "2012-10-04", "2024-01-01"), _law("A", "2024-01-01"), _law("B", "2027-01-01")])
+    table = LawTable.load(tmp_path)
+    assert table.mask(Scope(date="9999-12-31")).tolist() == [False, True, True]
+    assert table.mask(Scope(date="9999-12-30")).tolist() == [False, True, True]
+    assert table.mask(Scope(date="2023-12-31")).tolist() == [True, False, False]
+    # `wetqa diff --to 9999-12-31` reads versions the same way: the one without an end.
+    old = ArticleVersion("A", "Wet", "Artikel 1", "2012-10-04", "2024-01-01", "oud")
+    new = ArticleVersion("A", "Wet", "Artikel 1", "2024-01-01", "", "nieuw")
+    assert version_on([old, new], "9999-12-31") is new
+
+
+@pytest.mark.unit
+def test_asked_as_of_the_last_day_of_the_calendar_the_texts_in_force_answer(articles_index, capsys):
+    code, answer = ask_json(articles_index, capsys, "--date", "9999-12-31")
+    assert code == 0 and answer["date"] == "9999-12-31", answer
+    assert not answer["abstained"] and answer["citations"], answer["answer"]
+    assert main(["search", QUESTION, "--index", str(articles_index), "--date", "9999-12-31", "--output", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["hits"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "scope, flag",
+    [
+        (["--jurisdiction", "bes"], "--jurisdiction bes"),  # the index holds no BES regulation
+        (["--laws", "BWBR9990001", "--date", "2010-01-01"], "--date 2010-01-01"),  # that law began in 2024
+        (["--kind", "wet", "--date", "2010-01-01"], "--date 2010-01-01"),
+    ],
+)
+def test_an_empty_scope_says_so_and_does_not_blame_the_question(scope, flag, articles_index, capsys):
+    """Issue 40: a scope that holds no article abstained with "De vraag is te kort of te algemeen"."""
+    for command in (["ask", QUESTION, "--generator", "extractive"], ["search", QUESTION]):
+        capsys.readouterr()
+        code = exit_code([*command, "--index", str(articles_index), *scope])
+        captured = capsys.readouterr()
+        err = captured.err.strip()
+        assert code == 2 and len(err.splitlines()) == 1, (command, scope, captured.out, err)
+        assert err.startswith(f"wetqa: error: {flag}: the scope is empty") and "te kort" not in captured.out, err
+
+
+@pytest.mark.unit
+def test_laws_that_give_no_article_are_an_empty_scope(tmp_path, capsys):
+    """A regulation whose every article has expired has nothing an articles index ranks."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(FIXTURES / "bwb" / "toestand_wet_fictief.xml", src / "wet.xml")
+    gone = (FIXTURES / "bwb" / "wetgeving_besluit_oud.xml").read_text(encoding="utf-8")
+    gone = re.sub(r"<artikel>\s*<kop><label>Artikel</label><nr>2b</nr>.*?</artikel>", "", gone, flags=re.S)
+    assert "2b" not in gone and "[Vervallen]" in gone
+    (src / "besluit.xml").write_text(gone, encoding="utf-8")
+    corpus, index = tmp_path / "corpus", tmp_path / "index"
+    assert main(["corpus", "build", "--source", str(src), "--out", str(corpus), "--no-progress"]) == 0
+    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["search", "vreemdeling", "--index", str(index), "--laws", "BWBR9990002"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("wetqa: error: --laws BWBR9990002: the scope is empty") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.unit
+def test_a_full_question_that_finds_nothing_in_its_scope_is_not_called_too_short(articles_index, capsys):
+    """The decree holds no word of this question: nothing found is not the question's fault."""
+    code, answer = ask_json(articles_index, capsys, "--laws", "BWBR9990002")
+    assert code == 0 and answer["abstained"] and not answer["retrieved"], answer
+    assert "te kort" not in answer["answer"] and "geen artikel gevonden" in answer["answer"], answer["answer"]
+    capsys.readouterr()
+    assert main(["ask", "gezag?", "--index", str(articles_index), "--laws", "BWBR9990002", "--output", "json"]) == 0
+    assert "te kort" in json.loads(capsys.readouterr().out)["answer"]  # one word says too little
+
+
+@pytest.mark.unit
+def test_diff_echoes_at_most_the_start_of_a_long_label(articles_index, capsys):
+    """Issue 40: a 100 KB article label was echoed whole in the one-line error."""
+    for law_id, article in (("BWBR9990001", "Artikel " + "9" * 100_000), ("BWBR" + "1" * 100_000, "Artikel 266")):
+        assert exit_code(["diff", law_id, article, "--index", str(articles_index)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err) < 300 and "..." in err and "not in this index" in err, err[:400]
+
+
+@pytest.mark.unit
+def test_an_announced_version_is_shown_as_announced_never_as_now(tmp_path, capsys):
+    """Issue 40: a version that begins in 2099 was listed as "2099-01-01 .. now"."""
+    src = tmp_path / "src"
+    src.mkdir()
+    text = (FIXTURES / "bwb" / "toestand_wet_fictief.xml").read_text(encoding="utf-8")
+    (src / "BWBR9990001_2024-01-01_0.xml").write_text(text, encoding="utf-8")
+    later = text.replace('inwerkingtreding="2024-01-01"', 'inwerkingtreding="2099-01-01"')
+    (src / "BWBR9990001_2099-01-01_0.xml").write_text(later.replace("ernstig", "zeer ernstig"), encoding="utf-8")
+    corpus, index = tmp_path / "corpus", tmp_path / "index"
+    assert main(["corpus", "build", "--source", str(src), "--out", str(corpus), "--no-progress"]) == 0
+    assert main(["index", "--corpus", str(corpus), "--out", str(index), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["diff", "BWBR9990001", "266", "--index", str(index)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert "  2024-01-01 .. 2099-01-01" in listing and "  vanaf 2099-01-01 (aangekondigd)" in listing, listing
+    assert not any("now" in line for line in listing), listing
+    assert main(["diff", "BWBR9990001", "266", "--index", str(index), "--output", "json"]) == 0
+    versions = json.loads(capsys.readouterr().out)["data"]
+    assert [(v["version_date"], v["announced"]) for v in versions] == [("2024-01-01", False), ("2099-01-01", True)]

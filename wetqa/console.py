@@ -97,6 +97,23 @@ def requires(*modules: str, command: str = "this command") -> None:
         )
 
 
+def shows_progress(wanted: bool = True) -> bool:
+    """Whether a progress bar is drawn: when ``wanted`` and stderr is a terminal. Redirected to a log file
+    or a pipe, a bar's carriage returns would fill it with half-drawn lines."""
+    try:
+        return wanted and bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):  # no stderr, or a closed one
+        return False
+
+
+def progress_bar(iterable=None, *, progress: bool = True, **options):
+    """A tqdm progress bar (``options`` are tqdm's), drawn only as :func:`shows_progress` says: every bar
+    wetqa makes is made here."""
+    from tqdm import tqdm
+
+    return tqdm(iterable, disable=not shows_progress(progress), **options)
+
+
 def output_parent() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--output", choices=("text", "json"), default="text", help="print results as text or JSON")

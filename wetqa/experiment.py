@@ -12,8 +12,6 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tqdm import tqdm
-
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
 from wetqa.corpus.dataset import load_dataset
@@ -22,7 +20,7 @@ from wetqa.generation.runs import check_run_folder, generate_runs
 from wetqa.retrieval import RetrievalSpec, build_index, chunks_of
 
 from .config import ConfigError, ExperimentConfig, GeneratorSpec
-from .console import UsageError, emit
+from .console import UsageError, emit, progress_bar
 from .evaluation.abstention import zeroed
 from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
 from .evaluation.metrics import score_keys
@@ -100,7 +98,7 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
         retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks_of(r))
 
     rows = _Rows()
-    bar = tqdm(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
+    bar = progress_bar(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
     # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
     # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
     for gspec in cfg.generators:
@@ -228,7 +226,7 @@ def _open_retrievers(cfg: ExperimentConfig, out: Path, corpus: Path) -> tuple[di
     """Each retriever of the grid as its retrieval spec (indexes built when missing) and its pipeline,
     assembled as every command assembles one (:meth:`RetrievalSpec.build`)."""
     specs: dict[str, RetrievalSpec] = {}
-    for spec in tqdm([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
+    for spec in progress_bar([r for r in cfg.retrievers if not r.components], desc="indexes", unit="index"):
         idx = out / "indexes" / spec.name
         rescore = {"model": spec.rescore} if spec.rescore else None
         build_index(corpus, spec.retriever, idx, spec.options or None, progress=False, rescore=rescore)

@@ -40,12 +40,15 @@ def setting(
     metavar: str | None = None,
     cli: bool = True,
     invalid: str | None = None,
+    split: str | None = None,
 ) -> Any:
     """A dataclass field with what wetqa needs to expose it.
 
     ``minimum``/``maximum`` bound the value inclusively, ``above`` exclusively; ``output`` marks a
     setting that changes what is produced (recorded with runs); ``flag`` replaces the derived
-    ``--name``; ``cli=False`` keeps it out of the command line (a TOML-only setting).
+    ``--name``; ``cli=False`` keeps it out of the command line (a TOML-only setting); ``split`` (a tuple of
+    texts) splits every value given at it, so ``--kind wet,AMvB``, ``--kind wet --kind AMvB`` and
+    ``kind = "wet,AMvB"`` are one list (left out where a value may hold it: paths, model ids).
     """
     meta = {
         "help": help,
@@ -58,6 +61,7 @@ def setting(
         "metavar": metavar,
         "cli": cli,
         "invalid": invalid,
+        "split": split,
     }
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple (immutable) as a setting's default")
@@ -81,6 +85,7 @@ class SettingInfo:
     cli: bool
     invalid: str | None = None  # the complaint about an out-of-range value, when the derived one reads badly
     item: type | None = None  # the element type of a tuple setting
+    split: str | None = None  # a tuple of texts: each value given is a list split at this ("wet,AMvB")
 
     @property
     def key(self) -> str:
@@ -142,6 +147,7 @@ def _read_settings(cls: type) -> tuple[SettingInfo, ...]:
                 cli=meta["cli"],
                 invalid=meta.get("invalid"),
                 item=item,
+                split=meta.get("split"),
             )
         )
     return tuple(out)
@@ -186,6 +192,20 @@ def _check_scalar(info: SettingInfo, value: Any, kind: type, where: str) -> Any:
     return value
 
 
+def split_values(info: SettingInfo, values: Sequence[Any], where: str) -> list[Any]:
+    """The texts of a list setting split at its ``split`` ("wet,AMvB" -> "wet", "AMvB"); other values as given."""
+    out: list[Any] = []
+    for value in values:
+        if not isinstance(value, str) or info.split is None:
+            out.append(value)
+            continue
+        pieces = [piece.strip() for piece in value.split(info.split)]
+        if not all(pieces):
+            raise SettingError(f"{where}: an empty value in {value!r}")
+        out += pieces
+    return out
+
+
 def coerce(info: SettingInfo, value: Any, where: str | None = None) -> Any:
     """``value`` checked against the setting (type, range, choices); SettingError naming it otherwise."""
     where = where or info.name
@@ -196,6 +216,7 @@ def coerce(info: SettingInfo, value: Any, where: str | None = None) -> Any:
     if info.kind is tuple:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
             value = [value]
+        value = split_values(info, value, where)
         item_info = dataclasses.replace(info, kind=info.item or str, choices=info.choices)
         return tuple(_check_scalar(item_info, v, info.item or str, f"{where}[{i}]") for i, v in enumerate(value))
     return _check_scalar(info, value, info.kind, where)
@@ -256,6 +277,19 @@ def _list_type(info: SettingInfo):
     return parse
 
 
+def _split_type(info: SettingInfo):
+    """An argparse type for a list setting that splits: each value given, as the list of its pieces."""
+
+    def parse(text: str) -> list[str]:
+        try:
+            return split_values(info, [text], "the value")
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(str(exc).replace("the value: ", "", 1)) from None
+
+    parse.__name__ = "list"
+    return parse
+
+
 def add_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     infos: Iterable[SettingInfo],
@@ -277,6 +311,8 @@ def add_arguments(
             kwargs["metavar"] = info.metavar
         if info.kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
+        elif info.kind is tuple and info.item is str and info.split:
+            kwargs["action"], kwargs["type"] = "extend", _split_type(info)  # --kind wet,AMvB --kind KB
         elif info.kind is tuple and info.item is str:
             kwargs["action"] = "append"  # --index A --index B
         elif info.kind is tuple:

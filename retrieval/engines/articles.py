@@ -200,6 +200,7 @@ class ArticleRetriever:
             raise DamagedIndex(path, "it keeps no law table for its articles")
         if n_articles and (int(law_of.min()) < 0 or int(law_of.max()) >= len(laws.ids)):
             raise DamagedIndex(path, "the article map points outside the law table")
+        laws.ranks_only(law_of)  # a law whose articles have all expired gives a search nothing
         pruned = None
         if MaxScoreRanker.available() and all((path / f).is_file() for f in block_files()):
             try:

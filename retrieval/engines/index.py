@@ -11,6 +11,7 @@ leaves the old index working.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -31,8 +32,10 @@ from .._base import (
 )
 from ..kernels.impacts import Vocabulary
 from ..registry import retriever as registered
-from .integrity import file_digests, remember, unreadable, verify_index_files
+from .integrity import file_digests, remember, shown, unreadable, verify_index_files
 from .store import STORE, ChunkStore, StoreWriter, corpus_articles
+
+log = logging.getLogger("wetqa.retrieval")
 
 INDEX_META = "index.json"
 # 5: records name their collection and document generically (collection, law_id);
@@ -309,7 +312,8 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
     from array import array
 
     import numpy as np
-    from tqdm import tqdm
+
+    from wetqa.console import progress_bar
 
     from ..scope import write_law_table
 
@@ -319,7 +323,7 @@ def _stream_build(corpus_dir: Path, tmp: Path, cls, options: dict, manifest: dic
     total = (manifest.get("counts") or {}).get("chunks")
     laws = LawRows(law_records(manifest))
     chunk_law = array("i")  # each chunk's law version: the scope of a search masks by it
-    with tqdm(total=total, unit="chunk", desc="indexing", disable=not progress, leave=False) as bar:
+    with progress_bar(total=total, progress=progress, unit="chunk", desc="indexing", leave=False) as bar:
         for article, chunks in corpus_articles(corpus_dir):
             article["law_row"] = law = laws.row_of(article)
             row, rows = store.add(article, chunks)
@@ -449,7 +453,8 @@ def load_index(path: str | Path, corpus_dir: str | Path | None = None):
                 f"stale index {path}: built from another corpus than {corpus_dir}; rebuild it with `wetqa index`"
             )
     check_format(path, meta.get("format", 1))
-    verify_index_files(path, meta.get("files"))  # sizes and content hashes, before anything is read
+    checked = verify_index_files(path, meta.get("files"))  # sizes and content hashes, before anything is read
+    _warn_ignored(path, checked["ignored"])
     check_settings(path, meta)
     check_meta(path, meta)
     info = registered(meta["retriever"])
@@ -465,6 +470,16 @@ def load_index(path: str | Path, corpus_dir: str | Path | None = None):
         raise unreadable(path, Path(exc.filename or STORE).name, exc) from None
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, sqlite3.DatabaseError) as exc:
         raise DamagedIndex(path, f"{type(exc).__name__}: {exc}") from None
+
+
+_WARNED: set[Path] = set()  # index folders whose ignored files were named already (once per process)
+
+
+def _warn_ignored(path: Path, ignored: list[str]) -> None:
+    """Files a user or a tool put into the index folder are never read by it: said once, not refused."""
+    if ignored and path.resolve() not in _WARNED:
+        _WARNED.add(path.resolve())
+        log.warning("wetqa: warning: %s holds files that are not part of the index (%s): ignored", path, shown(ignored))
 
 
 def dense_parts(index, path: Path | None, model: str):

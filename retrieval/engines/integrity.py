@@ -4,14 +4,21 @@ A file changed in place (same size, other bytes: random values over a map, an ed
 store, shuffled postings) gave confident wrong answers, so sizes are not enough. ``index.json`` lists
 every file of the folder with its size and SHA-256, and opening an index checks
 
-- that every file of the folder is listed and every listed file is there, at its size (an empty or
-  edited list turns nothing off: a file it leaves out is a file the index does not know);
+- that every listed file is there, at its size, and that every file the build wrote is listed (an empty
+  or edited list turns nothing off: a file it leaves out that wetqa wrote, by the folder's list of what
+  wetqa wrote there, is refused);
 - the content of every small file (up to ``HASH_AT_OPEN`` bytes: metadata, the article maps, term
   maxima), hashed at every open;
 - the content of every larger file (the impact arrays, the store), hashed at the first open after it
   changed: a file whose inode, size, modification and change times match a verification recorded in
   ``$WETQA_CACHE/verified`` is not hashed again. Writing a file changes its change time (which no
   user can set back), so an edit is always caught; a copied index is hashed once, where it is.
+
+Files neither listed nor written by the build (a user's ``NOTES.txt``, a tool's ``.ok``) are never read
+by the index, so they are ignored: opening it says so in one warning, ``--verify`` names them.
+
+What this protects against: accidents, partial writes, a file changed in place. What it does not: a
+writer who can rewrite the folder can rewrite ``index.json`` with it (the hashes are not keyed).
 
 ``wetqa index --verify`` hashes every file. Costs on the 272-law index are in the README.
 """
@@ -23,7 +30,7 @@ import json
 import os
 from pathlib import Path
 
-from wetqa.io import OWNED
+from wetqa.io import OWNED, owned_names
 
 from .._base import DamagedIndex, RetrievalError
 
@@ -40,6 +47,17 @@ def _files(folder: Path) -> list[str]:
             if rel not in _NOT_LISTED:
                 out.append(rel)
     return sorted(out)
+
+
+def _unlisted(folder: Path, listed: dict, present: list[str]) -> list[str]:
+    """The files of the folder its list leaves out that the index never reads (sorted); a left-out file the
+    build wrote (its top folder or name on the folder's list of what wetqa wrote) is damage."""
+    unknown = [n for n in present if n not in listed]
+    built = owned_names(folder) or set()
+    dropped = [n for n in unknown if n.split("/")[0] in built]
+    if dropped:
+        raise DamagedIndex(folder, f"{dropped[0]} was written by its build but index.json does not list it")
+    return unknown
 
 
 def _sha256(path: Path) -> str:
@@ -102,13 +120,11 @@ def _listed(folder: Path, files: object) -> dict[str, dict]:
 def verify_index_files(folder: Path, files: object, everything: bool = False) -> dict:
     """Check an index folder against its file list (see the module); ``everything``: hash every file.
 
-    Returns what was done: files checked, and files and bytes hashed. DamagedIndex names the first problem.
+    Returns what was done: files checked, files and bytes hashed, and the files ignored (neither listed nor
+    written by the build). DamagedIndex names the first problem.
     """
     listed = _listed(folder, files)
-    present = _files(folder)
-    unknown = [n for n in present if n not in listed]
-    if unknown:
-        raise DamagedIndex(folder, f"{unknown[0]} is not a file of this index (index.json does not list it)")
+    ignored = _unlisted(folder, listed, _files(folder))
     record = {} if everything else _read_record(folder)
     hashed = hashed_bytes = 0
     verified: dict[str, dict] = {}
@@ -135,7 +151,12 @@ def verify_index_files(folder: Path, files: object, everything: bool = False) ->
         verified[name] = entry
     if any(listed[n]["bytes"] > HASH_AT_OPEN for n in verified):
         remember(folder, listed)
-    return {"files": len(listed), "hashed": hashed, "hashed_bytes": hashed_bytes}
+    return {"files": len(listed), "hashed": hashed, "hashed_bytes": hashed_bytes, "ignored": ignored}
+
+
+def shown(names: list[str], most: int = 3) -> str:
+    """A few names and how many more: one line however many files a folder holds."""
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def unreadable(folder: Path, name: str, exc: OSError) -> RetrievalError:

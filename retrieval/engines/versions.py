@@ -43,6 +43,24 @@ class ArticleVersion:
     def valid_on(self, day: str) -> bool:
         return in_force(self.version_date, self.valid_until, day)
 
+    @property
+    def announced(self) -> bool:
+        """A version published but not yet in force: it begins after today."""
+        from ..scope import today
+
+        return bool(self.version_date) and self.version_date > today()
+
+    def span(self) -> str:
+        """When the text is in force, as `wetqa diff` lists it: "2012-10-04 .. 2024-01-01", "2024-01-01 .. now",
+        and for one that has not begun "vanaf 2027-01-01 (aangekondigd)" (never "now")."""
+        if self.announced:
+            return (
+                f"vanaf {self.version_date}"
+                + (f" tot {self.valid_until}" if self.valid_until else "")
+                + " (aangekondigd)"
+            )
+        return f"{self.version_date or 'undated'} .. {self.valid_until or 'now'}"
+
     def to_json(self) -> dict:
         return {
             **document_fields(self.collection, self.law_id),
@@ -50,10 +68,19 @@ class ArticleVersion:
             "article": self.article,
             "version_date": self.version_date or None,
             "valid_until": self.valid_until or None,
+            "announced": self.announced,
             "expired": self.expired,
             "text": self.text,
             "url": citation_url(self.collection, self.law_id, self.article, self.unit, self.version_date),
         }
+
+
+ECHOED = 80  # characters of a name a message repeats back to the user
+
+
+def echoed(text: str) -> str:
+    """A name the user gave, as a message repeats it: at most ECHOED characters (a label may be 100 KB)."""
+    return text if len(text) <= ECHOED else text[:ECHOED] + "..."
 
 
 def article_label(article: str) -> str:

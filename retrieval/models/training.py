@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wetqa.console import shows_progress
+
 from .._base import RetrievalError
 
 MARKER = "wetqa-model.json"
@@ -125,7 +127,7 @@ def train_reader(
     args = SentenceTransformerTrainingArguments(
         output_dir=str(work), per_device_train_batch_size=batch_size, learning_rate=learning_rate,
         num_train_epochs=1, warmup_steps=0.1, logging_steps=10, save_strategy="no", report_to=[],
-        disable_tqdm=not progress, use_cpu=not torch.cuda.is_available(), dataloader_drop_last=True, seed=0,
+        disable_tqdm=not shows_progress(progress), use_cpu=not torch.cuda.is_available(), dataloader_drop_last=True, seed=0,
     )  # fmt: skip
     trainer = SentenceTransformerTrainer(
         model=st, args=args, train_dataset=dataset, loss=MultipleNegativesRankingLoss(st), callbacks=[Budget()]

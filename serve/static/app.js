@@ -47,7 +47,8 @@ async function showVersion(citation, version) {
   const body = $("source-body"); body.replaceChildren(); body.className = "";
   body.append(el("h3", `${version.law}, ${version.article}`));
   const until = version.valid_until ? ` tot ${version.valid_until}` : "";
-  body.append(el("div", `Tekst zoals geldend vanaf ${version.version_date || "onbekende datum"}${until}`, "path"));
+  const announced = version.announced ? " (aangekondigd, nog niet in werking)" : "";
+  body.append(el("div", `Tekst zoals geldend vanaf ${version.version_date || "onbekende datum"}${until}${announced}`, "path"));
   version.text.split("\n").forEach((line) => body.append(el("span", line, "sentence")));
   const q = new URLSearchParams();
   if (version.version_date) q.set("from", version.version_date);
