@@ -450,9 +450,10 @@ def announcing_clauses(paragraphs: Sequence[str]) -> list[str]:
     return out
 
 
-def question_terms(question: str, tokens: Callable[[str], list[str]]) -> frozenset[str]:
+def question_terms(question: str, tokens: Callable[[str], list[str]], frames: bool = True) -> frozenset[str]:
     """The question's analysed terms without the words that frame a question."""
-    return frozenset(t for t in tokens(question) if t not in frame_terms())
+    skip = frame_terms() if frames else frozenset()
+    return frozenset(t for t in tokens(question) if t not in skip)
 
 
 def lead_overlap(terms: frozenset[str], paragraphs: Sequence[str], tokens: Callable[[str], list[str]]) -> float:

@@ -75,6 +75,18 @@ FEATURES = (
 # With a reader: the reader's cosine of the question and the candidate's law read whole (its names, headings
 # and opening articles: readers.law_documents), min-max over the candidates' laws.
 LAW_READ_FEATURES = ("law_read",)
+# The hand-written signals (rules about Dutch legal language, not learned) and the features each makes: what
+# an ablation leaves out to measure whether it still adds beside the reader (wetqa fit ranking --without).
+HAND_SIGNALS = {
+    "lexicon": ("xbm", "xde"),  # everyday words -> legal words (everyday.tsv)
+    "frames": (),  # the question frame words, left out of the announcing clause's overlap
+    "clause": ("clause",),  # the announcing clause (dutch.lead_overlap)
+    "names": ("named",),  # laws named by title, reference name or abbreviation (dutch.LawNames)
+    "titles": ("title",),  # laws whose titles the question's words cover (dutch.TitleCover)
+    "kinds": KIND_FEATURES,  # the kinds of regulation grouped by hand
+    "bes": ("bes",),  # a BES regulation for a question that names the islands, its twin's penalty otherwise
+    "relations": RELATION_FEATURES,  # a decree beside the law it rests on
+}
 READ_LAWS = 5  # the laws the reader finds nearest the question, searched on their own
 
 
@@ -157,12 +169,22 @@ def model_for(dense: bool, whole: bool = False) -> RankingModel | None:
 class CandidateFeatures:
     """Computes the candidates of a question and their features over one articles index."""
 
-    def __init__(self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH, laws_read=None):
+    def __init__(
+        self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH, laws_read=None,
+        without: frozenset[str] = frozenset(),
+    ):  # fmt: skip
         from ..dutch import LawNames, TitleCover
 
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth
         self.laws_read = laws_read  # the reader's vectors of the index's laws (readers.LawReader), or None
+        # Hand-written signals left out (an ablation: ``wetqa fit ranking --without lexicon,names``): HAND_SIGNALS.
+        unknown = set(without) - set(HAND_SIGNALS)
+        if unknown:
+            raise ValueError(
+                f"unknown hand-written signal(s) {', '.join(sorted(unknown))}; known: {', '.join(HAND_SIGNALS)}"
+            )
+        self.without = frozenset(without)
         laws = articles.laws
         self.law_names = LawNames(laws.records if laws is not None else [])
         self.titles = TitleCover([r.get("title") or "" for r in (laws.records if laws is not None else [])])
@@ -194,7 +216,7 @@ class CandidateFeatures:
         """Each question's vector and its expanded question's, in one call: (n, 2, dim)."""
         if self.encoder is None:
             return None
-        texts = [t for q in questions for t in (q, expanded_question(q))]
+        texts = [t for q in questions for t in (q, q if "lexicon" in self.without else expanded_question(q))]
         return np.asarray(self.encoder.encode_queries(texts), dtype=np.float32).reshape(len(questions), 2, -1)
 
     def candidates(
@@ -210,19 +232,19 @@ class CandidateFeatures:
         question's reader vector, which finds the laws it is about when the index keeps its laws read."""
         a = self.articles
         terms = a.term_ids(question)
-        legal = expand(question)
+        legal = [] if "lexicon" in self.without else expand(question)
         xterms = a.term_ids(" ".join(legal)) if legal else []
         found = [a.top(terms, self.depth, allowed)[0]]
         if xterms:
             found.append(a.top(xterms, self.depth, allowed)[0])
         if vectors is not None and self.passages is not None:
             found += [top for top, _ in self.passages.top_articles_of(vectors, self.depth, allowed)]
-        cover = self.titles.cover(question)
+        cover = {} if "titles" in self.without else self.titles.cover(question)
         # The laws the question names by their subject ("omzetbelasting", "paspoort") searched on their own:
         # among 18,000 regulations their articles need not be among the best of all. So are the laws it
         # names ("volgens de Awb", "mijn Wob-verzoek"): a person who names the law means it, in whatever
         # words the rest of the question uses.
-        named_laws = self.law_names.named(question)
+        named_laws = set() if "names" in self.without else self.law_names.named(question)
         law_read = None
         scopes = [self._titled_articles(cover, allowed), self._named_articles(named_laws, allowed)]
         if self.laws_read is not None and reader is not None:
@@ -252,10 +274,15 @@ class CandidateFeatures:
         first = {int(x): r for r, x in enumerate(first_found, 1)}
         c.raw["first_rank"] = np.asarray([first.get(int(x), len(first_found) + 1) for x in union], dtype=np.float64)
         c.raw["xbm"] = a.scores_of(xterms, union, allowed)[0] if xterms else np.zeros(len(union))
-        self._text_features(c, question_terms(c.question, a.analyzer.tokens), c.context["cover"], c.context["named"])
+        terms_of = question_terms(c.question, a.analyzer.tokens, frames="frames" not in self.without)
+        self._text_features(c, terms_of, c.context["cover"], c.context["named"])
         if vectors is not None:
             self._dense_features(c, vectors)
         self._law_features(c)
+        for signal in self.without:  # a signal left out counts 0 for every candidate
+            for name in HAND_SIGNALS[signal]:
+                if name in c.values:
+                    c.values[name] = np.zeros(len(c.articles))
         law_read = c.context.get("law_read")
         if law_read is not None:
             cos = np.asarray(law_read, dtype=np.float64)[self.ranked_law[c.articles]]

@@ -121,6 +121,7 @@ def prepare(
     progress: bool = True,
     answerable: bool = True,
     reader=None,
+    without: frozenset[str] = frozenset(),
 ) -> Prepared | None:
     """The candidates of every question whose laws the index holds (``answerable=False``: of every question),
     computed by the pipeline's code and cached by the index's files, the code and the questions; with a
@@ -144,9 +145,9 @@ def prepare(
     held = set(laws.ids)
     if dense and model:
         encoder, cache, passages = dense_parts(index, path, model)
-        features = CandidateFeatures(index, passages, encoder, cache)
+        features = CandidateFeatures(index, passages, encoder, cache, without=without)
     else:
-        features = CandidateFeatures(index)
+        features = CandidateFeatures(index, without=without)
     questions = [q for qs in sets.values() for q in qs if not answerable or q.laws <= held]
     prep = Prepared(path, index, features, dense, holds_whole_bwb(held))
     if reader is not None:
@@ -158,7 +159,7 @@ def prepare(
         prep.vectors = dict(zip(texts, reader.questions(texts))) if texts else {}
     ident = json.dumps(
         [meta.get("files"), model, dense, code_fingerprint(), [(q.id, q.question) for q in questions],
-         reader.identity() if reader is not None else None]
+         reader.identity() if reader is not None else None, sorted(without)]
     )  # fmt: skip
     store = cache_root() / "fit" / f"candidates-{hashlib.sha1(ident.encode()).hexdigest()[:20]}.pkl"
     if store.is_file():
@@ -287,8 +288,10 @@ class Fitted:
 
 
 def fit_key(key: str, examples: list[Example], features: list[str], folds: int, reader=None, depth: int = 30,
-            progress: bool = True) -> Fitted:  # fmt: skip
-    """Cross-validated and final models of one pipeline key over its examples."""
+            progress: bool = True, tested: dict[tuple, Example] | None = None) -> Fitted:  # fmt: skip
+    """Cross-validated and final models of one pipeline key over its examples; ``tested`` (by index path and
+    question id): the example a held-out question is ranked as instead (its candidates found otherwise: with
+    the lexicon held out, say)."""
     from tqdm import tqdm
 
     read_features = [*features, *READ] if reader is not None else None
@@ -306,6 +309,7 @@ def fit_key(key: str, examples: list[Example], features: list[str], folds: int, 
             )
         for e in examples:
             if e.fold == f:
+                e = (tested or {}).get(_tested_key(e.prep, e.q.id), e)
                 first = _held(e, features, w1, None, None, None, depth)
                 held_first.append(first)
                 held.append(_held(e, features, w1, read_features, w2, reader, depth) if w2 is not None else first)
@@ -322,6 +326,10 @@ def fit_key(key: str, examples: list[Example], features: list[str], folds: int, 
 
 
 READ = ("read", "read_law")
+
+
+def _tested_key(prep: Prepared, qid: str) -> tuple:
+    return (str(prep.path), prep.dense, prep.reader is not None, qid)
 
 
 def _top(scores: np.ndarray, c: Candidates, depth: int) -> np.ndarray:
@@ -371,8 +379,14 @@ def fit_ranking(
     reader: str | None = None,
     depth: int = 30,
     progress: bool = True,
+    without: frozenset[str] = frozenset(),
+    dense_only: bool = False,
+    tested_without: frozenset[str] = frozenset(),
 ) -> dict:
-    """Every pipeline key's ranking models over these indexes and datasets, cross-validated; returns
+    """Every pipeline key's ranking models over these indexes and datasets, cross-validated (``without``:
+    hand-written signals left out; ``dense_only``: the pipelines with the dense signals alone;
+    ``tested_without``: signals left out of the held-out questions only, the models fitted with them: a
+    signal written while the questions were at hand, held out with them); returns
     ``{"models": {key: spec}, "held": {key: [rows]}}`` (the rows of :func:`report`)."""
     from wetqa import __version__
 
@@ -383,11 +397,18 @@ def fit_ranking(
     preps = [
         p
         for path in indexes
-        for dense in (True, False)
+        for dense in ((True,) if dense_only else (True, False))
         for read in ((None, reading) if reading is not None else (None,))
-        if (p := prepare(path, sets, dense, progress, reader=read))
+        if (p := prepare(path, sets, dense, progress, reader=read, without=without))
     ]
     fold_of = folds_of([q.id for p in preps for q, _ in p.items], folds)
+    tested: dict[tuple, Example] = {}
+    if tested_without:
+        for p in preps:
+            other = prepare(p.path, sets, p.dense, progress, reader=p.reader, without=without | tested_without)
+            assert other is not None
+            tested.update({_tested_key(p, q.id): Example(fold_of[q.id], other, q, c, other.vectors.get(q.question))
+                           for q, c in other.items})  # fmt: skip
     by_key: dict[str, list[Example]] = {}
     for p in preps:
         keys = [p.key]
@@ -407,7 +428,7 @@ def fit_ranking(
     for key, examples in by_key.items():
         reads = "+reader" in key
         features = _features_of(key)
-        fitted = fit_key(key, examples, features, folds, reading if reads else None, depth, progress)
+        fitted = fit_key(key, examples, features, folds, reading if reads else None, depth, progress, tested or None)
         indexes_of = sorted({str(e.prep.path) for e in examples})
         base = {
             "fitted_on": f"{len(examples)} questions over {len(indexes_of)} index(es)",
