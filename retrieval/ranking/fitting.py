@@ -49,6 +49,7 @@ from .candidates import (
     Candidates,
     model_key,
 )
+from .readers import READ_DEPTH
 
 L2 = 1.0
 ITERATIONS = 400
@@ -287,7 +288,7 @@ class Fitted:
     held_first: list[dict] = field(default_factory=list)  # held out, ranked by the first model alone
 
 
-def fit_key(key: str, examples: list[Example], features: list[str], folds: int, reader=None, depth: int = 30,
+def fit_key(key: str, examples: list[Example], features: list[str], folds: int, reader=None, depth: int = READ_DEPTH,
             progress: bool = True, tested: dict[tuple, Example] | None = None) -> Fitted:  # fmt: skip
     """Cross-validated and final models of one pipeline key over its examples; ``tested`` (by index path and
     question id): the example a held-out question is ranked as instead (its candidates found otherwise: with
@@ -377,7 +378,7 @@ def fit_ranking(
     datasets: Sequence[str | Path],
     folds: int = 5,
     reader: str | None = None,
-    depth: int = 30,
+    depth: int = READ_DEPTH,
     progress: bool = True,
     without: frozenset[str] = frozenset(),
     dense_only: bool = False,

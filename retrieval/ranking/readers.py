@@ -85,12 +85,16 @@ def article_title(law: str, article: str, heading: str = "") -> str:
 class Reader:
     """A sentence embedding model reading questions and article documents, its vectors cached by text."""
 
-    def __init__(self, model: str = DEFAULT_READER, max_tokens: int = READ_TOKENS, dim: int | None = None):
+    def __init__(
+        self, model: str = DEFAULT_READER, max_tokens: int = READ_TOKENS, dim: int | None = None, purpose: str = "query"
+    ):
+        """``purpose``: "query" (a question's candidates: the ONNX export wherever there is one) or "build"
+        (every law or article of an index: sentence-transformers on a GPU)."""
         from ..models.vectors import cache_for
 
         self.model = model
         self.path = resolve_reader(model)
-        encoder = _load(model, self.path, max_tokens)
+        encoder = _load(model, self.path, max_tokens, purpose)
         if not hasattr(encoder, "document"):
             raise RetrievalError(f"{model} cannot read documents (give a sentence-transformers model)")
         self.encoder: DocumentEncoder = encoder  # type: ignore[assignment]
@@ -141,7 +145,7 @@ FETCH_HINT = (
 )
 
 
-def _load(model: str, path: str, max_tokens: int):
+def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
     """The reader's encoder; a reader that is not here, or whose files are damaged, is one line (exit 3)."""
     from wetqa.console import UnavailableError
 
@@ -154,7 +158,7 @@ def _load(model: str, path: str, max_tokens: int):
     if path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
         raise UnavailableError(f"the reader {model} is not here (no folder {path}); {FETCH_HINT}")
     try:
-        return make_encoder({"model": path}, purpose="read", max_length=max_tokens)
+        return make_encoder({"model": path}, purpose="read" if purpose == "build" else "query", max_length=max_tokens)
     except (RetrievalError, OSError, ValueError) as exc:
         raise UnavailableError(
             f"the reader {model} cannot be loaded ({str(exc).splitlines()[0]}); {FETCH_HINT}"
