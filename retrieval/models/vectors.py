@@ -181,3 +181,24 @@ def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
 def cache_of(model: str, encoder) -> EmbeddingCache:
     """The cache of the passage vectors ``encoder`` makes for ``model``."""
     return cache_for(model, encoder.dim, getattr(encoder, "passage_variant", ""))
+
+
+def best_cosines(
+    cache: EmbeddingCache, encoder, groups: Sequence[Sequence[str]], queries: np.ndarray, slice_size: int | None = None
+) -> np.ndarray:
+    """Each group's best passage cosine with each query, (queries, groups): an article is as near a question as
+    its nearest chunk. The passages' vectors through the cache (encoded once per text, ``slice_size`` a call);
+    an empty group scores -1. The one dense path of a ranking: the learned ranking's candidates and the
+    re-scoring of another retriever's hits both read it."""
+    queries = np.asarray(queries, dtype=np.float32).reshape(-1, cache.dim)
+    out = np.full((len(queries), len(groups)), -1.0, dtype=np.float32)
+    flat = [t for g in groups for t in g]
+    if not flat:
+        return out
+    cos = cache.vectors(flat, encoder, slice_size=slice_size) @ queries.T
+    at = 0
+    for i, g in enumerate(groups):
+        if len(g):
+            out[:, i] = cos[at : at + len(g)].max(axis=0)
+        at += len(g)
+    return out

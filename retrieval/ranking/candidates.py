@@ -370,18 +370,11 @@ class CandidateFeatures:
 
     def _cached_chunk_cosines(self, queries: np.ndarray, rows_of: list[range]) -> np.ndarray:
         # No vectors kept with the index for these: the candidates' chunks through the model's cache.
-        texts = [c.indexed_text for c in self.articles.chunks.rows([i for r in rows_of for i in r])]
-        out = np.full((len(queries), len(rows_of)), -1.0, dtype=np.float32)
-        if not texts:
-            return out
-        vectors = self.cache.vectors(texts, self.encoder)
-        cos = np.stack([vectors @ q for q in np.asarray(queries, dtype=np.float32)], axis=1)
-        at = 0
-        for i, r in enumerate(rows_of):
-            if len(r):
-                out[:, i] = cos[at : at + len(r)].max(axis=0)
-            at += len(r)
-        return out
+        from ..models.vectors import best_cosines
+
+        chunks = iter(self.articles.chunks.rows([i for r in rows_of for i in r]))
+        groups = [[next(chunks).indexed_text for _ in r] for r in rows_of]
+        return best_cosines(self.cache, self.encoder, groups, queries)
 
     def _place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
         if self.passages is None:

@@ -18,7 +18,7 @@ from .._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, check_de
 from ..dutch import lead_overlap, question_terms
 from ..engines.tokenization import DutchAnalyzer
 from ..models.encoders import Encoder
-from ..models.vectors import EmbeddingCache
+from ..models.vectors import EmbeddingCache, best_cosines
 from ..scope import Scope
 
 # Passages encoded per model call when a question's candidates are re-scored: between two calls the
@@ -104,14 +104,8 @@ class DenseRescoreStage:
     def _rescore(self, query: str, hits: list[Hit], query_vector: np.ndarray, k: int) -> list[Hit]:
         if not hits:
             return []
-        groups = [h.article_chunks or (h.chunk,) for h in hits]
-        flat = [c.indexed_text for g in groups for c in g]
-        cos = self.cache.vectors(flat, self.encoder, slice_size=ENCODE_SLICE) @ query_vector
-        dense = np.empty(len(hits), dtype=np.float32)
-        at = 0
-        for i, g in enumerate(groups):
-            dense[i] = cos[at : at + len(g)].max()
-            at += len(g)
+        groups = [[c.indexed_text for c in (h.article_chunks or (h.chunk,))] for h in hits]
+        dense = best_cosines(self.cache, self.encoder, groups, query_vector, slice_size=ENCODE_SLICE)[0]
         first = np.asarray([h.score for h in hits], dtype=np.float32)
         fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
         clause = np.zeros(len(hits), dtype=np.float32)
