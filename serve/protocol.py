@@ -12,7 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
-from wetqa.retrieval._base import MAX_K
+from wetqa.retrieval._base import MAX_K, InvalidSetting
+from wetqa.retrieval.scope import DEFAULT_SCOPE, SCOPE_SETTINGS, Jurisdiction, Scope
+from wetqa.retrieval.spec import SCOPE_SETTING_INFOS
 
 # ------------------------------------------------------------------------------------------ requests
 
@@ -56,22 +58,58 @@ Day = Annotated[StrictStr, AfterValidator(_day)]
 MAX_SCOPE_LAWS = 500  # a request names at most this many laws (each is checked against the index)
 
 
-class ScopeFields(BaseModel):
-    """Which regulations the question is asked of (wetqa's own fields beside OpenAI's); each left out keeps
-    the served pipeline's setting."""
+def scope_field(setting: str, **limits: Any) -> Any:
+    """The request field of a scope setting, declared by RetrievalSpec's setting of that name (its help is
+    the field's description); left out (None), the served pipeline's own setting holds. ``limits``: what
+    one request may ask (a list's length)."""
+    info = SCOPE_SETTING_INFOS[setting]
+    return Field(default=None, description=f"{info.help}; left out: the served pipeline's setting", **limits)
 
-    date: Day | None = Field(
-        default=None, description="answer from the law as it stood on this day (YYYY-MM-DD); default today"
-    )
-    kind: list[Text] | None = Field(
-        default=None, max_length=20, description="only regulations of these kinds (soort: wet, AMvB, ...)"
-    )
-    laws: list[Text] | None = Field(
-        default=None, max_length=MAX_SCOPE_LAWS, description="only these laws (their law_id)"
-    )
-    jurisdiction: Literal["nl", "bes", "all"] | None = Field(
-        default=None, description="nl: the European Netherlands (default); bes: Caribisch Nederland; all"
-    )
+
+class ScopeFields(BaseModel):
+    """Which regulations the question is asked of (wetqa's own fields beside OpenAI's): the retrieval
+    scope's settings, named and described as RetrievalSpec declares them (``--kind`` is ``kind``)."""
+
+    kind: list[Text] | None = scope_field("kind", max_length=20)
+    laws: list[Text] | None = scope_field("laws", max_length=MAX_SCOPE_LAWS)
+    jurisdiction: Jurisdiction | None = scope_field("jurisdiction")
+    date: Day | None = scope_field("date")
+
+    def to_scope(self, base: Scope = DEFAULT_SCOPE) -> Scope:
+        """The retrieval scope the request asks in: each scope field given over ``base`` (the served
+        pipeline's). A value no scope can have is a :class:`ScopeError` naming its setting."""
+        return base.given(**{setting: getattr(self, setting) for setting in SCOPE_SETTINGS})
+
+    @classmethod
+    def field_of(cls, setting: str) -> str:
+        """The request field of a scope setting, as a client writes it (the API error's ``param``)."""
+        field = cls.model_fields.get(setting)
+        return (field.alias if field is not None else None) or setting
+
+    @classmethod
+    def scope_message(cls, error: InvalidSetting) -> str:
+        """A scope error's message with each setting it names written as the request's field."""
+        return error.message(cls.field_of)
+
+
+def check_scope_fields(model: type[BaseModel]) -> None:
+    """The scope fields of a request are the scope's settings, one to one: the same names, lists for the
+    settings that are lists, the same choices (TypeError otherwise: caught when the module is imported)."""
+    fields = {name: f for name, f in model.model_fields.items() if name in SCOPE_SETTINGS}
+    if list(fields) != list(SCOPE_SETTINGS):
+        raise TypeError(f"{model.__name__} declares the scope fields {list(fields)}, not {list(SCOPE_SETTINGS)}")
+    properties = model.model_json_schema()["properties"]
+    for name, info in SCOPE_SETTING_INFOS.items():
+        schema = properties[name]
+        kinds = {option.get("type") for option in schema["anyOf"]} - {"null"}
+        if kinds != {"array" if info.kind is tuple else "string"}:
+            raise TypeError(f"{model.__name__}.{name} is {kinds}; the setting {name} is a {info.kind.__name__}")
+        choices = next((tuple(o["enum"]) for o in schema["anyOf"] if "enum" in o), None)
+        if choices != info.choices:
+            raise TypeError(f"{model.__name__}.{name} allows {choices}; the setting {name} allows {info.choices}")
+
+
+check_scope_fields(ScopeFields)
 
 
 class ChatRequest(ScopeFields):

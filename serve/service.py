@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import re
 import secrets
 import threading
 import time
@@ -28,7 +27,7 @@ from wetqa.generation import (
     check_sampling,
 )
 from wetqa.generation.pipeline import ScopedPipeline
-from wetqa.retrieval import RetrievalError, chunks_of
+from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
 from .citing import Cited, cite
@@ -97,9 +96,10 @@ class ChunkLookup:
             raise APIError(404, f"no article {echoed(article)!r} of {echoed(law_id)!r} in this index", code="not_found")
         try:
             change = diff_versions(found, since, until)
+        except InvalidSetting as exc:  # ?from= or ?to=: the query parameter is named as it is written
+            raise APIError(400, exc.message(str), param=exc.setting) from None
         except RetrievalError as exc:
-            param = "from" if str(exc).startswith("--from") else "to"
-            raise APIError(400, str(exc).replace("--", "", 1), param=param) from None
+            raise APIError(400, str(exc)) from None
         return versions_payload(found, change)
 
     @staticmethod
@@ -150,12 +150,6 @@ def not_honoured(req: ChatRequest) -> str | None:
         "top_logprobs": bool(req.top_logprobs),
     }
     return next((name for name, asked in asks.items() if asked), None)
-
-
-def scope_field(message: str) -> str | None:
-    """The request field a scope error is about: the flag it starts with (it may name others after it)."""
-    flag = re.match(r"--(date|kind|laws|jurisdiction)\b", message)
-    return flag.group(1) if flag else None
 
 
 class ChatService:
@@ -281,15 +275,13 @@ class ChatService:
         pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
         base = getattr(served.loaded.retriever, "scope", None) or DEFAULT_SCOPE
         try:
-            scope = Scope(
-                tuple(req.kind) if req.kind is not None else base.kinds,
-                tuple(req.laws) if req.laws is not None else base.laws,
-                req.jurisdiction or base.jurisdiction,
-                req.date or base.date,
-            )
+            scope = req.to_scope(base)
             check_scope(served.loaded.retriever, scope)
+        except InvalidSetting as exc:  # it knows its setting: the param is that field, as the client wrote it
+            param = req.field_of(exc.setting) if exc.setting else None
+            raise APIError(400, req.scope_message(exc), param=param) from None
         except RetrievalError as exc:
-            raise APIError(400, str(exc).replace("--", ""), param=scope_field(str(exc))) from None
+            raise APIError(400, str(exc)) from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
     async def chat(self, req: ChatRequest):
