@@ -1,6 +1,7 @@
 """The API's routes: each takes the chat service from ``app.state`` and declares its responses.
 
-The declared responses and error responses are what ``/openapi.json`` documents.
+Each returns its body as a protocol model (:class:`~.responses.ModelResponse`); the declared
+``response_model`` and error responses are what ``/openapi.json`` documents.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .protocol import (
     SearchRequest,
     SearchResponse,
 )
+from .responses import ModelResponse
 from .service import ChatService
 
 router = APIRouter()
@@ -60,7 +62,7 @@ async def search(req: SearchRequest, request: Request):
 
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401))
 async def models(request: Request):
-    return service(request).models()
+    return ModelResponse(service(request).models())
 
 
 @router.get(
@@ -70,13 +72,12 @@ async def models(request: Request):
     summary="A chunk with its whole article (the page's source view)",
 )
 async def chunk(chunk_id: str, request: Request):
-    return service(request).chunks.describe(chunk_id)
+    return ModelResponse(service(request).chunks.describe(chunk_id))
 
 
 @router.get(
     "/v1/articles/{law_id}/{article:path}/versions",
     response_model=ArticleVersions,
-    response_model_by_alias=True,
     responses=error_responses(400, 401, 404),
     summary="An article's versions in the index and the words that changed between two",
 )
@@ -87,12 +88,12 @@ def article_versions(  # sync: FastAPI runs it in its thread pool (a store scan 
     since: str | None = Query(default=None, alias="from", description="compare from the version in force then"),
     until: str | None = Query(default=None, alias="to", description="compare to the version in force then"),
 ):
-    return service(request).chunks.versions(law_id, article, since, until)
+    return ModelResponse(service(request).chunks.versions(law_id, article, since, until))
 
 
 @router.get("/health", response_model=Health)
 async def health(request: Request):
-    return service(request).health()
+    return ModelResponse(service(request).health())
 
 
 class Page:
