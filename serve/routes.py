@@ -1,7 +1,7 @@
 """The API's routes: each takes the chat service from ``app.state`` and declares its responses.
 
 Each returns its body as a protocol model (:class:`~.responses.ModelResponse`); the declared
-``response_model`` and error responses are what ``/openapi.json`` documents.
+``response_model`` and error responses are what ``/openapi.json`` documents (:mod:`.docs`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from importlib import resources
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from .docs import component
 from .errors import error_responses
 from .protocol import (
     ArticleVersions,
@@ -40,7 +41,7 @@ def service(request: Request) -> ChatService:
         200: {
             "description": "the answer (ChatCompletion), or with `stream: true` server-sent events of "
             "ChatCompletionChunk, the last ones carrying citations and sentences, then `data: [DONE]`",
-            "content": {"text/event-stream": {"schema": ChatCompletionChunk.model_json_schema()}},
+            "content": {"text/event-stream": {"schema": component(ChatCompletionChunk)}},
         },
         **error_responses(400, 401, 404, 408, 413, 429, 502, 504),
     },

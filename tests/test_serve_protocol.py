@@ -99,3 +99,64 @@ def test_the_index_check_names_the_setting_that_empties_the_scope(articles_index
             check_scope(retriever, scope)
         assert err.value.setting == setting and str(err.value).startswith(words), (scope, str(err.value))
         assert "--" not in SearchRequest.scope_message(err.value)
+
+
+# ------------------------------------------------------------------------------------------- responses
+ROUTES = {  # each route and the model of its 200 response
+    ("post", "/v1/chat/completions"): "ChatCompletion",
+    ("post", "/v1/search"): "SearchResponse",
+    ("get", "/v1/models"): "ModelList",
+    ("get", "/v1/chunks/{chunk_id}"): "ChunkResponse",
+    ("get", "/v1/articles/{law_id}/{article}/versions"): "ArticleVersions",
+    ("get", "/health"): "Health",
+}
+
+
+def _refs(schema) -> set[str]:
+    """The component names a schema refers to, anywhere in it."""
+    if isinstance(schema, dict):
+        own = {schema["$ref"].rsplit("/", 1)[1]} if isinstance(schema.get("$ref"), str) else set()
+        return own.union(*(_refs(v) for v in schema.values()))
+    if isinstance(schema, list):
+        return set().union(*(_refs(v) for v in schema))
+    return set()
+
+
+def test_openapi_documents_each_routes_200_model_and_every_response_field(extractive_served):
+    from fastapi.testclient import TestClient
+
+    from .serving import make_app
+
+    doc = TestClient(make_app([extractive_served()])).get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    operations = {(method, path): op for path, ops in doc["paths"].items() for method, op in ops.items()}
+    assert set(operations) == set(ROUTES)
+    responses = []
+    for route, op in operations.items():
+        ok = op["responses"]["200"]["content"]
+        assert ok["application/json"]["schema"] == {"$ref": f"#/components/schemas/{ROUTES[route]}"}, route
+        for status, response in op["responses"].items():
+            assert status != "422", route  # wetqa answers an invalid request with 400, never FastAPI's 422
+            if status != "200":
+                assert response["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+            responses.append(response)
+    stream = operations[("post", "/v1/chat/completions")]["responses"]["200"]["content"]["text/event-stream"]
+    assert stream["schema"] == {"$ref": "#/components/schemas/ChatCompletionChunk"}
+    # Every schema a response reaches, through any depth, is a component, and each of its fields is described.
+    seen, todo = set(), _refs(responses)
+    while todo:
+        name = todo.pop()
+        seen.add(name)
+        assert name in schemas, f"{name} is referred to but not among the components"
+        todo |= _refs(schemas[name]) - seen
+    assert {"ChatCompletionChunk", "SentenceSource", "CitationOut", "Usage", "ErrorDetail"} <= seen
+    undescribed = [
+        f"{name}.{field}"
+        for name in sorted(seen)
+        for field, prop in schemas[name].get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert undescribed == []
+    extras = [name for name in seen if isinstance(schemas[name].get("additionalProperties"), dict)]
+    assert extras and all(schemas[name]["additionalProperties"].get("description") for name in extras)
+    assert _refs(doc) <= set(schemas)  # no reference left dangling (the stream's schema once held its own $defs)

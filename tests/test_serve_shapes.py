@@ -1,4 +1,4 @@
-"""Responses keep the shape clients read (issue 41).
+"""Responses keep the shape clients read (issue 41), and /openapi.json documents every field they carry.
 
 ``fixtures/api_shapes.json`` holds the shape of each response (its field names, in order, and their
 nesting; not the values) as the API sent them before its responses were built as protocol models: recorded
@@ -31,6 +31,18 @@ RECORD = os.environ.get("WETQA_RECORD_API_SHAPES")  # a path: write the shapes t
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 CHAT = {"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]}
 SEARCH = {"query": "gezag ouder rechtbank vreemdeling verblijfsvergunning", "k": 5}
+# The model of each response: the name of its schema among /openapi.json's components.
+MODEL_OF = {
+    "chat": "ChatCompletion",
+    "chat_dated": "ChatCompletion",
+    "abstained": "ChatCompletion",
+    "search": "SearchResponse",
+    "search_dated": "SearchResponse",
+    "chunk": "ChunkResponse",
+    "versions": "ArticleVersions",
+    "models": "ModelList",
+    "health": "Health",
+}
 
 
 def shape(value):
@@ -129,3 +141,43 @@ def test_every_response_has_the_shape_it_had_before_the_protocol_models(bodies):
     assert sorted(shapes) == sorted(recorded)
     for name in recorded:
         assert shapes[name] == recorded[name], name
+
+
+def undocumented(value, schema: dict, schemas: dict, where: str = "") -> list[str]:
+    """The fields of ``value`` its schema does not declare with a description (a collection's own names for a
+    document are declared by a described ``additionalProperties``)."""
+    if "$ref" in schema:
+        schema = schemas[schema["$ref"].rsplit("/", 1)[1]]
+    if "anyOf" in schema:
+        if value is None:
+            return []
+        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
+        return min((undocumented(value, o, schemas, where) for o in options), key=len)
+    if isinstance(value, list):
+        return [x for item in value for x in undocumented(item, schema.get("items", {}), schemas, where)]
+    if not isinstance(value, dict):
+        return []
+    properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
+    out = []
+    for key, item in value.items():
+        if key in properties:
+            if not properties[key].get("description"):
+                out.append(f"{where}.{key} (no description)")
+            out += undocumented(item, properties[key], schemas, f"{where}.{key}")
+        elif not (isinstance(extra, dict) and extra.get("description") and isinstance(item, str)):
+            out.append(f"{where}.{key}")
+    return out
+
+
+def test_every_field_a_response_carries_is_documented(bodies, extractive_served):
+    app = make_app([extractive_served()])
+    schemas = app.openapi()["components"]["schemas"]
+    missing = []
+    for name, body in bodies.items():
+        for event in body if name.startswith("stream") else [body]:
+            if event == "[DONE]":
+                continue
+            model = "ErrorResponse" if name.startswith("error") or "error" in event else MODEL_OF.get(name)
+            model = model or "ChatCompletionChunk"
+            missing += [f"{name}: {model}{field}" for field in undocumented(event, schemas[model], schemas)]
+    assert missing == []
