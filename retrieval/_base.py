@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from wetqa.corpus.records import Chunk
+from wetqa.settings import flag_of
 
 
 class RetrievalError(ValueError):
     """Bad input or a missing/stale index; the message names the problem."""
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """A setting a message names: written ``--date`` on the command line, ``date`` in an API request."""
+
+    setting: str
+
+
+class InvalidSetting(RetrievalError):
+    """A setting's value retrieval cannot answer (a kind the index does not hold, a day before every
+    version), knowing which setting as data: ``setting`` (its name: ``date``, ``laws``; None when no one
+    setting is to blame), as vLLM's ``VLLMValidationError`` carries its ``parameter``.
+
+    The message is made of text and :class:`Named` settings: ``str()`` writes them as flags (the command
+    line's message), :meth:`message` as the caller names them (the API: as the client wrote the field).
+    """
+
+    def __init__(self, setting: str | None, *parts: str | Named):
+        self.setting, self.parts = setting, parts
+        super().__init__(self.message(flag_of))
+
+    def message(self, name: Callable[[str], str]) -> str:
+        """The message with each setting it names written as ``name(setting)``."""
+        return "".join(name(p.setting) if isinstance(p, Named) else p for p in self.parts)
+
+    def __reduce__(self):  # pickled (a process pool's error) with its setting and parts, not its text
+        return (type(self), (self.setting, *self.parts))
 
 
 class DamagedIndex(RetrievalError):

@@ -20,14 +20,19 @@ import json
 import re
 import threading
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, Literal, get_args
 
 import numpy as np
 
-from ._base import RetrievalError
+from ._base import InvalidSetting, Named, RetrievalError
 
-JURISDICTIONS = ("nl", "bes", "all")
+# The settings a scope is made of, by the names RetrievalSpec's settings (the CLI flags, TOML keys) and
+# the API's request fields give them, and the Scope attribute each sets.
+SCOPE_SETTINGS = {"kind": "kinds", "laws": "laws", "jurisdiction": "jurisdiction", "date": "date"}
+Jurisdiction = Literal["nl", "bes", "all"]
+JURISDICTIONS: tuple[str, ...] = get_args(Jurisdiction)
 _BES_QUESTION = re.compile(
     r"\b(?:bes|bes-eilanden|bonaire|sint[ -]eustatius|statia|saba|caribisch nederland|caribische deel van nederland)\b",
     re.IGNORECASE,
@@ -93,6 +98,12 @@ def names_bes(question: str) -> bool:
     return bool(_BES_QUESTION.search(question))
 
 
+class ScopeError(InvalidSetting):
+    """A scope an index cannot answer: a value no regulation of it has, or a scope that holds no article.
+    ``setting`` is the one that makes it so (kind, laws, jurisdiction or date; None: none the asker gave,
+    such as today's date)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Scope:
     """Which regulations a search ranks. The defaults: every kind and law of the European Netherlands
@@ -105,14 +116,29 @@ class Scope:
 
     def __post_init__(self) -> None:
         if self.jurisdiction not in JURISDICTIONS:
-            raise RetrievalError(f"unknown jurisdiction {self.jurisdiction!r}; use one of {', '.join(JURISDICTIONS)}")
+            raise ScopeError(
+                "jurisdiction", f"unknown jurisdiction {self.jurisdiction!r}; use one of {', '.join(JURISDICTIONS)}"
+            )
         if self.date is not None:
             from wetqa.console import check_day
 
             try:
                 check_day(self.date)
             except ValueError as exc:
-                raise RetrievalError(f"--date: {exc}") from None
+                raise ScopeError("date", Named("date"), f": {exc}") from None
+
+    def given(self, **settings: Any) -> Scope:
+        """This scope with the settings given over it, by their setting names (``kind``, ``laws``,
+        ``jurisdiction``, ``date``: :data:`SCOPE_SETTINGS`); one given as None keeps this scope's."""
+        unknown = sorted(set(settings) - set(SCOPE_SETTINGS))
+        if unknown:
+            raise TypeError(f"no scope setting {', '.join(unknown)}; a scope is made of {', '.join(SCOPE_SETTINGS)}")
+        changes: dict[str, Any] = {
+            SCOPE_SETTINGS[name]: tuple(value) if isinstance(value, (list, tuple)) else value
+            for name, value in settings.items()
+            if value is not None
+        }
+        return replace(self, **changes) if changes else self
 
     @property
     def is_default(self) -> bool:
@@ -184,67 +210,79 @@ class LawTable:
     def _check_held(self, scope: Scope) -> None:
         unknown = [k for k in scope.kinds if k not in self.kinds]
         if unknown:
-            raise RetrievalError(
-                f"--kind {','.join(unknown)}: no regulation of that kind in this index; it holds "
-                + ", ".join(sorted(self.kinds))
+            raise ScopeError(
+                "kind",
+                Named("kind"),
+                f" {','.join(unknown)}: no regulation of that kind in this index; it holds "
+                + ", ".join(sorted(self.kinds)),
             )
         missing = [i for i in scope.laws if i not in self.held]
         if missing:
             example = min(self.held, default="")
-            raise RetrievalError(f"--laws: {', '.join(missing[:5])} not in this index (it holds ids such as {example})")
+            raise ScopeError(
+                "laws", Named("laws"), f": {', '.join(missing[:5])} not in this index (it holds ids such as {example})"
+            )
         if scope.date is not None and len(self.valid_from):
             dated = self.valid_from[self.valid_from > 0]
             if len(dated) and len(dated) == len(self.valid_from) and day_number(scope.date) < int(dated.min()):
                 first = str(int(dated.min()))
-                raise RetrievalError(
-                    f"--date {scope.date} is before every version in this index (the oldest starts "
-                    f"{first[:4]}-{first[4:6]}-{first[6:]})"
+                raise ScopeError(
+                    "date",
+                    Named("date"),
+                    f" {scope.date} is before every version in this index (the oldest starts "
+                    f"{first[:4]}-{first[4:6]}-{first[6:]})",
                 )
 
     def mask(self, scope: Scope) -> np.ndarray | None:
         """Which law versions the scope ranks (None: all of them), cached per scope; a scope the index
-        cannot answer is a RetrievalError (:meth:`check`)."""
+        cannot answer is a :class:`ScopeError` naming the setting (:meth:`check`)."""
 
         def make():
             self._check_held(scope)
             ok = np.ones(len(self.kind), dtype=bool)
-            for _, keep in self._filters(scope):
+            for _, _, keep in self._filters(scope):
                 ok &= keep
             if not (ok if self.ranked is None else ok & self.ranked).any():
-                raise RetrievalError(self._empty(scope))
+                raise self._empty(scope)
             return None if ok.all() else ok
 
         return self._masks.get(scope_key(scope), make)
 
-    def _filters(self, scope: Scope) -> list[tuple[str, np.ndarray]]:
-        """Each filter of a scope, named as its flag, with the law versions it keeps."""
-        out = []
+    def _filters(self, scope: Scope) -> list[tuple[str | None, tuple[str | Named, ...], np.ndarray]]:
+        """Each filter of a scope: its setting (None: today's date, which nobody gave), how a message
+        names it, and the law versions it keeps."""
+        out: list[tuple[str | None, tuple[str | Named, ...], np.ndarray]] = []
         if scope.laws:
-            out.append((f"--laws {','.join(scope.laws)}", np.isin(np.asarray(self.ids, dtype=object), scope.laws)))
+            ids = np.asarray(self.ids, dtype=object)
+            out.append(("laws", (Named("laws"), f" {','.join(scope.laws)}"), np.isin(ids, scope.laws)))
         if scope.kinds:
-            out.append(
-                (f"--kind {','.join(scope.kinds)}", np.isin(self.kind, [self.kinds.index(k) for k in scope.kinds]))
-            )
+            codes = [self.kinds.index(k) for k in scope.kinds]
+            out.append(("kind", (Named("kind"), f" {','.join(scope.kinds)}"), np.isin(self.kind, codes)))
         if scope.jurisdiction != "all":
-            out.append((f"--jurisdiction {scope.jurisdiction}", self.bes == (1 if scope.jurisdiction == "bes" else 0)))
+            bes = self.bes == (1 if scope.jurisdiction == "bes" else 0)
+            out.append(("jurisdiction", (Named("jurisdiction"), f" {scope.jurisdiction}"), bes))
         # The version valid on the day: started on or before it (undated texts: always) and not ended; an
         # open end is in force on any later day, the last one of the calendar too.
         day = day_number(scope.date or today())
         valid = (self.valid_from <= day) & ((day < self.valid_until) | (self.valid_until == OPEN_END))
-        out.append((f"--date {scope.date}" if scope.date else f"today ({today()})", valid))
+        if scope.date:
+            out.append(("date", (Named("date"), f" {scope.date}"), valid))
+        else:
+            out.append((None, (f"today ({today()})",), valid))
         return out
 
-    def _empty(self, scope: Scope) -> str:
-        """The one line of a scope that holds no article, naming the first filter that leaves none."""
+    def _empty(self, scope: Scope) -> ScopeError:
+        """The one-line error of a scope that holds no article, naming the first filter that leaves none."""
         ok = np.ones(len(self.kind), dtype=bool) if self.ranked is None else self.ranked.copy()
-        before: list[str] = []
-        for flag, keep in self._filters(scope):
+        before: list[str | Named] = []
+        for setting, named, keep in self._filters(scope):
             ok &= keep
             if not ok.any():
-                within = f" together with {' '.join(before)}" if before else ""
-                return f"{flag}: the scope is empty: no article of this index is in it{within}; widen the scope"
-            before.append(flag)
-        return "the scope is empty: no article of this index is in it; widen the scope"  # not reached
+                within = (" together with", *before) if before else ()
+                empty = ": the scope is empty: no article of this index is in it"
+                return ScopeError(setting, *named, empty, *within, "; widen the scope")
+            before += [" ", *named]
+        return ScopeError(None, "the scope is empty: no article of this index is in it; widen the scope")
 
 
 def write_law_table(folder: Path, laws: list[dict]) -> None:

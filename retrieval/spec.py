@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
-from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, RetrievalError, Retriever
+from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, Named, RetrievalError, Retriever
 from .ranking.readers import DEFAULT_READER, NO_READER, READ_DEPTH, READ_TOKENS
-from .scope import Scope
+from .scope import DEFAULT_SCOPE, JURISDICTIONS, SCOPE_SETTINGS, Scope, ScopeError
 
 if TYPE_CHECKING:
     from .pipeline import RetrievalPipeline
@@ -89,7 +89,7 @@ class RetrievalSpec:
         "nl",
         "nl: the European Netherlands (and Caribisch Nederland for a question that names it); bes: only the "
         "BES regulations; all: every regulation alike",
-        choices=("nl", "bes", "all"),
+        choices=JURISDICTIONS,
     )
     date: str | None = setting(
         None,
@@ -127,14 +127,14 @@ class RetrievalSpec:
 
         for law in self.laws:
             if problem := id_problem(law):
-                raise RetrievalError(f"--laws: {problem}")
+                raise ScopeError("laws", Named("laws"), f": {problem}")
         _ = self.scope  # checks the jurisdiction and the date
         return self
 
     @property
     def scope(self) -> Scope:
-        """Which regulations are ranked (:mod:`.scope`)."""
-        return Scope(tuple(self.kind), tuple(self.laws), self.jurisdiction, self.date)
+        """Which regulations are ranked (:mod:`.scope`): the settings of :data:`~.scope.SCOPE_SETTINGS`."""
+        return DEFAULT_SCOPE.given(**{name: getattr(self, name) for name in SCOPE_SETTINGS})
 
     @property
     def reader_model(self) -> str | None:
@@ -166,11 +166,7 @@ class RetrievalSpec:
         """What the rankings depend on: each index's identity and how they are combined at query time."""
         from .engines.index import index_identity
 
-        query = {
-            k: v
-            for k, v in asdict(self).items()
-            if k not in ("index", "corpus", "kind", "laws", "jurisdiction", "date", "reader")
-        }
+        query = {k: v for k, v in asdict(self).items() if k not in ("index", "corpus", "reader", *SCOPE_SETTINGS)}
         query["scope"] = self.scope.to_json()
         query["weights"] = list(self.weights) if self.weights else None
         query["rerank"] = list(self.rerank)
@@ -207,6 +203,12 @@ class RetrievalSpec:
 
 
 RETRIEVAL_SETTINGS = settings_of(RetrievalSpec)
+# The scope's settings are RetrievalSpec's (declared above, once): the API's request fields are checked against these.
+SCOPE_SETTING_INFOS = {info.name: info for info in RETRIEVAL_SETTINGS if info.name in SCOPE_SETTINGS}
+if list(SCOPE_SETTING_INFOS) != list(SCOPE_SETTINGS):
+    raise TypeError(
+        f"RetrievalSpec declares the scope settings {list(SCOPE_SETTING_INFOS)}, not {list(SCOPE_SETTINGS)}"
+    )
 
 
 def open_index(path: str | Path, corpus_dir: str | Path | None = None, rescore: bool = True) -> Retriever:

@@ -10,13 +10,14 @@ deadlines, chat and stream), :mod:`.middleware` (key, body limits, headers), :mo
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from fastapi import FastAPI
 from starlette.middleware.cors import CORSMiddleware
 
 from .config import ServerConfig
-from .docs import docs_router
+from .docs import docs_router, openapi_schema
 from .errors import HANDLERS
 from .middleware import GuardMiddleware
 from .pipelines import ServedPipeline
@@ -33,6 +34,7 @@ def create_app(pipelines: Sequence[ServedPipeline], config: ServerConfig | None 
     # FastAPI's own /docs loads Swagger UI from a CDN: off; .docs serves it from local files instead.
     app = FastAPI(title="wetqa", version="0.1.0", description=__doc__, docs_url=None, redoc_url=None)
     app.state.service = ChatService(pipelines, config)
+    app.openapi = functools.partial(openapi_schema, app)  # type: ignore[method-assign]  # FastAPI's documented hook
     for exc_class, handler in HANDLERS:
         app.add_exception_handler(exc_class, handler)
     app.add_middleware(

@@ -16,6 +16,8 @@ from wetqa.generation.sentences import split_sentences
 from wetqa.generation.structured import marked_text
 from wetqa.retrieval.engines.tokenization import cached_tokens
 
+from .protocol import CitationOut, RelatedArticle, SentenceSupport
+
 # An answer sentence is marked as supported by a source sentence only when the source holds at least
 # this share of the sentence's content words (stemmed, stop words out): an absolute measure, unlike
 # BM25 whose scale moves with the few sentences of each answer. Calibrated on the sentence-level
@@ -43,35 +45,28 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
 class Cited:
     answer: str  # with inline [n] markers
     references: str  # "Bronnen:\n[1] ..."
-    citations: list[dict]
-    sentences: list[dict]  # {"text", "citation": n | None, "support": [source sentence indices]}
-    related: list[dict]  # abstained: the closest articles, offered but not cited
+    citations: list[CitationOut]
+    sentences: list[SentenceSupport]  # each with its citation (n or None) and its supporting source sentences
+    related: list[RelatedArticle]  # abstained: the closest articles, offered but not cited
 
 
 def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
     if answer.abstained:
-        related = [c.to_json() for c in answer.related]
+        related = [RelatedArticle.model_validate(c.to_json()) for c in answer.related]
         return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=related)
     citations = []
     sources: list[list[str]] = []
     for n, c in enumerate(answer.citations, 1):
         sents = split_sentences(c.text)
         sources.append(sents)
-        citations.append(
-            {
-                **c.to_json(),
-                "index": n,
-                "sentences": sents,
-            }
-        )
+        citations.append(CitationOut(**c.to_json(), index=n, sentences=sents))
     flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
     if answer.structured:
         out_sentences, text = _structured_sentences(answer, citations, flat, threshold)
     else:
         out_sentences, text = _attributed_sentences(answer, citations, flat, threshold)
     refs = "\n".join(
-        f"[{c['index']}] {c['law']}, {c['article']}"
-        + (f" (tekst van {dutch_date(c['version_date'])})" if c.get("version_date") else "")
+        f"[{c.index}] {c.law}, {c.article}" + (f" (tekst van {dutch_date(c.version_date)})" if c.version_date else "")
         for c in citations
     )
     if answer.validity_note and refs:
@@ -98,41 +93,45 @@ def _support(scores: list[float], flat: list[tuple[int, int, str]], threshold: f
     return top, [flat[j][1] for j in chosen if flat[j][0] == top]
 
 
-def _attributed_sentences(answer: Answer, citations: list[dict], flat, threshold: float) -> tuple[list[dict], str]:
+def _attributed_sentences(
+    answer: Answer, citations: list[CitationOut], flat, threshold: float
+) -> tuple[list[SentenceSupport], str]:
     """A text answer: each sentence marked with the citation whose sentences support it best (if any)."""
     out_sentences = []
     marked = []
     answer_sentences = split_sentences(answer.answer)
     matrix = support_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
     # A line that only names a cited article ("Wet X, Artikel 3:") introduces the quote: not a claim.
-    leads = {f"{c['law']}, {c['article']}:": c["index"] for c in citations}
+    leads = {f"{c.law}, {c.article}:": c.index for c in citations}
     for k, sentence in enumerate(answer_sentences):
         if sentence.strip() in leads:
             n = leads[sentence.strip()]
             out_sentences.append(
-                {"text": sentence, "citation": n, "citations": [n], "support": [], "supported": True, "lead": True}
+                SentenceSupport(text=sentence, citation=n, citations=[n], support=[], supported=True, lead=True)
             )
             marked.append(sentence)
             continue
         best_n, support = _support(matrix[k], flat, threshold) if flat else (None, [])
         out_sentences.append(
-            {
-                "text": sentence,
-                "citation": best_n,
-                "citations": [best_n] if best_n else [],
-                "support": support,
-                "supported": bool(best_n),
-                "lead": False,
-            }
+            SentenceSupport(
+                text=sentence,
+                citation=best_n,
+                citations=[best_n] if best_n else [],
+                support=support,
+                supported=bool(best_n),
+                lead=False,
+            )
         )
         marked.append(f"{sentence} [{best_n}]" if best_n else sentence)
     return out_sentences, "\n".join(marked) if marked else answer.answer
 
 
-def _structured_sentences(answer: Answer, citations: list[dict], flat, threshold: float) -> tuple[list[dict], str]:
+def _structured_sentences(
+    answer: Answer, citations: list[CitationOut], flat, threshold: float
+) -> tuple[list[SentenceSupport], str]:
     """A structured answer: each sentence marked with the sources the model gave it (numbered as the
     citations, in order of first mention); its support, the sentences of its first source it rests on."""
-    index = {c["doc_id"]: c["index"] for c in citations}
+    index = {c.doc_id: c.index for c in citations}
     texts = [s.text for s in answer.sentences]
     matrix = support_matrix(texts, [s for _, _, s in flat]) if flat else []
     out, marked = [], []
@@ -141,14 +140,14 @@ def _structured_sentences(answer: Answer, citations: list[dict], flat, threshold
         first = numbers[0] if numbers else None
         support = _support(matrix[k], flat, threshold, only=first)[1] if flat and first else []
         out.append(
-            {
-                "text": sentence.text,
-                "citation": first,
-                "citations": numbers,
-                "support": support,
-                "supported": bool(numbers),
-                "lead": False,
-            }
+            SentenceSupport(
+                text=sentence.text,
+                citation=first,
+                citations=numbers,
+                support=support,
+                supported=bool(numbers),
+                lead=False,
+            )
         )
         marked.append(marked_text(sentence.text, numbers))
     return out, " ".join(marked)

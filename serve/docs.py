@@ -1,4 +1,8 @@
-"""Interactive API docs at ``/docs``, served from local files (nothing is loaded from a CDN).
+"""The API's OpenAPI document, and interactive docs at ``/docs`` served from local files.
+
+``/openapi.json`` is FastAPI's, made from the routes' declared models (:mod:`.protocol`), with what FastAPI
+cannot know: wetqa answers an invalid request with 400 in OpenAI's shape (documented per route), never with
+FastAPI's 422, and a stream's events are ChatCompletionChunk models, declared beside the others.
 
 FastAPI's own ``/docs`` loads Swagger UI from a CDN; wetqa serves the same UI from the files of the
 ``swagger-ui-bundle-v2`` package (Swagger UI 5, which reads OpenAPI 3.1), with its start-up script a
@@ -9,11 +13,44 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
 from .errors import APIError
+
+REF = "#/components/schemas/{model}"
+_COMPONENTS: list[type[BaseModel]] = []  # models a route refers to beside its response_model (stream chunks)
+
+
+def component(model: type[BaseModel]) -> dict[str, str]:
+    """A reference to ``model``'s schema among the document's components (added by :func:`openapi_schema`)."""
+    if model not in _COMPONENTS:
+        _COMPONENTS.append(model)
+    return {"$ref": REF.format(model=model.__name__)}
+
+
+def openapi_schema(app: FastAPI) -> dict[str, Any]:
+    """The app's OpenAPI document (made once): FastAPI's, without the 422 wetqa never answers, with the
+    schemas of :func:`component` models."""
+    if app.openapi_schema is None:
+        doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        for operation in (op for path in doc.get("paths", {}).values() for op in path.values()):
+            operation.get("responses", {}).pop("422", None)
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        if _COMPONENTS:
+            _, defs = models_json_schema([(m, "serialization") for m in _COMPONENTS], ref_template=REF)
+            for name, schema in defs.get("$defs", {}).items():
+                schemas.setdefault(name, schema)
+        app.openapi_schema = doc
+    return app.openapi_schema
+
 
 # Swagger UI's files as the swagger-ui-bundle-v2 package ships them, and their media types.
 _ASSETS = {

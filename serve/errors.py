@@ -6,13 +6,13 @@ import re
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wetqa.generation import GenerationError, UnsupportedSetting
 from wetqa.retrieval import RetrievalError
 
-from .protocol import ErrorResponse
+from .protocol import ErrorDetail, ErrorResponse
+from .responses import ModelResponse
 
 _URL = re.compile(r"\b(?:https?|wss?)://[^\s)\]'\"]+")
 
@@ -28,12 +28,12 @@ class APIError(Exception):
     ):
         self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
 
-    def body(self) -> dict:
+    def body(self) -> ErrorResponse:
         return error_body(self.message, self.type, self.code, self.param)
 
 
-def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> ErrorResponse:
+    return ErrorResponse(error=ErrorDetail(message=message, type=type_, param=param, code=code))
 
 
 def upstream_error(exc: GenerationError | RetrievalError) -> APIError:
@@ -52,9 +52,9 @@ def internal_error(exc: BaseException) -> APIError:
     return APIError(500, f"internal error: {type(exc).__name__}", "server_error", "internal_error")
 
 
-async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+async def on_api_error(_: Request, exc: Exception) -> ModelResponse:
     assert isinstance(exc, APIError)
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return ModelResponse(exc.body(), status_code=exc.status)
 
 
 def _member_tag(part: object) -> bool:
@@ -63,13 +63,13 @@ def _member_tag(part: object) -> bool:
     return isinstance(part, str) and any(c in part for c in "[](),")
 
 
-async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+async def on_validation_error(_: Request, exc: Exception) -> ModelResponse:
     assert isinstance(exc, RequestValidationError)
     # Of a union's errors (content: a string, or a list of parts) the deepest names the real problem.
     first = max(exc.errors(), key=lambda e: len(e.get("loc", ()))) if exc.errors() else {}
     if first.get("type") == "json_invalid":  # its location is a character offset in the body, not a field
         reason = (first.get("ctx") or {}).get("error", "")
-        return JSONResponse(
+        return ModelResponse(
             error_body(
                 f"invalid request: the body is not valid JSON{f' ({reason})' if reason else ''}",
                 "invalid_request_error",
@@ -82,21 +82,22 @@ async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
     if where.endswith(".text") and "string" in msg:
         msg = "a text part's text must be a string"
     # OpenAI answers an invalid request with 400 (FastAPI's default would be 422).
-    return JSONResponse(
+    return ModelResponse(
         error_body(f"invalid request: {where}: {msg}", "invalid_request_error", "invalid_request", where or None),
         status_code=400,
     )
 
 
-async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+async def on_http_error(_: Request, exc: Exception) -> ModelResponse:
     assert isinstance(exc, StarletteHTTPException)
-    return JSONResponse(
-        error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)), status_code=exc.status_code
+    return ModelResponse(
+        error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)),
+        status_code=exc.status_code,
     )
 
 
-async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(internal_error(exc).body(), status_code=500)
+async def on_unexpected(_: Request, exc: Exception) -> ModelResponse:
+    return ModelResponse(internal_error(exc).body(), status_code=500)
 
 
 HANDLERS = (

@@ -121,7 +121,7 @@ class GuardMiddleware:
 
     @staticmethod
     async def _error(send, status: int, message: str, type_: str, code: str, close: bool = False) -> None:
-        body = json.dumps(error_body(message, type_, code)).encode()
+        body = json.dumps(error_body(message, type_, code).model_dump()).encode()
         await send(
             {
                 "type": "http.response.start",

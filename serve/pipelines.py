@@ -10,6 +10,8 @@ from wetqa.generation import Pipeline, PipelineSpec
 from wetqa.retrieval import read_index_meta
 from wetqa.retrieval.registry import retrievers
 
+from .protocol import ModelCard
+
 
 @dataclass(slots=True)
 class ServedPipeline:
@@ -47,17 +49,14 @@ class ServedPipeline:
             threading.Thread(target=_warm, args=(self.pipeline.retriever,), name="wetqa-warm", daemon=True).start()
         return self
 
-    def describe(self) -> dict:
+    def describe(self) -> ModelCard:
         g = self.spec.generator
-        return {
-            "id": self.name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "wetqa",
-            "retriever": self.pipeline.retriever.name if self.pipeline else None,
-            "generator": g.kind + (f":{g.model}" if g.model else ""),
-            "k": self.spec.k,
-        }
+        return ModelCard(
+            id=self.name,
+            retriever=self.pipeline.retriever.name if self.pipeline else None,
+            generator=g.kind + (f":{g.model}" if g.model else ""),
+            k=self.spec.k,
+        )
 
 
 def _warm(retriever) -> None:

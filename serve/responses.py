@@ -1,10 +1,11 @@
-"""Response classes: compact orjson rendering, and a stream that always runs its clean-up."""
+"""Response classes: a protocol model rendered compact with orjson, and a stream that always runs its clean-up."""
 
 from __future__ import annotations
 
 import json
 
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel
 
 try:
     import orjson
@@ -19,9 +20,26 @@ def json_bytes(content) -> bytes:
     return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
+def model_bytes(model: BaseModel) -> bytes:
+    """A protocol model as compact JSON: its ``model_dump`` written by :func:`json_bytes`, the renderer the
+    API's responses always had (so their bytes stayed what they were when they became models)."""
+    return json_bytes(model.model_dump())
+
+
 class FastJSONResponse(JSONResponse):
     def render(self, content) -> bytes:
         return json_bytes(content)
+
+
+class ModelResponse(FastJSONResponse):
+    """A response whose body is a protocol model (:mod:`.protocol`), serialised from it. A route that returns
+    one skips FastAPI's second pass over its ``response_model`` (validation and ``jsonable_encoder``)."""
+
+    def __init__(self, model: BaseModel, status_code: int = 200, **kwargs):
+        super().__init__(model, status_code, **kwargs)
+
+    def render(self, content) -> bytes:
+        return model_bytes(content)
 
 
 class ClosingStreamingResponse(StreamingResponse):

@@ -1,6 +1,7 @@
 """The API's routes: each takes the chat service from ``app.state`` and declares its responses.
 
-The declared responses and error responses are what ``/openapi.json`` documents.
+Each returns its body as a protocol model (:class:`~.responses.ModelResponse`); the declared
+``response_model`` and error responses are what ``/openapi.json`` documents (:mod:`.docs`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from importlib import resources
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from .docs import component
 from .errors import error_responses
 from .protocol import (
     ArticleVersions,
@@ -22,6 +24,7 @@ from .protocol import (
     SearchRequest,
     SearchResponse,
 )
+from .responses import ModelResponse
 from .service import ChatService
 
 router = APIRouter()
@@ -38,7 +41,7 @@ def service(request: Request) -> ChatService:
         200: {
             "description": "the answer (ChatCompletion), or with `stream: true` server-sent events of "
             "ChatCompletionChunk, the last ones carrying citations and sentences, then `data: [DONE]`",
-            "content": {"text/event-stream": {"schema": ChatCompletionChunk.model_json_schema()}},
+            "content": {"text/event-stream": {"schema": component(ChatCompletionChunk)}},
         },
         **error_responses(400, 401, 404, 408, 413, 429, 502, 504),
     },
@@ -60,7 +63,7 @@ async def search(req: SearchRequest, request: Request):
 
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401))
 async def models(request: Request):
-    return service(request).models()
+    return ModelResponse(service(request).models())
 
 
 @router.get(
@@ -70,13 +73,12 @@ async def models(request: Request):
     summary="A chunk with its whole article (the page's source view)",
 )
 async def chunk(chunk_id: str, request: Request):
-    return service(request).chunks.describe(chunk_id)
+    return ModelResponse(service(request).chunks.describe(chunk_id))
 
 
 @router.get(
     "/v1/articles/{law_id}/{article:path}/versions",
     response_model=ArticleVersions,
-    response_model_by_alias=True,
     responses=error_responses(400, 401, 404),
     summary="An article's versions in the index and the words that changed between two",
 )
@@ -87,12 +89,12 @@ def article_versions(  # sync: FastAPI runs it in its thread pool (a store scan 
     since: str | None = Query(default=None, alias="from", description="compare from the version in force then"),
     until: str | None = Query(default=None, alias="to", description="compare to the version in force then"),
 ):
-    return service(request).chunks.versions(law_id, article, since, until)
+    return ModelResponse(service(request).chunks.versions(law_id, article, since, until))
 
 
 @router.get("/health", response_model=Health)
 async def health(request: Request):
-    return service(request).health()
+    return ModelResponse(service(request).health())
 
 
 class Page:

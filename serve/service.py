@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-import re
 import secrets
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from wetqa.corpus.sources import document_fields
 from wetqa.generation import (
@@ -28,36 +28,54 @@ from wetqa.generation import (
     check_sampling,
 )
 from wetqa.generation.pipeline import ScopedPipeline
-from wetqa.retrieval import RetrievalError, chunks_of
+from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
 from .citing import Cited, cite
 from .config import ServerConfig
 from .errors import APIError, upstream_error
 from .pipelines import ServedPipeline
-from .protocol import ChatRequest, SearchRequest, text_of
-from .responses import ClosingStreamingResponse, FastJSONResponse
+from .protocol import (
+    ArticleVersions,
+    AssistantMessage,
+    ChatCompletion,
+    ChatRequest,
+    Choice,
+    ChunkResponse,
+    Delta,
+    Health,
+    ModelList,
+    SearchHit,
+    SearchRequest,
+    SearchResponse,
+    Usage,
+    text_of,
+)
+from .responses import ClosingStreamingResponse, ModelResponse
 from .streaming import ChunkWriter, UpstreamSource, WorkerSource, sse_events
 
 
-def word_usage(answer: Answer, question: str, content: str) -> dict:
-    usage = answer.usage.to_json()
-    if usage["total_tokens"] == 0:  # the extractive backend has no tokenizer: count words
+def word_usage(answer: Answer, question: str, content: str) -> Usage:
+    prompt, completion = answer.usage.prompt_tokens, answer.usage.completion_tokens
+    if prompt + completion == 0:  # the extractive backend has no tokenizer: count words
         prompt, completion = len(question.split()), len(content.split())
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    return usage
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
-def verdict(answer: Answer, cited: Cited) -> dict:
-    """How sure the answer is, whether it abstained, and (then) the related articles it offers."""
-    confidence = None if answer.confidence is None else round(answer.confidence, 4)
-    return {
-        "confidence": confidence,
-        "abstained": answer.abstained,
-        "related": cited.related,
-        "date": answer.date,  # the day asked of (None: today)
-        "validity_note": answer.validity_note,
-    }
+def answer_fields(answer: Answer, cited: Cited) -> dict[str, Any]:
+    """The fields wetqa's answer adds to OpenAI's, as keyword arguments of :class:`~.protocol.ChatCompletion`
+    and of a stream's last :class:`~.protocol.ChatCompletionChunk`: the citations and each sentence's support,
+    how sure the answer is, whether it abstained (and then the related articles it offers), the day asked
+    of (None: today) and the note on an old text."""
+    return dict(
+        citations=cited.citations,
+        sentences=cited.sentences,
+        confidence=None if answer.confidence is None else round(answer.confidence, 4),
+        abstained=answer.abstained,
+        related=cited.related,
+        date=answer.date,
+        validity_note=answer.validity_note,
+    )
 
 
 def content_of(cited: Cited) -> str:
@@ -71,14 +89,14 @@ class ChunkLookup:
     def __init__(self, pipelines: Sequence[ServedPipeline]):
         self.stores = [chunks_of(p.loaded.retriever) for p in pipelines]
 
-    def describe(self, chunk_id: str) -> dict:
+    def describe(self, chunk_id: str) -> ChunkResponse:
         for store in self.stores:
             target = _find(store, chunk_id)
             if target is not None:
                 return self._describe(store, target)
         raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
 
-    def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> dict:
+    def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> ArticleVersions:
         """An article's versions (the first store holding it answers) and the words changed between two."""
         from wetqa.console import check_day
         from wetqa.retrieval.engines.versions import article_versions, diff_versions, echoed, versions_payload
@@ -97,26 +115,28 @@ class ChunkLookup:
             raise APIError(404, f"no article {echoed(article)!r} of {echoed(law_id)!r} in this index", code="not_found")
         try:
             change = diff_versions(found, since, until)
+        except InvalidSetting as exc:  # ?from= or ?to=: the query parameter is named as it is written
+            raise APIError(400, exc.message(str), param=exc.setting) from None
         except RetrievalError as exc:
-            param = "from" if str(exc).startswith("--from") else "to"
-            raise APIError(400, str(exc).replace("--", "", 1), param=param) from None
-        return versions_payload(found, change)
+            raise APIError(400, str(exc)) from None
+        # The payload `wetqa diff --output json` writes, read as the API's model (one shape for both).
+        return ArticleVersions.model_validate(versions_payload(found, change))
 
     @staticmethod
-    def _describe(store, target) -> dict:
+    def _describe(store, target) -> ChunkResponse:
         row, chunk = target
         article = store.article_of(row) if hasattr(store, "article_of") else None
         parts = store.rows(article["chunks"]) if article else [chunk]
-        return {
-            "id": chunk.id,
-            "doc_id": chunk.doc_id,
+        return ChunkResponse(
+            id=chunk.id,
+            doc_id=chunk.doc_id,
             **document_fields(chunk.collection, chunk.law_id),
-            "law": chunk.law,
-            "article": chunk.article,
-            "path": chunk.path_label,
-            "text": chunk.text,
-            "article_text": "\n".join(c.text for c in sorted(parts, key=lambda c: c.part)),
-        }
+            law=chunk.law,
+            article=chunk.article,
+            path=chunk.path_label,
+            text=chunk.text,
+            article_text="\n".join(c.text for c in sorted(parts, key=lambda c: c.part)),
+        )
 
 
 def _find(store, chunk_id: str):
@@ -150,12 +170,6 @@ def not_honoured(req: ChatRequest) -> str | None:
         "top_logprobs": bool(req.top_logprobs),
     }
     return next((name for name, asked in asks.items() if asked), None)
-
-
-def scope_field(message: str) -> str | None:
-    """The request field a scope error is about: the flag it starts with (it may name others after it)."""
-    flag = re.match(r"--(date|kind|laws|jurisdiction)\b", message)
-    return flag.group(1) if flag else None
 
 
 class ChatService:
@@ -281,15 +295,13 @@ class ChatService:
         pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
         base = getattr(served.loaded.retriever, "scope", None) or DEFAULT_SCOPE
         try:
-            scope = Scope(
-                tuple(req.kind) if req.kind is not None else base.kinds,
-                tuple(req.laws) if req.laws is not None else base.laws,
-                req.jurisdiction or base.jurisdiction,
-                req.date or base.date,
-            )
+            scope = req.to_scope(base)
             check_scope(served.loaded.retriever, scope)
+        except InvalidSetting as exc:  # it knows its setting: the param is that field, as the client wrote it
+            param = req.field_of(exc.setting) if exc.setting else None
+            raise APIError(400, req.scope_message(exc), param=param) from None
         except RetrievalError as exc:
-            raise APIError(400, str(exc).replace("--", ""), param=scope_field(str(exc))) from None
+            raise APIError(400, str(exc)) from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
     async def chat(self, req: ChatRequest):
@@ -308,27 +320,15 @@ class ChatService:
             self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
         )
         content = content_of(cited)
-        # A JSONResponse of plain data skips FastAPI's jsonable_encoder walk over the nested citations.
-        return FastJSONResponse(
-            {
-                "id": writer.base["id"],
-                "object": "chat.completion",
-                "created": writer.base["created"],
-                "model": served.name,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": answer.finish_reason,
-                        "logprobs": None,
-                    }
-                ],
-                "usage": word_usage(answer, question, content),
-                "citations": cited.citations,
-                "sentences": cited.sentences,
-                **verdict(answer, cited),
-            }
+        completion = ChatCompletion(
+            id=writer.id,
+            created=writer.created,
+            model=served.name,
+            choices=[Choice(index=0, message=AssistantMessage(content=content), finish_reason=answer.finish_reason)],
+            usage=word_usage(answer, question, content),
+            **answer_fields(answer, cited),
         )
+        return ModelResponse(completion)
 
     def answer(
         self, served: ServedPipeline, question: str, sampling: Sampling, progress: dict | None = None
@@ -393,14 +393,14 @@ class ChatService:
     ) -> list[str]:
         cited = cite(answer)
         tail = f"\n\n{cited.references}" if cited.references else ""
-        out = [writer.event({"content": tail})] if tail else []
+        out = [writer.event(Delta(content=tail))] if tail else []
         usage = word_usage(answer, question, streamed + tail)
-        extra = {"citations": cited.citations, "sentences": cited.sentences, **verdict(answer, cited)}
+        fields = answer_fields(answer, cited)
         if not include_usage:
-            return [*out, writer.event({}, answer.finish_reason, usage=usage, **extra)]
-        return [*out, writer.event({}, answer.finish_reason, **extra), writer.usage(usage)]
+            return [*out, writer.event(Delta(), answer.finish_reason, usage=usage, **fields)]
+        return [*out, writer.event(Delta(), answer.finish_reason, **fields), writer.usage(usage)]
 
-    async def search(self, req: SearchRequest) -> FastJSONResponse:
+    async def search(self, req: SearchRequest) -> ModelResponse:
         served = self.served(req.model)
         if not req.query.strip():
             raise APIError(400, "empty query", param="query")
@@ -414,15 +414,15 @@ class ChatService:
             inline=served.inline,
             progress={"stage": "retrieval"},
         )
-        return FastJSONResponse(
-            {"object": "list", "model": served.name, "date": scope.date, "data": [h.to_json() for h in hits]}
-        )
+        # Each hit's record as `wetqa search --output json` writes it, read as the API's model.
+        data = [SearchHit.model_validate(h.to_json()) for h in hits]
+        return ModelResponse(SearchResponse(model=served.name, date=scope.date, data=data))
 
-    def models(self) -> dict:
-        return {"object": "list", "data": [p.describe() for p in self.pipelines.values()]}
+    def models(self) -> ModelList:
+        return ModelList(data=[p.describe() for p in self.pipelines.values()])
 
-    def health(self) -> dict:
-        return {"status": "ok", "models": list(self.pipelines)}
+    def health(self) -> Health:
+        return Health(models=list(self.pipelines))
 
     def close(self) -> None:
         self.workers.shutdown(wait=False, cancel_futures=True)

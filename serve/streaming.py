@@ -20,12 +20,15 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from typing import Any
 
+from pydantic import BaseModel
+
 from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling, StreamedSentence
 from wetqa.generation.structured import marked_text
 from wetqa.retrieval import RetrievalError
 
 from .errors import APIError, internal_error, upstream_error
-from .responses import json_bytes
+from .protocol import ChatCompletionChunk, ChunkChoice, Delta, SentenceSource, StreamedSentenceOut, Usage
+from .responses import model_bytes
 
 # How many pieces a worker thread may stream ahead of what has been sent to the client.
 STREAM_WINDOW = 64
@@ -153,22 +156,29 @@ class WorkerSource:
 
 
 class ChunkWriter:
-    """``data: {...}`` lines of one completion's stream."""
+    """``data: {...}`` lines of one completion's stream, each a :class:`~.protocol.ChatCompletionChunk`."""
 
     def __init__(self, cid: str, created: int, model: str):
-        self.base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+        self.id, self.created, self.model = cid, created, model
 
-    def event(self, delta: dict, finish: str | None = None, **more) -> str:
-        body = {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
-        return self.data({**body, **more})
+    def chunk(self, delta: Delta, finish: str | None = None, **fields: Any) -> ChatCompletionChunk:
+        """A chunk of the answer; ``fields``: what else it carries (usage, citations, a sentence...)."""
+        choice = ChunkChoice(index=0, delta=delta, finish_reason=finish)
+        return ChatCompletionChunk(id=self.id, created=self.created, model=self.model, choices=[choice], **fields)
 
-    def usage(self, usage: dict) -> str:
+    def event(self, delta: Delta, finish: str | None = None, **fields: Any) -> str:
+        return self.data(self.chunk(delta, finish, **fields))
+
+    def usage(self, usage: Usage) -> str:
         # As OpenAI does: the usage in a chunk of its own, with no choices, after the last one.
-        return self.data({**self.base, "choices": [], "usage": usage})
+        return self.data(
+            ChatCompletionChunk(id=self.id, created=self.created, model=self.model, choices=[], usage=usage)
+        )
 
     @staticmethod
-    def data(body: dict) -> str:
-        return f"data: {json_bytes(body).decode()}\n\n"
+    def data(body: BaseModel) -> str:
+        """A server-sent event of a chunk (or of an error, mid-stream)."""
+        return f"data: {model_bytes(body).decode()}\n\n"
 
 
 class SentenceNumbers:
@@ -184,8 +194,9 @@ class SentenceNumbers:
         ns = [self.numbers.setdefault(c.doc_id, len(self.numbers) + 1) for c in item.citations]
         text = (" " if self.count else "") + marked_text(item.text, ns)
         self.count += 1
-        sources = [{"index": n, **c.to_json()} for n, c in zip(ns, item.citations)]
-        return text, writer.event({"content": text}, sentence={"text": item.text, "citations": ns}, sources=sources)
+        sources = [SentenceSource(index=n, **c.to_json()) for n, c in zip(ns, item.citations)]
+        sentence = StreamedSentenceOut(text=item.text, citations=ns)
+        return text, writer.event(Delta(content=text), sentence=sentence, sources=sources)
 
 
 async def sse_events(
@@ -196,7 +207,7 @@ async def sse_events(
     sent: list[str] = []
     numbers = SentenceNumbers()
     kind, item = first
-    yield writer.event({"role": "assistant", "content": ""})
+    yield writer.event(Delta(role="assistant", content=""))
     while kind == "item":
         if isinstance(item, Answer):
             for line in final(item, "".join(sent)):
@@ -207,7 +218,7 @@ async def sse_events(
             yield event
         else:
             sent.append(item)
-            yield writer.event({"content": item})
+            yield writer.event(Delta(content=item))
         # A turn of the event loop between events: if the client has gone, the server learns it here
         # (and sends nothing more) instead of writing every remaining event to a dead socket, which
         # asyncio logs as "socket.send() raised exception." per write.

@@ -341,11 +341,11 @@ def test_support_is_marked_only_above_the_calibrated_threshold():
     )
     out = cite(answer)
     assert SUPPORT_THRESHOLD == 0.3
-    assert out.sentences[0]["citation"] == 1 and out.sentences[0]["supported"]
-    assert out.sentences[1]["citation"] is None and not out.sentences[1]["supported"]
+    assert out.sentences[0].citation == 1 and out.sentences[0].supported
+    assert out.sentences[1].citation is None and not out.sentences[1].supported
     # One shared stem ("gezag") used to be enough (scores normalised by the row's best): no longer.
     weak = Answer("?", "Het gezag over de fiets, de auto en de boot in de haven.", [Citation.from_hit(hit)], [hit])
-    assert cite(weak).sentences[0]["citation"] is None
+    assert cite(weak).sentences[0].citation is None
 
 
 @pytest.mark.unit
@@ -551,9 +551,9 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     hit = Hit(chunk, 1.0, 1)
     out = cite(Answer("?", f"Wet fictief gezag, Artikel 266:\n{text}", [Citation.from_hit(hit)], [hit]))
     lead = out.sentences[0]
-    assert lead["text"] == "Wet fictief gezag, Artikel 266:" and lead["lead"] is True and lead["citation"] == 1
-    assert out.sentences[1]["lead"] is False and out.sentences[1]["supported"]
-    assert out.citations[0]["version_date"] == "2024-01-01"
+    assert lead.text == "Wet fictief gezag, Artikel 266:" and lead.lead is True and lead.citation == 1
+    assert out.sentences[1].lead is False and out.sentences[1].supported
+    assert out.citations[0].version_date == "2024-01-01"
     # An article number with a space, a colon or a slash is percent-encoded in the link.
     assert official_url("BWBR0005537", "Artikel 7:4 a", "artikel", "2024-01-01") == (
         "https://wetten.overheid.nl/jci1.3:c:BWBR0005537&artikel=7%3A4%20a&g=2024-01-01&z=2024-01-01"
@@ -561,7 +561,7 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     # A bijlage links as one; a unit without a number of its own links to its regulation.
     assert official_url("BWBR0012289", "Bijlage 2", "bijlage").endswith("BWBR0012289&bijlage=2")
     assert official_url("BWBR0012289", "Paragraaf 1.1", "circulaire.divisie").endswith("jci1.3:c:BWBR0012289")
-    assert out.citations[0]["url"].endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
+    assert out.citations[0].url.endswith("&artikel=266&g=2024-01-01&z=2024-01-01")
 
 
 @pytest.mark.integration

@@ -115,6 +115,11 @@ def _unwrap(annotation: Any) -> tuple[type, bool, type | None]:
 _SETTINGS: dict[type, tuple[SettingInfo, ...]] = {}
 
 
+def flag_of(name: str) -> str:
+    """The command-line flag of a setting: ``--max-tokens`` for ``max_tokens``."""
+    return "--" + name.replace("_", "-")
+
+
 def settings_of(cls: type) -> tuple[SettingInfo, ...]:
     """The settings of a settings dataclass, in field order (read once per class)."""
     if cls not in _SETTINGS:
@@ -142,7 +147,7 @@ def _read_settings(cls: type) -> tuple[SettingInfo, ...]:
                 maximum=meta["maximum"],
                 choices=meta["choices"],
                 output=meta["output"],
-                flag=meta["flag"] or "--" + f.name.replace("_", "-"),
+                flag=meta["flag"] or flag_of(f.name),
                 metavar=meta["metavar"],
                 cli=meta["cli"],
                 invalid=meta.get("invalid"),

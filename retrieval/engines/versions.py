@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 from wetqa.corpus.sources import citation_url, document_fields
 
-from .._base import RetrievalError
+from .._base import InvalidSetting, Named, RetrievalError
 
 _SPACE = re.compile(r"\s+")
 # Words and the spaces after them, so that joining the pieces gives the text back.
@@ -207,17 +207,18 @@ def diff_versions(versions: list[ArticleVersion], since: str | None, until: str 
     if not versions:
         raise RetrievalError("no version of that article in this index")
 
-    def pick(day: str | None, default: ArticleVersion, flag: str) -> ArticleVersion:
+    def pick(day: str | None, default: ArticleVersion, setting: str) -> ArticleVersion:
         if day is None:
             return default
         found = version_on(versions, day)
         if found is None:
             dates = ", ".join(v.version_date or "undated" for v in versions)
-            raise RetrievalError(f"{flag} {day}: no version of this article was in force then (versions: {dates})")
+            problem = f" {day}: no version of this article was in force then (versions: {dates})"
+            raise InvalidSetting(setting, Named(setting), problem)
         return found
 
-    old = pick(since, versions[0], "--from")
-    new = pick(until, versions[-1], "--to")
+    old = pick(since, versions[0], "from")
+    new = pick(until, versions[-1], "to")
     ops = word_diff(old.text, new.text)
     return {
         "from": old.version_date or None,
