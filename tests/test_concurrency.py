@@ -108,7 +108,7 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
     # What each question gets when asked alone (greedy decoding: deterministic).
     alone = {q: pipeline.ask(q).answer for q in QUESTIONS}
     served = served_pipeline("wetqa-dense-tiny", dense, cfg, k=2, pipeline=pipeline)
-    encoder = pipeline.retriever.encoder
+    encoder = pipeline.retriever.index.encoder  # the dense index's own query encoder (the pipeline's first stage)
     queries = encoder.query_batcher
     # Instruments around the real models: how many generate() calls overlap, and how many query
     # encodings there are once the first one waits until every other request has queued behind it.
