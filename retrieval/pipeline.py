@@ -62,6 +62,17 @@ class RetrievalPipeline:
         return [s.name for s in self.stages]
 
     @property
+    def inline(self) -> bool:
+        """Cheap enough for a server's event loop: every engine registered ``inline`` (numpy, a millisecond)
+        and no stage that calls a model (a stage that does not say calls one: a reader, a re-ranker, dense
+        re-scoring). Model calls run in worker threads, where one request's new passages hold up no other."""
+        from .registry import retrievers
+
+        known = retrievers()
+        engines_inline = all(e.name in known and known[e.name].inline for e in self.engines)
+        return engines_inline and not any(getattr(s, "calls_model", True) for s in self.stages)
+
+    @property
     def index(self):
         """The first index the pipeline searches."""
         return self.engines[0] if self.engines else None

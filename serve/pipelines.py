@@ -21,9 +21,13 @@ class ServedPipeline:
 
     @property
     def inline_retrieval(self) -> bool:
-        """Retrieval cheap enough for the event loop: a retriever registered as ``inline`` (numpy, a millisecond)."""
+        """Retrieval cheap enough for the event loop: a pipeline of model-free stages over inline engines
+        (:attr:`RetrievalPipeline.inline`), or a retriever registered as ``inline`` (numpy, a millisecond)."""
         if self.pipeline is None:
             return False
+        inline = getattr(self.pipeline.retriever, "inline", None)
+        if isinstance(inline, bool):
+            return inline
         known = retrievers()
         names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
         return all(n in known and known[n].inline for n in names)

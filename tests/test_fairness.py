@@ -310,3 +310,27 @@ def test_a_failing_call_frees_the_lane():
     with pytest.raises(ValueError, match="kapot"):
         lane.run(1, boom)
     assert lane.run(1, lambda: 42) == 42
+
+
+@pytest.mark.unit
+def test_a_server_searches_on_its_event_loop_only_when_no_stage_calls_a_model(synthetic_index, tmp_path):
+    """A pipeline whose stages call a model (dense re-scoring, a reader, a re-ranker) runs in a worker thread:
+    on the event loop one question's new passages held up every other request (8 cached clients' p50 went
+    0.37 -> 3.0 s beside one rare-word client). Only model-free stages over inline engines are inline."""
+    from types import SimpleNamespace
+
+    from wetqa.generation.backends.extractive import ExtractiveBackend
+    from wetqa.serve.pipelines import ServedPipeline
+
+    from .pipelines import after
+
+    first = open_index(synthetic_index, rescore=False)
+    plain = after(first)
+    dense = rescorer(first, ByLength(), EmbeddingCache(tmp_path, "m", 2), weight=0.7, depth=5)
+    assert plain.inline and not dense.inline
+
+    def served(retriever) -> ServedPipeline:
+        return ServedPipeline("p", None, SimpleNamespace(retriever=retriever, backend=ExtractiveBackend()))  # type: ignore[arg-type]
+
+    assert served(plain).inline_retrieval and served(plain).inline
+    assert not served(dense).inline_retrieval and not served(dense).inline

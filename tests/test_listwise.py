@@ -14,7 +14,7 @@ import pytest
 from wetqa.generation import PipelineSpec
 from wetqa.generation.backends.extractive import ExtractiveBackend
 
-from .conftest import ROOT
+from .conftest import ROOT, require_shared
 from .tiny_models import gemma_270m_gguf, smollm2_hf_dir
 
 pytestmark = pytest.mark.integration
@@ -42,13 +42,14 @@ def gemma_server():
         yield model, url
 
 
-def test_a_listwise_reranker_orders_windows_with_a_real_model_on_a_real_server(gemma_server, bm25s_index):
+def test_a_listwise_reranker_orders_windows_with_a_real_model_on_a_real_server(gemma_server, real_bm25s_index):
     from wetqa.generation.presets import make_backend
     from wetqa.generation.spec import completer
 
+    require_shared()
     model, url = gemma_server
     spec = PipelineSpec.from_values(
-        {"index": [str(bm25s_index)], "generator": "openai", "model": str(model), "base_url": url,
+        {"index": [str(real_bm25s_index)], "generator": "openai", "model": str(model), "base_url": url,
          "rerank": ["listwise"], "rerank_top": 6, "k": 6, "reader": "none", "structured": False, "max_tokens": 60}
     )  # fmt: skip
     backend = make_backend(spec.generator)
@@ -64,6 +65,7 @@ def test_a_listwise_reranker_orders_windows_with_a_real_model_on_a_real_server(g
     assert pipeline.stage_names[-2:] == ["listwise", "confidence"]
     ranking = pipeline.rank([QUESTION], k=6)[0]
     first = spec.retrieval.__class__(index=spec.retrieval.index, reader="none").build().search(QUESTION, k=6)
+    assert len(first) == 6  # the real laws: six hits, so the window has something to order
     assert sorted(h.chunk.id for h in ranking.hits) == sorted(h.chunk.id for h in first)  # reordered, none lost
     assert [h.features["listwise_rank"] for h in ranking.hits] == list(range(1, len(first) + 1))
     assert calls == [1]  # six hits: one window, one call to the server

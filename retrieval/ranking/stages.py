@@ -69,6 +69,7 @@ class SearchStage:
 
     kind = "candidates"
     fitted = True
+    calls_model = False  # whether its engine may run on a server's event loop is the engine's (registry.inline)
 
     def __init__(self, retriever):
         self.retriever = retriever
@@ -94,6 +95,8 @@ class FusionStage:
     def __init__(self, hybrid):
         self.hybrid = hybrid
         self.name = hybrid.name
+        # A dense engine among those fused encodes its questions with a model.
+        self.calls_model = any(getattr(r, "encoder", None) is not None for r in hybrid.retrievers)
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
         found = self.hybrid.batch_search([r.question for r in rankings], need, 1, scope)
@@ -117,6 +120,7 @@ class ArticleCandidates:
 
     def __init__(self, features: CandidateFeatures, reader=None):
         self.features = features
+        self.calls_model = features.dense or reader is not None  # question vectors, the nearest passages
         # The reader finds the laws a question is about when the index keeps its laws read (readers.LawReader).
         self.reader = reader if features.laws_read is not None else None
 
@@ -154,6 +158,7 @@ class ArticleFeatures:
 
     def __init__(self, features: CandidateFeatures):
         self.features = features
+        self.calls_model = features.dense  # candidates' passages not cached yet are encoded
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
         for r in rankings:
@@ -167,6 +172,7 @@ class LearnedScorer:
 
     kind = "scorer"
     fitted = True
+    calls_model = False
 
     def __init__(self, model: RankingModel, key: str):
         self.model, self.key = model, key
@@ -196,6 +202,7 @@ class ConfidenceStage:
     kind = "confidence"
     fitted = True
     name = "confidence"
+    calls_model = False  # it reads the signals the stages before it left
 
     def __init__(self, context, key: str):
         self.context, self.key = context, key
