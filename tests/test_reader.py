@@ -63,6 +63,28 @@ def test_a_shorter_read_is_another_cache(tiny_gemma):
 
 
 @pytest.mark.unit
+def test_an_export_without_an_int8_graph_reads_passages_whole(tiny_gemma, tmp_path):
+    """Passages go through the float32 graph when there is no int8 one, read to the export's length: before,
+    they were cut at the questions' 128 tokens and cached as if read whole."""
+    import shutil
+
+    from wetqa.retrieval.models.onnx_encoder import QUERY_TOKENS, OnnxEncoder
+    from wetqa.retrieval.models.onnx_export import PASSAGE_GRAPH
+
+    folder = tmp_path / "fp32"
+    shutil.copytree(tiny_gemma, folder)
+    (folder / "onnx" / PASSAGE_GRAPH).unlink()
+    encoder = OnnxEncoder(folder)
+    long = [encoder.document("gezag ouder rechter beëindigen " * 60, "Wet fictief gezag, Artikel 1")]
+    assert len(encoder.tokenizer.encode_batch(long)[0]) > QUERY_TOKENS
+    whole = encoder._encode(long, session=encoder.session)
+    as_question = encoder._encode(long)
+    assert float(whole[0] @ as_question[0]) < 0.9999  # the cut is visible in the vector
+    assert float(encoder.encode_formatted(long)[0] @ whole[0]) > 0.9999
+    assert encoder.passage_variant == ""
+
+
+@pytest.mark.unit
 def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_gemma, articles_index):
     from wetqa.retrieval import open_index
     from wetqa.retrieval.ranking.readers import Reader

@@ -107,7 +107,8 @@ class OnnxEncoder(PrefixedEncoder):
             self._passage_session = self._ort.InferenceSession(
                 str(self._passage_graph), self._options, providers=["CPUExecutionProvider"]
             )
-        return self._encode(texts, progress, self._passage_session)
+        # Without an int8 graph, the float32 one, named: without a session a text is read as a question (cut).
+        return self._encode(texts, progress, self._passage_session or self.session)
 
     def _run(self, encodings: list[list[int]], session=None) -> np.ndarray:
         n = max(len(e) for e in encodings)
