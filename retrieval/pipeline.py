@@ -187,15 +187,18 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     paths = spec.index_paths
     _check_same_corpus(paths)
     given = spec.rescore if spec.rescore != NO_DENSE else None
-    if len(paths) > 1 and not given:
+    own_pipelines = len(paths) > 1 and not given
+    if own_pipelines:
         # Each index of a hybrid ranked by its own default pipeline, then fused (a model given at query time
         # instead re-scores the fused hits).
         engines = [_component(spec, p) for p in paths]
     else:
         engines = [load_index(p, spec.corpus) for p in paths]
     metas = [read_index_meta(p) for p in paths]
-    # --rescore none: the index's recorded dense model left out (the ranking without dense signals).
-    dense_model = None if spec.rescore == NO_DENSE else given or (metas[0].get("rescore") or {}).get("model")
+    # --rescore none: the index's recorded dense model left out (the ranking without dense signals). A hybrid's
+    # indexes use their recorded models in their own pipelines: only a model given re-scores the fused hits.
+    recorded = None if own_pipelines else (metas[0].get("rescore") or {}).get("model")
+    dense_model = None if spec.rescore == NO_DENSE else given or recorded
     stages: list[Any] = []
     features = None
     key = ""
@@ -239,7 +242,7 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
             stages.append(st.FusionStage(HybridRetriever(engines, method=spec.fusion, weights=spec.weights)))
         if dense_model:
             stages.append(_dense_rescore(spec, metas[0], dense_model))
-        if reader is not None:
+        if reader is not None and not own_pipelines:  # a hybrid's indexes read in their own pipelines
             from .ranking.readers import HitReader
 
             stages.append(HitReader(reader, spec.read_depth_or_default))

@@ -388,3 +388,20 @@ def _reordered(parts):
     """dense_parts gives (encoder, cache, passages); CandidateFeatures takes (passages, encoder, cache)."""
     encoder, cache, passages = parts
     return passages, encoder, cache
+
+
+@pytest.mark.unit
+def test_a_hybrid_without_a_model_given_ranks_each_index_by_its_own_pipeline_only(tiny, fixture_corpus, tmp_path):
+    """Each index of a hybrid is ranked by its own default pipeline (the articles index with its recorded dense
+    model), then fused; the fused hits are not re-scored by that model a second time."""
+    from wetqa.retrieval import RetrievalSpec
+
+    root, model = tiny
+    build_index(fixture_corpus, "articles", tmp_path / "dense", rescore={"model": str(model)}, progress=False)
+    build_index(fixture_corpus, "bm25s", tmp_path / "bm25s", progress=False)
+    hybrid = RetrievalSpec(index=(str(tmp_path / "dense"), str(tmp_path / "bm25s")), reader="none").build()
+    assert "dense-rescore" not in hybrid.stage_names, hybrid.stage_names
+    assert hybrid.search(QUESTION, k=5)
+    # A model given at query time re-scores the fused hits (the one place a hybrid is re-scored).
+    given = RetrievalSpec(index=(str(tmp_path / "dense"), str(tmp_path / "bm25s")), reader="none", rescore=str(model))
+    assert "dense-rescore" in given.build().stage_names
