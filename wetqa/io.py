@@ -281,6 +281,11 @@ def recognised(
     return adopt
 
 
+def check_replaceable(path: str | os.PathLike, marker: str | None = None, kind: str = "folder") -> None:
+    """Refuse now (OutputError) a folder :func:`atomic_dir` would refuse to replace: before long work for it."""
+    _check_replaceable(Path(path), marker, kind)
+
+
 def _check_replaceable(path: Path, marker: str | None, kind: str) -> None:
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputError(f"{path} is a file (or a link), not {_a(kind)} folder; wetqa replaces only folders it made")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wetqa.home import cache_root
-from wetqa.io import FORMAT_KEY, OwnedFolder, atomic_dir, own_folder
+from wetqa.io import FORMAT_KEY, OwnedFolder, atomic_dir, check_replaceable, own_folder
 
 from .._base import RetrievalError
 
@@ -123,6 +123,8 @@ def fetch(name: str, out: str | Path | None = None, force: bool = False, progres
     if not force and _manifest_ok(out / MARKER, model) and _weights_ok(out, model, full=False):
         _export(out, progress)  # a folder fetched before its export (or by an older wetqa): exported now
         return out
+    # A folder wetqa may not replace is refused now, before 1.2 GB are downloaded and staged beside it.
+    check_replaceable(out, MARKER, "model")
     staging = own_folder(out.parent / f".{out.name}.parts")
     try:
         chunks = [_chunk(model, i, staging, progress) for i in range(len(model.versions))]
