@@ -237,6 +237,42 @@ def test_fetch_refuses_a_folder_of_the_users_before_downloading_anything(chunked
 
 
 @pytest.mark.unit
+def test_train_reader_fine_tunes_within_its_budget_and_keeps_the_users_folders(tiny_gemma, articles_index, tmp_path):
+    """`wetqa models train-reader DATA`: triplets from the index's articles, a few steps within the time budget,
+    the trained model saved with its ONNX export (a reader reads with it); a folder of the user's is refused
+    before any training, and a second run replaces only the model wetqa trained."""
+    from wetqa.cli import main
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.ranking.readers import Reader
+
+    index = open_index(articles_index, rescore=False)
+    first = index.chunks.rows([int(index.first[x]) for x in range(min(index.n_articles, 12))])
+    data = tmp_path / "data.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": str(i), "question": f"Wat regelt {c.law} over {c.text.split()[0]}?",
+                        "articles": [{"law_id": c.law_id, "article": c.article}]}) + "\n"
+            for i, c in enumerate(first)
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    args = ["models", "train-reader", str(data), "--model", str(tiny_gemma), "--index", str(articles_index)]
+    args += ["--minutes", "0.05", "--batch-size", "2", "--train-layers", "1", "--no-progress"]
+    assert main([*args, "--out", str(mine)]) != 0
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    out = tmp_path / "trained"
+    for _ in range(2):  # the second run replaces the first's model (wetqa's own)
+        assert main([*args, "--out", str(out), "--output", "json"]) == 0
+    manifest = json.loads((out / "wetqa-model.json").read_text(encoding="utf-8"))
+    assert manifest["steps"] >= 1 and manifest["triplets"] >= 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl", "mine", "trained"]  # no scratch left
+    assert Reader(str(out)).questions([QUESTION]).shape == (1, 48)
+
+
+@pytest.mark.unit
 def test_an_interrupted_fetch_resumes_and_a_corrupt_one_is_refused(chunked_model, tmp_path, monkeypatch):
     from wetqa.console import UnavailableError
     from wetqa.retrieval.models import fetch

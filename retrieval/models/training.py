@@ -92,13 +92,20 @@ def train_reader(
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
 
-    from wetqa.io import atomic_dir
+    import shutil
+    import tempfile
+
+    from wetqa.io import atomic_dir, check_replaceable
 
     from ..engines.index import load_index
     from ..ranking.readers import resolve_reader
     from .encoders import SentenceTransformerEncoder
     from .onnx_export import export_onnx, source_identity
 
+    target = Path(out).expanduser()
+    check_replaceable(target, MARKER, "model")  # refused before the minutes of training, not after them
+    if minutes <= 0:
+        raise RetrievalError(f"--minutes must be positive, got {minutes:g}")
     source = resolve_reader(model)
     index = load_index(index_path)
     if getattr(index, "laws", None) is None:
@@ -123,7 +130,9 @@ def train_reader(
                 control.should_training_stop = True
             return control
 
-    work = Path(out).expanduser().with_name(Path(out).name + ".training")
+    # The trainer's scratch folder: made here, beside the output, and removed when done (nothing else is).
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.training-", dir=target.parent))
     args = SentenceTransformerTrainingArguments(
         output_dir=str(work), per_device_train_batch_size=batch_size, learning_rate=learning_rate,
         num_train_epochs=1, warmup_steps=0.1, logging_steps=10, save_strategy="no", report_to=[],
@@ -132,9 +141,15 @@ def train_reader(
     trainer = SentenceTransformerTrainer(
         model=st, args=args, train_dataset=dataset, loss=MultipleNegativesRankingLoss(st), callbacks=[Budget()]
     )
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     seconds = round(time.monotonic() - started, 1)
+    from wetqa.io import FORMAT_KEY
+
     manifest = {
+        FORMAT_KEY: "trained-reader/1",
         "kind": "wetqa-trained-reader",
         "base": model,
         "base_weights": source_identity(Path(source)) if Path(source).is_dir() else None,
@@ -147,14 +162,11 @@ def train_reader(
         "learning_rate": learning_rate,
         "batch_size": batch_size,
     }
-    with atomic_dir(Path(out).expanduser(), marker=MARKER, kind="model") as tmp:
+    with atomic_dir(target, marker=MARKER, kind="model") as tmp:
         st.save(str(tmp))
         (tmp / MARKER).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         export_onnx(tmp)
-    import shutil
-
-    shutil.rmtree(work, ignore_errors=True)  # the trainer's own scratch folder, made above
-    return manifest | {"model": str(Path(out).expanduser())}
+    return manifest | {"model": str(target)}
 
 
 def _unfreeze_top(st, layers: int) -> int:
