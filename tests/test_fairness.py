@@ -334,3 +334,37 @@ def test_a_server_searches_on_its_event_loop_only_when_no_stage_calls_a_model(sy
 
     assert served(plain).inline_retrieval and served(plain).inline
     assert not served(dense).inline_retrieval and not served(dense).inline
+
+
+@pytest.mark.unit
+def test_a_caller_that_fails_while_waiting_for_the_lane_leaves_no_ticket_behind():
+    """A waiting caller interrupted (an exception in its wait) gives its place up: before, its ticket stayed,
+    became overdue and was chosen next for ever, so every later model call waited on a caller that was gone."""
+    from wetqa.retrieval.models.lanes import Lane
+
+    lane = Lane(patience=0.05)
+    gate, started = threading.Event(), threading.Event()
+    holder = threading.Thread(target=lambda: lane.run(1, lambda: (started.set(), gate.wait(5))))
+    holder.start()
+    started.wait(5)
+
+    class Interrupted(Exception):
+        pass
+
+    real_wait = lane._cond.wait
+
+    def failing_wait(timeout=None):
+        raise Interrupted
+
+    lane._cond.wait = failing_wait  # type: ignore[method-assign]
+    with pytest.raises(Interrupted):
+        lane.run(1, lambda: None)
+    lane._cond.wait = real_wait  # type: ignore[method-assign]
+    time.sleep(0.1)  # past the patience: a ticket left behind would now be overdue
+    gate.set()
+    holder.join(5)
+    done = threading.Event()
+    later = threading.Thread(target=lambda: lane.run(1, done.set), daemon=True)
+    later.start()
+    assert done.wait(3), "a later call waited on the interrupted caller's ticket"
+    assert lane.waiting == 0

@@ -38,8 +38,15 @@ class Lane:
         ticket = next(self._tickets)
         with self._cond:
             self._waiting[ticket] = (float(cost), time.monotonic())
-            while self._busy or self._next() != ticket:
-                self._cond.wait(timeout=self.patience)
+            try:
+                while self._busy or self._next() != ticket:
+                    self._cond.wait(timeout=self.patience)
+            except BaseException:
+                # A caller interrupted while waiting gives its place up (an overdue ticket left behind would
+                # be chosen next for ever).
+                del self._waiting[ticket]
+                self._cond.notify_all()
+                raise
             del self._waiting[ticket]
             self._busy = True
         try:
