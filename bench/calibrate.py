@@ -1,7 +1,7 @@
 """The confidence and its abstention threshold, cross-validated (``wetqa fit confidence``), per index and set.
 
     python bench/calibrate.py INDEX [INDEX ...] [--dataset FILE ...] [--reader MODEL|none] [--folds 5]
-                              [--budget 0.20] [--budget-whole 0.05] [--sweep] [--write] [--smoke]
+                              [--budget 0.10] [--budget-whole 0.05] [--sweep] [--write] [--smoke]
     python bench/calibrate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
 Every question goes through each pipeline of each index (with the dense signals and without; with the reader
@@ -38,7 +38,7 @@ def main() -> None:
     # On part of the BWB an answered question about a law it lacks cites the wrong law: the threshold may
     # refuse up to a fifth of the answerable (mostly everyday questions it ranks wrong) to refuse most of
     # those. On the whole BWB nearly every question is answerable: refusing is only a loss there.
-    ap.add_argument("--budget", type=float, default=0.20, help="on part of the BWB")
+    ap.add_argument("--budget", type=float, default=0.10, help="on part of the BWB")
     ap.add_argument("--budget-whole", type=float, default=0.05, help="on an index of the whole BWB")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="print the abstention per set at several budgets")

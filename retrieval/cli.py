@@ -69,6 +69,17 @@ def register_models(sub: argparse._SubParsersAction, output: argparse.ArgumentPa
     t.set_defaults(func=cmd_train_reader)
 
 
+def _share(text: str) -> float:
+    """A share of the questions, strictly between 0 and 1 (argparse names the flag when this refuses)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"a share between 0 and 1 (0.10 is 10%), got {text}")
+    return value
+
+
 def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
     from .ranking.readers import READ_DEPTH
 
@@ -96,9 +107,9 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
                            help="each held-out question's first article and where its gold came, as JSON lines")  # fmt: skip
             p.set_defaults(func=cmd_fit_ranking)
         else:
-            p.add_argument("--budget", type=float, default=0.20,
-                           help="on part of the BWB, the most answerable questions abstaining (default 0.20)")  # fmt: skip
-            p.add_argument("--budget-whole", type=float, default=0.05,
+            p.add_argument("--budget", type=_share, default=0.10,
+                           help="on part of the BWB, the most answerable questions abstaining (default 0.10)")  # fmt: skip
+            p.add_argument("--budget-whole", type=_share, default=0.05,
                            help="on an index of the whole BWB (default 0.05)")  # fmt: skip
             p.add_argument(
                 "--sweep", action="store_true", help="print the abstention at several budgets; write nothing"

@@ -1,7 +1,7 @@
 """Fitting the learned ranking and the confidence on questions with gold, cross-validated (``wetqa fit``).
 
     wetqa fit ranking --index DIR [--index DIR] --dataset FILE [--dataset FILE ...] [--folds 5] [--reader MODEL|none]
-    wetqa fit confidence --index DIR [...] --dataset FILE [...] [--budget 0.20] [--budget-whole 0.05] [--sweep]
+    wetqa fit confidence --index DIR [...] --dataset FILE [...] [--budget 0.10] [--budget-whole 0.05] [--sweep]
 
 Every dataset is a question set (its file name), JSON lines with gold articles (``articles``: law id and
 label) or, for questions answered by a law rather than an article, gold laws (``laws``). A set is used on
