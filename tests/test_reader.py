@@ -384,6 +384,22 @@ def test_rerankers_are_registered_parts(articles_index):
 
 
 @pytest.mark.unit
+def test_the_reader_as_a_reranker_reads_with_the_pipelines_reader_and_settings(tiny_gemma, bm25s_index):
+    """`--rerank reader` with `--reader FOLDER --read-tokens 64 --reader-dim 32`: that reader, so read (it loaded
+    the hub's default model before, which offline is exit 3)."""
+    from wetqa.retrieval import RetrievalSpec
+
+    spec = RetrievalSpec(index=(str(bm25s_index),), reader=str(tiny_gemma), rerank=("reader",), read_tokens=64,
+                         reader_dim=32)  # fmt: skip
+    pipeline = spec.build()
+    stage = pipeline.stages[-2]
+    assert stage.name == "reader" and stage.kind == "reranker"
+    assert Path(stage.reader.path) == tiny_gemma and stage.reader.max_tokens == 64 and stage.reader.dim == 32
+    hits = pipeline.search(QUESTION, k=3)
+    assert hits and "read" in hits[0].features
+
+
+@pytest.mark.unit
 def test_fit_ranking_writes_models_with_what_they_were_fitted_on(articles_index, tmp_path, capsys):
     from wetqa.cli import main
 

@@ -37,7 +37,7 @@ WINDOW, STRIDE = 20, 10  # RankGPT's sliding window
 @dataclass(frozen=True, slots=True)
 class RerankerInfo:
     name: str
-    make: Callable[..., object]  # (argument, top, complete) -> a stage
+    make: Callable[..., object]  # (argument, top, complete, spec) -> a stage
     description: str = ""
     needs_model: bool = False  # runs on the generation stage's language model (``complete``)
 
@@ -70,7 +70,7 @@ def make_rerankers(spec, complete: Callable[[list[list[dict]]], list[str]] | Non
                 f"--rerank {name} needs a language model: give it with a generator that runs one "
                 "(`wetqa ask`/`generate`/`serve` with --generator openai|transformers|vllm or a preset)"
             )
-        out.append(info.make(argument, spec.rerank_top, complete))
+        out.append(info.make(argument, spec.rerank_top, complete, spec))
     return out
 
 
@@ -239,17 +239,20 @@ class ListwiseStage:
             r.hits = top + r.hits[self.depth :]
 
 
-def _cross_encoder(argument: str | None, depth: int, complete) -> RerankStage:
+def _cross_encoder(argument: str | None, depth: int, complete, spec=None) -> RerankStage:
     return RerankStage(CrossEncoderReranker(argument or DEFAULT_RERANKER), depth, "cross-encoder")
 
 
-def _reader(argument: str | None, depth: int, complete):
-    from .readers import DEFAULT_READER, HitReader, Reader
+def _reader(argument: str | None, depth: int, complete, spec=None):
+    """The reader as a re-ranker: the model named, else the spec's reader, read as the spec says (tokens, size)."""
+    from .readers import DEFAULT_READER, READ_TOKENS, HitReader, Reader
 
-    return HitReader(Reader(argument or DEFAULT_READER), depth)
+    model = argument or (spec.reader_model if spec is not None else None) or DEFAULT_READER
+    tokens = spec.read_tokens_or_default if spec is not None else READ_TOKENS
+    return HitReader(Reader(model, max_tokens=tokens, dim=getattr(spec, "reader_dim", None)), depth)
 
 
-def _listwise(argument: str | None, depth: int, complete) -> ListwiseStage:
+def _listwise(argument: str | None, depth: int, complete, spec=None) -> ListwiseStage:
     if argument:
         raise RetrievalError(
             "--rerank listwise takes no model: it runs on the generator's (--generator, --model, --base-url)"
