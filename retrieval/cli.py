@@ -381,8 +381,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         args,
         meta,
         f"{verb} {out} ({meta['retriever']}, {meta['chunks']} chunks"
-        + (f", {meta['build_seconds']} s)" if meta["rebuilt"] else ")"),
-    )
+        + (f", {meta['build_seconds']} s)" if meta["rebuilt"] else ")")
+        + (f"; read {meta['read_articles']['read']} new of its {meta['read_articles']['articles']} articles"
+           if "read_articles" in meta else ""),
+    )  # fmt: skip
     return 0
 
 

@@ -135,6 +135,15 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     # The reader's model is not used by a pipeline without a reader, nor with another reader's law vectors.
     plain = RetrievalSpec(index=(str(tmp_path / "idx"),), reader="none").build()
     assert plain.key == "articles" and "reader" not in [s.name for s in plain.stages]
+    # --read-all on the index, up to date: kept as it is, and every article read into the reader's cache.
+    again = build_index(fixture_corpus, "articles", tmp_path / "idx", progress=False, reader=str(tiny_gemma),
+                        read_all=True)  # fmt: skip
+    assert again["rebuilt"] is False
+    done = again["read_articles"]
+    assert done["articles"] == pipeline.features.articles.n_articles and done["read"] >= 1
+    from wetqa.retrieval.ranking.readers import Reader
+
+    assert len(Reader(str(tiny_gemma)).cache) >= done["articles"]
 
 
 @pytest.mark.unit

@@ -151,7 +151,14 @@ def build_index(
                 else not (precompute and rescore and retriever == "articles")
             )
         ):
-            return {**old, "rebuilt": False}
+            kept = {**old, "rebuilt": False}
+            if read_all and reading is not None:
+                # --read-all on an index up to date: its articles read into the reader's cache now (the index
+                # itself is not touched; what was read before is kept).
+                from ..ranking.readers import read_all as read_articles
+
+                kept["read_articles"] = read_articles(load_index(out), reading, progress)
+            return kept
     t0 = time.perf_counter()
     passages = None
     with atomic_dir(out, marker=INDEX_META, kind="index") as tmp:

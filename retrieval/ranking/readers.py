@@ -201,13 +201,13 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
     read before is kept, so an interrupted run resumes where it stopped."""
     import time
 
-    from tqdm import tqdm
+    from wetqa.console import progress_bar
 
     t0 = time.perf_counter()
     todo = np.arange(index.n_articles) if articles is None else np.asarray(articles, dtype=np.int64)
     before = len(reader.cache)
     step = 64
-    with tqdm(total=len(todo), unit="article", desc="reading", disable=not progress) as bar:
+    with progress_bar(total=len(todo), unit="article", desc="reading", progress=progress) as bar:
         for start in range(0, len(todo), step):
             part = todo[start : start + step]
             reader.articles(index, part)
