@@ -82,6 +82,9 @@ def train_reader(
     progress: bool = True,
 ) -> dict:
     """Fine-tune ``model`` on ``data`` for at most ``minutes`` and save it (with its ONNX export) at ``out``."""
+    import shutil
+    import tempfile
+
     import torch
     from datasets import Dataset
     from sentence_transformers import (
@@ -91,9 +94,6 @@ def train_reader(
     )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
     from transformers import TrainerCallback
-
-    import shutil
-    import tempfile
 
     from wetqa.io import atomic_dir, check_replaceable
 
