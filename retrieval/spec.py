@@ -67,7 +67,8 @@ class RetrievalSpec:
         None, f"tokens of an article the reader reads (default {READ_TOKENS})", minimum=16, maximum=512
     )
     reader_dim: int | None = setting(
-        None, "the reader's vector size (a Matryoshka size: 768, 512, 256 or 128; default the model's)",
+        None, "the reader's vector size, its first N dimensions (EmbeddingGemma was trained for 768, 512, 256 and 128; "
+        "default the model's)",
         minimum=32, maximum=4096,
     )  # fmt: skip
     rerank: tuple[str, ...] = setting(
