@@ -85,6 +85,29 @@ def test_an_export_without_an_int8_graph_reads_passages_whole(tiny_gemma, tmp_pa
 
 
 @pytest.mark.unit
+def test_a_reader_trained_again_into_its_folder_is_not_served_the_vectors_of_its_weights_before(
+    tiny_gemma, articles_index, tmp_path
+):
+    import shutil
+
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.ranking.readers import Reader
+
+    folder = tmp_path / "trained"
+    shutil.copytree(tiny_gemma, folder)
+    manifest = folder / "wetqa-model.json"
+    manifest.write_text(json.dumps({"kind": "wetqa-trained-reader", "steps": 10}), encoding="utf-8")
+    index = open_index(articles_index, rescore=False)
+    first = Reader(str(folder))
+    before = first.identity()["weights"]
+    first.articles(index, np.arange(3))
+    assert len(first.cache) == 3 and len(Reader(str(folder)).cache) == 3  # the same weights: kept
+    manifest.write_text(json.dumps({"kind": "wetqa-trained-reader", "steps": 20}), encoding="utf-8")  # run 2
+    again = Reader(str(folder))
+    assert len(again.cache) == 0 and again.identity()["weights"] != before
+
+
+@pytest.mark.unit
 def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_gemma, articles_index):
     from wetqa.retrieval import open_index
     from wetqa.retrieval.ranking.readers import Reader
@@ -140,7 +163,7 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
                         read_all=True)  # fmt: skip
     assert again["rebuilt"] is False
     done = again["read_articles"]
-    assert done["articles"] == pipeline.features.articles.n_articles and done["read"] >= 1
+    assert done["articles"] == pipeline.features.articles.n_articles
     from wetqa.retrieval.ranking.readers import Reader
 
     assert len(Reader(str(tiny_gemma)).cache) >= done["articles"]

@@ -35,20 +35,27 @@ class EmbeddingCache:
 
     FILE = "vectors.sqlite"
 
-    def __init__(self, folder: str | Path, model: str, dim: int):
+    def __init__(self, folder: str | Path, model: str, dim: int, weights: str | None = None):
+        """``weights``: what the model's weights are (:func:`weights_identity`); vectors cached for other
+        weights of the same model folder (a reader trained again into it) are dropped, not served."""
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         meta_path = self.folder / "cache.json"
         meta = {"model": model, "dim": dim}
+        old: dict = {}
         if meta_path.is_file():
             old = json.loads(meta_path.read_text(encoding="utf-8"))
-            if old != meta:
+            if {k: old.get(k) for k in meta} != meta:
                 raise RetrievalError(
                     f"embedding cache {self.folder} holds vectors of {old.get('model')!r} "
                     f"(dim {old.get('dim')}), not of {model!r}; give another cache folder"
                 )
-        else:
-            meta_path.write_text(json.dumps(meta), encoding="utf-8")
+        stale = weights is not None and old.get("weights") not in (None, weights)
+        if weights is not None and old.get("weights") != weights or not meta_path.is_file():
+            # A cache that records no weights (an older wetqa's) is taken to be of the weights there now.
+            from wetqa.io import write_json
+
+            write_json(meta_path, {**meta, "weights": weights} if weights else meta)
         self.dim = dim
         self.lock = threading.RLock()  # the writing connection: one transaction at a time
         self._readers = threading.local()  # each thread reads through its own connection (WAL: never blocked)
@@ -57,6 +64,8 @@ class EmbeddingCache:
         self.db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        if stale:
+            self.db.execute("DELETE FROM vectors")  # wetqa's own cache: the vectors of the weights before
         self.db.commit()
         self._take_over_legacy()
 
@@ -169,13 +178,34 @@ def model_identity(model: str) -> str:
     return str(path.resolve()) if path.exists() else model
 
 
+def weights_identity(model: str) -> str | None:
+    """What a model folder's weights are: their size and ends (as the ONNX export records them) and, for a model
+    wetqa trained, its training manifest (each run its own: fine-tuning the middle layers leaves the ends as
+    they were). None for a model that is not a folder here."""
+    path = Path(model).expanduser()
+    if not (path / "model.safetensors").is_file():
+        return None
+    from .onnx_export import source_identity
+
+    ident = source_identity(path)
+    manifest = path / "wetqa-model.json"
+    try:
+        trained = json.loads(manifest.read_text(encoding="utf-8")).get("kind") == "wetqa-trained-reader"
+    except (OSError, ValueError, AttributeError):
+        trained = False
+    if trained:
+        ident += "+" + hashlib.sha256(manifest.read_bytes()).hexdigest()[:16]
+    return ident
+
+
 def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
     """The shared passage-vector cache of a model (and of its passage graph's ``variant``: the int8 graph's
     vectors are not the float32 graph's), under ``$WETQA_CACHE/embeddings``."""
     from wetqa.home import cache_root
 
     ident = model_identity(model) + (f"#{variant}" if variant else "")
-    return EmbeddingCache(cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16], ident, dim)
+    folder = cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16]
+    return EmbeddingCache(folder, ident, dim, weights=weights_identity(model))
 
 
 def cache_of(model: str, encoder) -> EmbeddingCache:

@@ -108,11 +108,9 @@ class Reader:
 
     def identity(self) -> dict:
         """What the reader's cosines depend on (a run records it)."""
-        from ..models.onnx_export import source_identity
-        from ..models.vectors import model_identity
+        from ..models.vectors import model_identity, weights_identity
 
-        path = Path(self.path)
-        weights = source_identity(path) if (path / "model.safetensors").is_file() else None
+        weights = weights_identity(self.path)
         return {"model": self.model, "path": model_identity(self.path), "weights": weights,
                 "max_tokens": self.max_tokens, "dim": self.dim, "variant": getattr(self.encoder, "passage_variant", "")}  # fmt: skip
 
@@ -411,7 +409,7 @@ class LawReader:
             return None
         meta = json.loads(path.read_text(encoding="utf-8"))
         mine = reader.identity()
-        if any(meta.get(k) != mine.get(k) for k in ("path", "max_tokens", "variant")):
+        if any(meta.get(k) != mine.get(k) for k in ("path", "weights", "max_tokens", "variant")):
             return None
         return cls(folder, reader)
 
