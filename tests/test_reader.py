@@ -108,6 +108,21 @@ def test_a_reader_trained_again_into_its_folder_is_not_served_the_vectors_of_its
 
 
 @pytest.mark.unit
+def test_on_a_gpu_the_index_and_the_questions_read_with_the_same_encoder(tiny_gemma, monkeypatch):
+    """What an index reads at build time (laws, --read-all) is what questions look up: the same encoder and
+    vector variant. On a GPU the build read with sentence-transformers and questions with the int8 graph,
+    so the index's law vectors were never used and --read-all filled a cache no question read."""
+    from wetqa.retrieval.models import encoders
+    from wetqa.retrieval.ranking.readers import Reader
+
+    for gpu in (False, True):
+        monkeypatch.setattr(encoders, "_gpu", lambda gpu=gpu: gpu)
+        build, query = Reader(str(tiny_gemma), purpose="build"), Reader(str(tiny_gemma))
+        assert build.identity()["variant"] == query.identity()["variant"], gpu
+        assert build.cache.folder == query.cache.folder
+
+
+@pytest.mark.unit
 def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_gemma, articles_index):
     from wetqa.retrieval import open_index
     from wetqa.retrieval.ranking.readers import Reader

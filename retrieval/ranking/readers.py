@@ -19,6 +19,7 @@ the id of a model ``wetqa models fetch`` put in the models cache (found there fi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._base import RetrievalError
+
+log = logging.getLogger("wetqa.retrieval")
 
 if TYPE_CHECKING:
     from ..models.encoders import DocumentEncoder
@@ -155,8 +158,15 @@ def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
         raise UnavailableError(f"the reader {model} is damaged ({problem}); {FETCH_HINT}")
     if path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
         raise UnavailableError(f"the reader {model} is not here (no folder {path}); {FETCH_HINT}")
+    from ..models.encoders import _gpu
+
+    # An index's reading and a question's look-ups share one cache, so they read with the same encoder: on a
+    # GPU sentence-transformers for both, else the ONNX export (int8 documents) for both. A build loads the
+    # fast tokenizer (many texts), a question the light one.
+    on_gpu = _gpu()
+    use = "read" if purpose == "build" or on_gpu else "query"
     try:
-        return make_encoder({"model": path}, purpose="read" if purpose == "build" else "query", max_length=max_tokens)
+        return make_encoder({"model": path}, purpose=use, max_length=max_tokens)
     except (RetrievalError, OSError, ValueError) as exc:
         raise UnavailableError(
             f"the reader {model} cannot be loaded ({str(exc).splitlines()[0]}); {FETCH_HINT}"
@@ -409,7 +419,15 @@ class LawReader:
             return None
         meta = json.loads(path.read_text(encoding="utf-8"))
         mine = reader.identity()
-        if any(meta.get(k) != mine.get(k) for k in ("path", "weights", "max_tokens", "variant")):
+        differ = [k for k in ("path", "weights", "max_tokens", "variant") if meta.get(k) != mine.get(k)]
+        if differ:
+            log.warning(
+                "wetqa: warning: %s holds laws read by another reader (%s differ): questions do not find laws by "
+                "reading; rebuild it with `wetqa index --force --reader %s`",
+                folder,
+                ", ".join(differ),
+                reader.model,
+            )
             return None
         return cls(folder, reader)
 
