@@ -100,7 +100,7 @@ class RetrievalPipeline:
         # slower of the two instead of both.
         started = [stage.begin(rankings) for stage in self.stages if hasattr(stage, "begin")]
         try:
-            self._run(rankings, need, scope)
+            self._run(rankings, need, scope, threads)
         except BaseException:
             for future in started:
                 if future is not None:
@@ -113,14 +113,17 @@ class RetrievalPipeline:
                 h.rank = rank
         return rankings
 
-    def _run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        from .ranking.stages import materialize
+    def _run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
+        from .ranking.stages import FusionStage, SearchStage, materialize
 
         for i, stage in enumerate(self.stages):
             if i == self._hit_stage:
                 for r in rankings:
                     materialize(r, need, self.features, self.name)
-            stage.run(rankings, need, scope)
+            if threads > 1 and isinstance(stage, (SearchStage, FusionStage)):
+                stage.run(rankings, need, scope, threads=threads)  # a batch's questions searched in parallel
+            else:
+                stage.run(rankings, need, scope)
 
     def batch_search(
         self, queries: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None

@@ -260,3 +260,25 @@ def test_pyserini_from_many_threads_at_once(real_bm25_index):
 
     with ThreadPoolExecutor(16) as pool:
         assert all(pool.map(work, range(4000)))
+
+
+@pytest.mark.unit
+def test_a_pipelines_first_stage_searches_a_batch_with_the_threads_asked(bm25s_index, monkeypatch):
+    """`eval retrieval --threads N` reaches the first stage's search (the pipeline passed 1 whatever was asked)."""
+    from wetqa.retrieval import RetrievalSpec
+    from wetqa.retrieval.ranking import stages
+
+    pipeline = RetrievalSpec(index=(str(bm25s_index),), reader="none").build()
+    seen: list[int] = []
+    real = stages.search_in
+
+    def spy(retriever, questions, k, threads, scope):
+        seen.append(threads)
+        return real(retriever, questions, k, threads, scope)
+
+    monkeypatch.setattr(stages, "search_in", spy)
+    questions = ["gezag ouder", "verblijfsvergunning vreemdeling", "rechter beëindigen"]
+    many = pipeline.batch_search(questions, k=3, threads=2)
+    one = pipeline.batch_search(questions, k=3)
+    assert seen == [2, 1]
+    assert [[h.id for h in hits] for hits in many] == [[h.id for h in hits] for hits in one]

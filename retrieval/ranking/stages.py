@@ -75,8 +75,8 @@ class SearchStage:
         self.retriever = retriever
         self.name = retriever.name
 
-    def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        found = search_in(self.retriever, [r.question for r in rankings], need, 1, scope)
+    def run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
+        found = search_in(self.retriever, [r.question for r in rankings], need, threads, scope)
         for r, hits in zip(rankings, found):
             r.hits = list(hits)
 
@@ -98,8 +98,8 @@ class FusionStage:
         # A dense engine among those fused encodes its questions with a model.
         self.calls_model = any(getattr(r, "encoder", None) is not None for r in hybrid.retrievers)
 
-    def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        found = self.hybrid.batch_search([r.question for r in rankings], need, 1, scope)
+    def run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
+        found = self.hybrid.batch_search([r.question for r in rankings], need, threads, scope)
         for r, hits in zip(rankings, found):
             r.hits = list(hits)
 
