@@ -57,9 +57,13 @@ def test_a_listwise_reranker_orders_windows_with_a_real_model_on_a_real_server(g
     complete = completer(backend)
     assert complete is not None
 
+    answers: list[str] = []
+
     def counting(batch):
         calls.append(len(batch))
-        return complete(batch)
+        out = complete(batch)
+        answers.extend(out)
+        return out
 
     pipeline = spec.retrieval.build(counting)
     assert pipeline.stage_names[-2:] == ["listwise", "confidence"]
@@ -69,6 +73,11 @@ def test_a_listwise_reranker_orders_windows_with_a_real_model_on_a_real_server(g
     assert sorted(h.chunk.id for h in ranking.hits) == sorted(h.chunk.id for h in first)  # reordered, none lost
     assert [h.features["listwise_rank"] for h in ranking.hits] == list(range(1, len(first) + 1))
     assert calls == [1]  # six hits: one window, one call to the server
+    # The hits come back in the order the model wrote (read as RankGPT's permutation), whatever it wrote.
+    from wetqa.retrieval.ranking.rerankers import parse_permutation
+
+    order = parse_permutation(answers[0], len(first))
+    assert [h.chunk.id for h in ranking.hits] == [first[i].chunk.id for i in order], answers
     # The confidence is the fitted stages' (the listwise order is not what any model was fitted on).
     assert ranking.snapshot is not None and [h.chunk.id for h in ranking.snapshot] == [h.chunk.id for h in first]
 
