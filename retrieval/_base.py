@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from wetqa.corpus.records import Chunk
 from wetqa.settings import flag_of
 
@@ -195,3 +197,15 @@ def chunks_of(retriever) -> list[Chunk]:
         if inner is None:
             raise RetrievalError(f"cannot find the chunks behind retriever {getattr(retriever, 'name', retriever)!r}")
         retriever = inner
+
+
+def minmax(x: np.ndarray) -> np.ndarray:
+    """Scores scaled to [0, 1] (all 1 when they are equal): the one min-max of the ranking's features,
+    the reader's cosines, re-scoring and fusion."""
+    x = np.asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float64)
+    if not len(x):
+        return x
+    lo, hi = float(x.min()), float(x.max())
+    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)

@@ -14,13 +14,13 @@ from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.generation import Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
-from wetqa.retrieval._base import Ranking
+from wetqa.retrieval._base import Ranking, minmax
 from wetqa.retrieval.dutch import announcing_clauses, lead_overlap, question_terms
 from wetqa.retrieval.engines.tokenization import DutchAnalyzer
 from wetqa.retrieval.models.encoders import SentenceTransformerEncoder
 from wetqa.retrieval.models.vectors import EmbeddingCache
 from wetqa.retrieval.ranking.confidence import SHORT_QUESTION_CAP, shipped_models
-from wetqa.retrieval.ranking.rescoring import DenseRescoreStage, _minmax
+from wetqa.retrieval.ranking.rescoring import DenseRescoreStage
 
 from .conftest import DEV, require_shared
 from .tiny_models import tiny_sentence_transformer
@@ -80,7 +80,7 @@ def test_rescoring_adds_the_announcing_clause_to_the_fused_score(fixture_corpus,
     terms = question_terms(QUESTION, tokens)
     clause = np.asarray([lead_overlap(terms, h.article_paragraphs, tokens) for h in candidates])
     assert clause.max() > 0  # the fixture has an article whose list is announced with the question's words
-    expected = _minmax(np.asarray([h.score for h in candidates], dtype=np.float32)) + clause
+    expected = minmax(np.asarray([h.score for h in candidates], dtype=np.float32)) + clause
     order = sorted(range(len(candidates)), key=lambda i: (-expected[i], i))
     assert [h.chunk.id for h in hits] == [candidates[i].chunk.id for i in order]
     assert [h.features["clause"] for h in hits] == pytest.approx([clause[i] for i in order])

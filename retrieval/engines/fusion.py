@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._base import Hit, RetrievalError, Retriever, check_k, search_in
+import numpy as np
+
+from .._base import Hit, RetrievalError, Retriever, check_k, minmax, search_in
 from ..scope import Scope
 
 
@@ -21,12 +23,9 @@ def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list
 
 
 def _minmax(hits: Sequence[Hit]) -> dict[str, float]:
-    if not hits:
-        return {}
-    lo = min(h.score for h in hits)
-    hi = max(h.score for h in hits)
-    span = hi - lo
-    return {h.id: (h.score - lo) / span if span > 0 else 1.0 for h in hits}
+    """Each hit's score min-max scaled (:func:`~wetqa.retrieval._base.minmax`), by hit id."""
+    scaled = minmax(np.array([h.score for h in hits], dtype=np.float64))
+    return {h.id: float(v) for h, v in zip(hits, scaled)}
 
 
 def interpolate(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k: int = 10) -> list[Hit]:

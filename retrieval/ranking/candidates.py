@@ -46,7 +46,7 @@ import numpy as np
 
 from wetqa.corpus.records import FORMAL_KINDS
 
-from .._base import Hit
+from .._base import Hit, minmax
 from ..dutch import expand, expanded_question, lead_overlap, question_terms
 from ..scope import names_bes
 
@@ -88,13 +88,6 @@ HAND_SIGNALS = {
     "relations": RELATION_FEATURES,  # a decree beside the law it rests on
 }
 READ_LAWS = 5  # the laws the reader finds nearest the question, searched on their own
-
-
-def _minmax(x: np.ndarray) -> np.ndarray:
-    if not len(x):
-        return x
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
 
 
 def _law_best(values: np.ndarray, law: np.ndarray) -> np.ndarray:
@@ -287,7 +280,7 @@ class CandidateFeatures:
         if law_read is not None:
             cos = np.asarray(law_read, dtype=np.float64)[self.ranked_law[c.articles]]
             c.raw["law_read"] = cos
-            c.values["law_read"] = _minmax(cos)
+            c.values["law_read"] = minmax(cos)
         return c
 
     def _read_articles(self, law_read: np.ndarray, allowed: np.ndarray | None) -> np.ndarray | None:
@@ -338,7 +331,7 @@ class CandidateFeatures:
         static = self.law_static()
         laws = self.ranked_law[c.articles]
         c.raw["named"] = np.asarray([static["law_id"][x] in named for x in laws], dtype=np.float64)
-        c.values.update({"bm": _minmax(c.raw["bm"]), "xbm": _minmax(c.raw["xbm"])})
+        c.values.update({"bm": minmax(c.raw["bm"]), "xbm": minmax(c.raw["xbm"])})
         c.values.update({k: c.raw[k] for k in ("clause", "named")})
         c.values["title"] = np.asarray([cover.get(int(x), 0.0) for x in laws], dtype=np.float64)
         for f in ("cited", *KIND_FEATURES):
@@ -354,9 +347,9 @@ class CandidateFeatures:
         cosines = self._chunk_cosines(vectors[:2], rows_of)
         for name, cos in zip(("de", "xde"), cosines):
             c.raw[name] = cos
-            c.values[name] = _minmax(cos)
+            c.values[name] = minmax(cos)
         c.raw["place"] = self._place_cosines(vectors[0], c.articles)
-        c.values["place"] = _minmax(c.raw["place"])
+        c.values["place"] = minmax(c.raw["place"])
 
     def _chunk_cosines(self, queries: np.ndarray, rows_of: list[range]) -> np.ndarray:
         """Each candidate's best passage cosine for each query (one row per query)."""

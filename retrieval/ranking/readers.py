@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._base import RetrievalError
+from .._base import RetrievalError, minmax
 
 log = logging.getLogger("wetqa.retrieval")
 
@@ -227,13 +227,6 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
     }
 
 
-def _minmax(x: np.ndarray) -> np.ndarray:
-    if not len(x):
-        return x
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
-
-
 READER_FEATURES = ("read", "read_law")
 
 
@@ -287,7 +280,7 @@ def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) 
     mask = np.zeros(n)
     mask[top] = 1.0
     read = np.zeros(n)
-    read[top] = _minmax(cos)
+    read[top] = minmax(cos)
     law = np.asarray(index.ranked_law)[c.articles]
     best = np.zeros(n)
     for x in np.unique(law[top]):

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from .._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, check_depth
+from .._base import RESCORE_DEPTH, RESCORE_WEIGHT, Hit, RetrievalError, check_depth, minmax
 from ..dutch import lead_overlap, question_terms
 from ..engines.tokenization import DutchAnalyzer
 from ..models.encoders import Encoder
@@ -42,11 +42,6 @@ def _below(hits: Sequence[Hit], above: Sequence[Hit], name: str) -> list[Hit]:
         )
         for i, h in enumerate(hits, 1)
     ]
-
-
-def _minmax(x: np.ndarray) -> np.ndarray:
-    lo, hi = float(x.min()), float(x.max())
-    return (x - lo) / (hi - lo) if hi > lo else np.ones_like(x)
 
 
 class DenseRescoreStage:
@@ -107,7 +102,7 @@ class DenseRescoreStage:
         groups = [[c.indexed_text for c in (h.article_chunks or (h.chunk,))] for h in hits]
         dense = best_cosines(self.cache, self.encoder, groups, query_vector, slice_size=ENCODE_SLICE)[0]
         first = np.asarray([h.score for h in hits], dtype=np.float32)
-        fused = (1 - self.weight) * _minmax(first) + self.weight * _minmax(dense)
+        fused = (1 - self.weight) * minmax(first) + self.weight * minmax(dense)
         clause = np.zeros(len(hits), dtype=np.float32)
         if self.clause_weight:
             terms = question_terms(query, self._tokens)
