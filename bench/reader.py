@@ -143,7 +143,7 @@ def quality(indexes: list[str], reader: str, datasets: list[Path], folds: int) -
     for key, rows in signals.items():
         if "+reader" not in key:
             continue
-        budget = 0.05 if key.endswith("@whole") else 0.20
+        budget = 0.05 if key.endswith("@whole") else 0.10
         _, cv = fitting.fit_confidence(rows, FEATURES, folds, budget)
         print(f"\n{key}: abstention, cross-validated (budget {budget:.2f}), AUC {cv['auc']:.3f}")
         for where, cell in cv["abstained"].items():
