@@ -81,6 +81,7 @@ def laws_cost(index, model: str, n: int = 40) -> dict:
     encoder = OnnxEncoder(model, max_length=READ_TOKENS)
     docs = [encoder.document(texts[i], titles[i]) for i in pick]
     out = {"laws": len(texts)}
+
     def fp32(texts):
         return encoder._encode(texts, session=encoder.session)
 
