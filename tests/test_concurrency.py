@@ -115,6 +115,7 @@ def test_sixteen_concurrent_requests_over_a_dense_index_and_a_transformers_gener
     generate = Overlap(pipeline.backend.model.generate)
     pipeline.backend.model.generate = generate
     calls_before = queries.calls
+    encoder._recent.clear()  # the questions were asked alone above: their kept vectors forgotten, encoded again
     encoder.model.encode = Overlap(encoder.model.encode, before=lambda: wait_until(lambda: queries.waiting >= 15))
     with LiveServer(make_app([served], max_concurrency=16, timeout=60)) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=60)

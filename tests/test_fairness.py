@@ -223,6 +223,7 @@ def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_article
         assert all(r["attacker"]["failed"] == 0 and r["attacker"]["n"] >= 1 for r in attacked), attacked
         baseline = statistics.median(r["p50"] for r in alone)
         under_attack = statistics.median(r["cached"]["p50"] for r in attacked)
+        print(f"FAIRNESS ratio {under_attack / baseline:.2f} (p50 {baseline:.3f} -> {under_attack:.3f} s)")
         assert under_attack <= 2 * baseline, (alone, attacked)
     finally:
         server.terminate()
@@ -368,3 +369,33 @@ def test_a_caller_that_fails_while_waiting_for_the_lane_leaves_no_ticket_behind(
     later.start()
     assert done.wait(3), "a later call waited on the interrupted caller's ticket"
     assert lane.waiting == 0
+
+
+@pytest.mark.unit
+def test_a_question_asked_again_costs_no_model_call(monkeypatch):
+    """The vectors of recent questions are kept (a bounded number): 8 clients asking their questions again
+    beside a rare-word client waited for the model lane behind its passages each time (p50 0.19 -> 0.44 s,
+    2.3x); with the questions' vectors kept, 0.066 -> 0.072 s."""
+    from wetqa.retrieval.models import prompts
+
+    class Counting(prompts.PrefixedEncoder):
+        dim = 3
+
+        def __init__(self):
+            self._use_family("intfloat/multilingual-e5-small")
+            self.encoded: list[str] = []
+
+        def _encode(self, texts, progress=False):
+            self.encoded += list(texts)
+            return np.asarray([[len(t), 1.0, 0.0] for t in texts], dtype=np.float32)
+
+    monkeypatch.setattr(prompts, "RECENT_QUERIES", 2)
+    encoder = Counting()
+    first = encoder.encode_queries(["gezag", "huur", "gezag"])
+    assert encoder.encoded == ["query: gezag", "query: huur"]  # each new question once, in one call
+    again = encoder.encode_queries(["huur", "gezag"])
+    assert encoder.encoded == ["query: gezag", "query: huur"] and np.array_equal(again, first[[1, 0]])
+    encoder.encode_queries(["ontslag"])  # a third question: the least recent one ("huur") goes
+    encoder.encode_queries(["huur"])
+    assert encoder.encoded[-1] == "query: huur" and len(encoder.encoded) == 4
+    assert encoder.encode_queries([]).shape == (0, 3)

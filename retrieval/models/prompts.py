@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -28,6 +30,7 @@ def prefixes(model: str, prompts: dict[str, str] | None = None) -> tuple[str, st
 
 
 LONG_QUERIES = 2000  # characters of questions in one call beyond which they are encoded apart
+RECENT_QUERIES = 4096  # question vectors kept (a few MB): a question asked again costs no model call
 
 
 class PrefixedEncoder:
@@ -39,12 +42,37 @@ class PrefixedEncoder:
     def _use_family(self, model: str, prompts: dict[str, str] | None = None) -> None:
         self.query_prefix, self.passage_prefix = prefixes(model, prompts)
         self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
+        # The vectors of recent questions: a question asked again (a client's retry, a page reloaded, the same
+        # question from many users) waits for no model call behind another request's passages.
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         raise NotImplementedError
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         prefixed = [self.query_prefix + t for t in texts]
+        recent = getattr(self, "_recent", None)
+        if recent is None:  # an encoder set up without _use_family
+            return self._encode_new(prefixed)
+        with self._recent_lock:
+            known = {t: recent[t] for t in prefixed if t in recent}
+            for t in known:
+                recent.move_to_end(t)
+        new = list(dict.fromkeys(t for t in prefixed if t not in known))
+        if new:
+            for t, v in zip(new, self._encode_new(new)):
+                known[t] = v
+            with self._recent_lock:
+                for t in new:
+                    recent[t] = known[t]
+                while len(recent) > RECENT_QUERIES:
+                    recent.popitem(last=False)
+        if not prefixed:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return np.stack([known[t] for t in prefixed])
+
+    def _encode_new(self, prefixed: list[str]) -> np.ndarray:
         if sum(len(t) for t in prefixed) > LONG_QUERIES:
             # Long questions are not joined to the short ones of other requests (they would wait for the
             # longest): encoded on their own, the model lane ordering the calls (lanes.py).
