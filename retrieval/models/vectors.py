@@ -57,6 +57,7 @@ class EmbeddingCache:
 
             write_json(meta_path, {**meta, "weights": weights} if weights else meta)
         self.dim = dim
+        self.weights = weights  # what the vectors are of (a reader's identity reads it: the weights hashed once)
         self.lock = threading.RLock()  # the writing connection: one transaction at a time
         self._readers = threading.local()  # each thread reads through its own connection (WAL: never blocked)
         self._encoding: dict[bytes, Future] = {}  # texts some request is encoding now, by key

@@ -111,10 +111,9 @@ class Reader:
 
     def identity(self) -> dict:
         """What the reader's cosines depend on (a run records it)."""
-        from ..models.vectors import model_identity, weights_identity
+        from ..models.vectors import model_identity
 
-        weights = weights_identity(self.path)
-        return {"model": self.model, "path": model_identity(self.path), "weights": weights,
+        return {"model": self.model, "path": model_identity(self.path), "weights": self.cache.weights,
                 "max_tokens": self.max_tokens, "dim": self.dim, "variant": getattr(self.encoder, "passage_variant", "")}  # fmt: skip
 
     def _cut(self, vectors: np.ndarray) -> np.ndarray:
