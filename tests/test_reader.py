@@ -38,15 +38,20 @@ def test_a_gemma_encoder_exports_to_onnx_with_the_vectors_of_sentence_transforme
     st = SentenceTransformer(str(tiny_gemma), device="cpu")
     encoder = OnnxEncoder(tiny_gemma)
     texts = [QUESTION, "Een vreemdeling heeft rechtmatig verblijf indien hij een verblijfsvergunning heeft. " * 6]
-    # Questions through the float32 graph, with the model's own query prompt (its config, not its name).
+    # The model's own query prompt (its config, not its name); the float32 graph is the model, and questions
+    # go through the int8 graph beside it (the float32 graph is never loaded where questions are answered).
     assert encoder.query_prefix == "task: search result | query: "
-    cos_q = (encoder.encode_queries(texts) * st.encode_query(texts, normalize_embeddings=True)).sum(1)
-    assert cos_q.min() > 0.9999, cos_q
+    reference_q = st.encode_query(texts, normalize_embeddings=True)
+    cos_q = (encoder.encode_queries(texts) * reference_q).sum(1)
+    assert cos_q.min() > 0.98, cos_q
+    assert encoder._fp32_session is None  # not opened for questions
+    full_q = encoder._encode([encoder.query_prefix + t for t in texts], session=encoder.session)
+    assert (full_q * reference_q).sum(1).min() > 0.9999
     # Documents, titled, through the int8 graph (the down projections kept float32) and the float32 one.
     docs = [encoder.document(t, "Wet fictief gezag, Artikel 1") for t in texts]
     assert docs[0].startswith("title: Wet fictief gezag, Artikel 1 | text: ")
     reference = st.encode(docs, normalize_embeddings=True)
-    assert (encoder._encode(docs) * reference).sum(1).min() > 0.9999
+    assert (encoder._encode(docs, session=encoder.session) * reference).sum(1).min() > 0.9999
     assert (encoder.encode_formatted(docs) * reference).sum(1).min() > 0.98
     meta = json.loads((tiny_gemma / "onnx" / "onnx.json").read_text(encoding="utf-8"))
     assert meta["dim"] == encoder.dim == 48 and meta["int8_kept_float"] == 3 and meta["tokenizer"] == "tokenizers"
@@ -488,8 +493,9 @@ def test_datasets_of_law_level_gold_are_read(tmp_path):
 # ----------------------------------------------------------------------------------------- the real model
 @pytest.mark.integration
 def test_the_fetched_embeddinggemma_reads_real_articles_as_sentence_transformers_does(real_reader, real_articles_index):
-    """The real EmbeddingGemma-300M through wetqa's ONNX export against sentence-transformers: questions
-    (float32) alike, real articles read through the int8 graph at cosine .98 or more."""
+    """The real EmbeddingGemma-300M through wetqa's ONNX export against sentence-transformers: questions and
+    real articles read through the int8 graph at cosine .98 or more (measured on the 215 dev and everyday
+    questions: .997 mean, .995 least), the float32 graph never loaded."""
     from sentence_transformers import SentenceTransformer
 
     from wetqa.retrieval import open_index
@@ -508,7 +514,8 @@ def test_the_fetched_embeddinggemma_reads_real_articles_as_sentence_transformers
     assert cos.min() >= 0.98, cos
     questions = [QUESTION, "Mag mijn werkgever mij verbieden om op zondag niet te werken?"]
     q = (reader.questions(questions) * st.encode_query(questions, normalize_embeddings=True)).sum(1)
-    assert q.min() > 0.999, q
+    assert q.min() >= 0.98, q
+    assert reader.encoder._fp32_session is None  # a process that answers holds only the int8 graph
 
 
 @pytest.mark.integration

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -79,17 +80,20 @@ class OnnxEncoder(PrefixedEncoder):
         )
         self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         threads = threads or min(4, os.cpu_count() or 1)
-        # The question graph keeps its weights as stored, not also repacked for the matrix kernels: 43 MB
-        # less in every process that answers (a cold `ask` of the whole BWB peaked at 401 MiB), for 2 ms more
-        # a question (11.4 against 9.1 ms for two 24-token queries). The passage graph, which index builds
-        # run on thousands of passages, keeps the packing.
-        questions = _session_options(ort, threads, prepack=False)
-        self.session = ort.InferenceSession(str(onnx_dir / GRAPH), questions, providers=["CPUExecutionProvider"])
-        # Passages through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
-        # first needed: a question's encoder never loads it.
+        # Questions and passages both go through the int8 graph when the export has one
+        # (onnx_export.PASSAGE_GRAPH): its question vectors agree with the float32 graph's to cosine .997 mean,
+        # .995 least (EmbeddingGemma, the 215 dev and everyday questions), and a process that answers then
+        # never loads the float32 graph (1.2 GB for EmbeddingGemma beside its int8 graph: a cold `ask` with
+        # the reader peaked at 1,740 MB). The float32 graph is opened only when first asked for (an export
+        # without an int8 graph, or a bench comparing the two); it keeps its weights as stored, not repacked
+        # for the matrix kernels (43 MB less where it answers questions).
+        self._graph = onnx_dir / GRAPH
+        self._fp32_session = None
+        self._fp32_options = _session_options(ort, threads, prepack=False)
         self._passage_graph = onnx_dir / PASSAGE_GRAPH if (onnx_dir / PASSAGE_GRAPH).is_file() else None
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
+        self._opening = threading.Lock()
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
         self.passage_variant = ("int8" if self._passage_graph is not None else "") + cut
@@ -101,14 +105,33 @@ class OnnxEncoder(PrefixedEncoder):
         # joined into one run (cheaper than several).
         self._use_family(str(folder), self.meta.get("prompts"))
 
+    @property
+    def session(self):
+        """The float32 graph (opened on first use)."""
+        if self._fp32_session is None:
+            with self._opening:
+                if self._fp32_session is None:
+                    self._fp32_session = self._ort.InferenceSession(
+                        str(self._graph), self._fp32_options, providers=["CPUExecutionProvider"]
+                    )
+        return self._fp32_session
+
+    @property
+    def int8_session(self):
+        """The int8 graph (opened on first use); the float32 one when the export has none."""
+        if self._passage_graph is None:
+            return self.session
+        if self._passage_session is None:
+            with self._opening:
+                if self._passage_session is None:
+                    self._passage_session = self._ort.InferenceSession(
+                        str(self._passage_graph), self._options, providers=["CPUExecutionProvider"]
+                    )
+        return self._passage_session
+
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        """Passages already in the model's document form (prompt included): through the passage graph."""
-        if self._passage_graph is not None and self._passage_session is None:
-            self._passage_session = self._ort.InferenceSession(
-                str(self._passage_graph), self._options, providers=["CPUExecutionProvider"]
-            )
-        # Without an int8 graph, the float32 one, named: without a session a text is read as a question (cut).
-        return self._encode(texts, progress, self._passage_session or self.session)
+        """Passages already in the model's document form (prompt included), read up to ``max_length``."""
+        return self._encode(texts, progress, self.int8_session)
 
     def _run(self, encodings: list[list[int]], session=None) -> np.ndarray:
         n = max(len(e) for e in encodings)
@@ -121,13 +144,14 @@ class OnnxEncoder(PrefixedEncoder):
         feeds = {"inputs_embeds": embeds, "attention_mask": mask}
         # One model call at a time in the process, the cheapest waiting first (lanes: a long question or a
         # slice of new articles does not hold up the short questions of other requests).
-        return LANE.run(int(mask.sum()), lambda: (session or self.session).run(["embedding"], feeds)[0])
+        run = session or self.int8_session
+        return LANE.run(int(mask.sum()), lambda: run.run(["embedding"], feeds)[0])
 
     def _encode(self, texts: Sequence[str], progress: bool = False, session=None) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        if session is None:  # questions: at most QUERY_TOKENS, the closing special token kept
+        if session is None:  # questions (through the int8 graph): at most QUERY_TOKENS, the closing token kept
             encodings = [e if len(e) <= QUERY_TOKENS else [*e[: QUERY_TOKENS - 1], e[-1]] for e in encodings]
         # Batches of similar lengths pad less.
         order = np.argsort([-len(e) for e in encodings], kind="stable")
