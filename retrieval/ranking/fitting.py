@@ -167,10 +167,10 @@ def prepare(
         cands = pickle.loads(store.read_bytes())
     else:
         cands = _candidates(prep, questions, progress)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        tmp = store.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(cands))
-        tmp.replace(store)
+        from wetqa.io import atomic_file
+
+        with atomic_file(store, "wb") as fh:  # a temporary of its own: two fits of the same inputs do not collide
+            fh.write(pickle.dumps(cands))
     prep.items = list(zip(questions, cands))
     _keys(prep)
     return prep
