@@ -17,7 +17,7 @@ lint() {
 }
 if [ "$FAST" = 1 ]; then
   lint
-  exec .venv/bin/python -m pytest -q -m unit --durations=8 "$@"
+  exec .venv/bin/python -m pytest -q -n "${WETQA_TEST_WORKERS:-2}" -m unit --durations=8 "$@"
 fi
 # System packages the tests drive: Debian's Chromium (the web page test; Playwright's own browser
 # download is not used) and WordNet (METEOR's synonym stage, offline). Installed when missing and root.
@@ -47,4 +47,17 @@ if ! WETQA_CACHE= .venv/bin/wetqa models fetch embeddinggemma --no-progress >/tm
 fi
 export WETQA_TEST_READER=${WETQA_TEST_READER:-$(WETQA_CACHE= .venv/bin/python -c 'from wetqa.retrieval.models.fetch import EMBEDDINGGEMMA, default_path; print(default_path(EMBEDDINGGEMMA))')}
 lint
-exec .venv/bin/python -m pytest -q -m "unit or integration" --durations=12 "$@"
+# Two at a time (pytest-xdist; WETQA_TEST_WORKERS): a module's tests on one worker, the vLLM modules together
+# on one while the other runs the rest (tests/conftest.py schedules them). Then, alone, the tests that compare
+# latencies (marked serial). Arguments go to both runs; a -m of your own replaces the selection of both.
+workers=${WETQA_TEST_WORKERS:-2}
+status=0
+.venv/bin/python -m pytest -q -n "$workers" -m "(unit or integration) and not serial" --durations=12 "$@" || status=$?
+case $status in 0 | 1 | 5) ;; *) exit "$status" ;; esac # interrupted or a usage error: no second run
+serial=0
+.venv/bin/python -m pytest -q -m "(unit or integration) and serial" "$@" || serial=$?
+if [ "$status" = 5 ] && [ "$serial" = 5 ]; then exit 5; fi # nothing selected in either run
+[ "$status" = 5 ] && status=0
+[ "$serial" = 5 ] && serial=0
+[ "$status" = 0 ] && status=$serial
+exit "$status"

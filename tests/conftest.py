@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -33,6 +34,36 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_OWN_CACHE, ignore_errors=True)
 
 
+# Run two at a time (scripts/test.sh: pytest-xdist), a module's tests stay on one worker, so its module-scoped
+# set-ups (a wheel built in the source tree, a server, a converted model) run once and never twice at once; the
+# vLLM modules share one worker (two vLLM engines at once would share 2 cores), and go first, so the other worker
+# runs everything else beside them instead of waiting at the end.
+VLLM_MODULES = ("test_vllm.py", "test_listwise.py")
+
+
+def _worker_unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return "vllm" if path.rsplit("/", 1)[-1] in VLLM_MODULES else path
+
+
+def _xdist_scheduler(config, log):
+    """Work units by module (the vLLM modules one unit), in collection order: xdist's own grouping by marker
+    does not reach the scheduler under pytest 9.2 (pytest-dev/pytest-xdist#1386), and its reordering by size
+    would start the vLLM unit late."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _worker_unit(nodeid)
+
+    config.option.loadscopereorder = False
+    return ByModule(config, log)
+
+
+if importlib.util.find_spec("xdist") is not None:  # the hook exists only where pytest-xdist is installed
+    pytest_xdist_make_scheduler = _xdist_scheduler
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test is in exactly one tier: ``unit`` (fast, project fixtures) or ``integration``."""
     wrong = []
@@ -44,6 +75,7 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(
             "every test needs exactly one tier marker, unit or integration:\n  " + "\n  ".join(wrong)
         )
+    items.sort(key=lambda item: 0 if _worker_unit(item.nodeid) == "vllm" else 1)  # stable: order kept within
 
 
 def require_shared() -> None:

@@ -181,6 +181,7 @@ def test_a_failed_encoding_reaches_the_requests_waiting_for_it_and_is_retried(tm
 
 
 @pytest.mark.integration
+@pytest.mark.serial  # a ratio of latencies: not beside another test's load
 def test_cached_clients_keep_their_pace_beside_a_rare_word_attacker(real_articles_index, converted_me5):
     """8 clients asking cached questions; their p50 with one more client asking six rare words with k 100
     again and again stays within 2x of their p50 without it, measured in this test on this machine (the
