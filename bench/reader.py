@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -94,14 +93,21 @@ def laws_cost(index, model: str, n: int = 40) -> dict:
     return out
 
 
-def peak_mb_of(argv: list[str], env: dict) -> tuple[float, float]:
+# Run in a process of its own, whose only child is the command: RUSAGE_CHILDREN in the bench itself is the
+# largest of every child it has waited for (the server it stopped a moment before among them).
+_PEAK = (
+    "import json, resource, subprocess, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "subprocess.run(sys.argv[1:], check=True, capture_output=True)\n"
+    "print(json.dumps([time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))\n"
+)
+
+
+def peak_mb_of(argv: list[str], env: dict | None) -> tuple[float, float]:
     """(seconds, peak resident MB) of a command run to its end in a new process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, capture_output=True, cwd=ROOT)
-    seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, max(peak, before) / 1024
+    out = subprocess.run([sys.executable, "-c", _PEAK, *argv], env=env, check=True, capture_output=True, cwd=ROOT)
+    seconds, peak_kb = json.loads(out.stdout.decode().strip().splitlines()[-1])
+    return seconds, peak_kb / 1024
 
 
 def serving(index: str, reader: str, questions: list[str]) -> dict:

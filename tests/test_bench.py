@@ -93,3 +93,21 @@ def test_cross_validation_writes_each_held_out_question(tmp_path):
         timeout=SMOKE_SECONDS,
     )
     assert r.returncode != 0 and "--per-question: no folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_reader_bench_measures_the_peak_of_the_command_alone():
+    """bench/reader.py's cold-ask memory is that command's own peak: before, it was the largest of every child
+    the bench had waited for (RUSAGE_CHILDREN), the server it had just stopped among them (1,657 MB reported
+    for an ask that peaks at 645 MB)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_reader", ROOT / "bench" / "reader.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    big = "x = bytearray(300 * 2**20); x[::4096] = b'1' * len(x[::4096])"  # 300 MB touched
+    subprocess.run([sys.executable, "-c", big], check=True)
+    _, small_mb = bench.peak_mb_of([sys.executable, "-c", "pass"], env=None)
+    assert small_mb < 150, small_mb
+    _, big_mb = bench.peak_mb_of([sys.executable, "-c", big], env=None)
+    assert big_mb > 300, big_mb
