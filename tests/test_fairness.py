@@ -146,6 +146,19 @@ def test_a_cached_lookup_never_waits_for_another_requests_encoding(tmp_path):
 
 
 @pytest.mark.unit
+def test_new_texts_are_read_in_slices_of_similar_length(tmp_path):
+    """A question's unread candidates go to the model a slice at a time; slices of similar lengths pad less (a
+    slice is padded to its longest text), and each text keeps its own vector whatever slice it was read in."""
+    cache = EmbeddingCache(tmp_path, "m", 2)
+    texts = ["k" * 5, "l" * 200, "k" * 6, "l" * 190, "k" * 7, "l" * 180, "k" * 8, "l" * 170]
+    encoder = ByLength()
+    vectors = cache.vectors(texts, encoder, slice_size=4)
+    assert encoder.calls == 2
+    assert sorted(map(len, encoder.encoded[:4])) == [5, 6, 7, 8]  # the short ones together, the long together
+    assert np.array_equal(vectors, ByLength().encode_passages(texts))
+
+
+@pytest.mark.unit
 def test_a_failed_encoding_reaches_the_requests_waiting_for_it_and_is_retried(tmp_path):
     cache = EmbeddingCache(tmp_path, "m", 2)
     gate = threading.Event()

@@ -136,6 +136,10 @@ class EmbeddingCache:
             for k in mine:
                 self._encoding[k] = Future()
         out: dict[bytes, np.ndarray] = {}
+        if slice_size:
+            # Slices of similar lengths: a model call pads every text to its slice's longest (a question's
+            # 20 candidates in rank order mix short articles with long ones).
+            mine.sort(key=lambda k: len(missing[k]))
         try:
             step = slice_size or max(1, len(mine))
             for start in range(0, len(mine), step):
