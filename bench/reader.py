@@ -49,8 +49,8 @@ def precision(index, model: str, n: int = 64) -> dict:
     encoder = OnnxEncoder(model, max_length=READ_TOKENS)
     docs = [encoder.document(t, ti) for t, ti in zip(texts, titles)]
     out = {}
-    # The float32 graph (the model; questions and passages go through the int8 one), named: without a session
-    # a text is read as a question, cut at its 128 tokens.
+    # The float32 graph (the model; passages, and the reader's questions, go through the int8 one), named:
+    # without a session a text is read as a question, cut at its 128 tokens.
     encoder._encode(docs[:4], session=encoder.session)  # first runs allocate
     t0 = time.perf_counter()
     fp32 = encoder._encode(docs, session=encoder.session)

@@ -97,8 +97,7 @@ class OnnxEncoder(PrefixedEncoder):
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
         self._opening = threading.Lock()
-        self.int8_questions = bool(int8_questions and self._passage_graph is not None)
-        self._question_session = self.int8_session if self.int8_questions else self.session
+        self._question_session = self.int8_session if int8_questions else self.session
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
         self.passage_variant = ("int8" if self._passage_graph is not None else "") + cut
@@ -113,26 +112,26 @@ class OnnxEncoder(PrefixedEncoder):
     @property
     def session(self):
         """The float32 graph (opened on first use)."""
-        if self._fp32_session is None:
-            with self._opening:
-                if self._fp32_session is None:
-                    self._fp32_session = self._ort.InferenceSession(
-                        str(self._graph), self._fp32_options, providers=["CPUExecutionProvider"]
-                    )
-        return self._fp32_session
+        return self._opened("_fp32_session", self._graph, self._fp32_options)
 
     @property
     def int8_session(self):
         """The int8 graph (opened on first use); the float32 one when the export has none."""
         if self._passage_graph is None:
             return self.session
-        if self._passage_session is None:
+        return self._opened("_passage_session", self._passage_graph, self._options)
+
+    def _opened(self, attribute: str, graph: Path, options):
+        """The session kept in ``attribute``, opened from ``graph`` the first time it is asked for."""
+        if getattr(self, attribute) is None:
             with self._opening:
-                if self._passage_session is None:
-                    self._passage_session = self._ort.InferenceSession(
-                        str(self._passage_graph), self._options, providers=["CPUExecutionProvider"]
+                if getattr(self, attribute) is None:
+                    setattr(
+                        self,
+                        attribute,
+                        self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"]),
                     )
-        return self._passage_session
+        return getattr(self, attribute)
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
