@@ -58,6 +58,73 @@ def test_a_gemma_encoder_exports_to_onnx_with_the_vectors_of_sentence_transforme
 
 
 @pytest.mark.unit
+def test_texts_go_to_the_model_in_runs_of_a_token_budget():
+    from wetqa.retrieval.models.onnx_encoder import BATCH_TOKENS, MAX_ROWS, token_batches
+
+    lengths = [12] * 150 + [BATCH_TOKENS * 2, 300, 40, 700, 260] + [3] * 70
+    runs = token_batches(lengths)
+    placed = np.concatenate(runs)
+    assert sorted(placed.tolist()) == list(range(len(lengths)))  # every text once
+    assert [lengths[i] for i in placed] == sorted(lengths, reverse=True)  # longest first: a run pads little
+    assert runs[0].tolist() == [150]  # a text longer than the budget runs alone
+    for run in runs:
+        assert 1 <= len(run) <= MAX_ROWS
+        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) <= BATCH_TOKENS
+    assert len(runs[-1]) > 4  # short texts many to a run (before: four)
+    assert token_batches([]) == []
+
+
+@pytest.mark.unit
+def test_a_build_encodes_two_runs_at_once_into_the_same_vectors(tiny_gemma, monkeypatch):
+    import os
+
+    from wetqa.retrieval.models.encoders import make_encoder
+    from wetqa.retrieval.models.onnx_encoder import MAX_ROWS, OnnxEncoder
+
+    words = "de rechter kan het gezag van een ouder beëindigen indien het kind ernstig bedreigd wordt".split()
+    rng = np.random.default_rng(0)
+    texts = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 90, size=3 * MAX_ROWS)]
+    serving, build = OnnxEncoder(tiny_gemma), OnnxEncoder(tiny_gemma, workers=2)
+    alone = serving.encode_passages(texts)
+    together = build.encode_passages(texts)
+    assert np.allclose(alone, together, atol=1e-5)  # in the texts' order, whichever thread ran them
+    assert len(build._worker_sessions) == 2 and serving._worker_sessions is None
+    # A few texts (a question's candidates) go the usual way, one run at a time. (The int8 graph quantizes a
+    # run's activations with one scale, so the vectors are compared for the same runs.)
+    fresh = OnnxEncoder(tiny_gemma, workers=2)
+    few = fresh.encode_passages(texts[:3])
+    assert np.allclose(few, serving.encode_passages(texts[:3]), atol=1e-5) and fresh._worker_sessions is None
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the machines wetqa is measured on
+    assert make_encoder({"model": str(tiny_gemma)}, purpose="build").workers == 2
+    assert (
+        make_encoder({"model": str(tiny_gemma)}, purpose="read").workers == 1
+    )  # the reader's: no gain, twice the memory
+    assert make_encoder({"model": str(tiny_gemma)}, purpose="query").workers == 1
+
+
+@pytest.mark.unit
+def test_a_failed_run_of_a_build_is_an_error_not_a_row_of_garbage(tiny_gemma):
+    from wetqa.retrieval.models.onnx_encoder import MAX_ROWS, OnnxEncoder
+
+    build = OnnxEncoder(tiny_gemma, workers=2)
+    sessions = build._parallel_sessions()
+
+    class Failing:
+        def __init__(self, session):
+            self.session, self.calls = session, 0
+
+        def run(self, names, feeds):
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("out of memory")
+            return self.session.run(names, feeds)
+
+    build._worker_sessions = [sessions[0], Failing(sessions[1])]
+    with pytest.raises(RuntimeError, match="out of memory"):
+        build.encode_passages(["gezag van een ouder " * (1 + i % 9) for i in range(4 * MAX_ROWS)])
+
+
+@pytest.mark.unit
 def test_a_shorter_read_is_another_cache(tiny_gemma):
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
 

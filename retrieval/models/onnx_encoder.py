@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,11 @@ from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, TABLE, source_ide
 from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 
-BATCH = 4  # passages per run: measured fastest here (25.9/s against 21.7 at 16), and the smallest arena
+# Texts per run: as many as fit BATCH_TOKENS padded tokens (rows times the longest), at most MAX_ROWS. Four
+# passages of 256 tokens a run was measured fastest here (25.9/s against 21.7 at sixteen), and short texts
+# (an article's place, ~40 tokens) go 1.5x faster 25 to a run than 4 (bench/encoders.py).
+BATCH_TOKENS = 1024
+MAX_ROWS = 64
 # The most tokens of a question encoded: questions people ask are a few dozen; a question of thousands of
 # characters is read up to here (its every word still counts for BM25), so it costs what a long question may.
 QUERY_TOKENS = 128
@@ -45,11 +50,13 @@ class OnnxEncoder(PrefixedEncoder):
         fast_tokenizer: bool = False,
         max_length: int | None = None,
         int8_questions: bool = False,
+        workers: int = 1,
     ):
         """``fast_tokenizer``: tokenize with Hugging Face ``tokenizers`` when it is installed (the same ids;
         faster on many passages, heavier to load: for index builds). ``max_length``: read at most this many
         tokens of a text (default and upper bound: the export's own). ``int8_questions``: questions through
-        the int8 graph too, when the export has one (the reader: see below)."""
+        the int8 graph too, when the export has one (the reader: see below). ``workers``: passages of a long list
+        run this many runs at once, each on its own session with its share of the threads (builds: see :meth:`_encode`)."""
         try:
             import onnxruntime as ort
         except ImportError:
@@ -97,6 +104,9 @@ class OnnxEncoder(PrefixedEncoder):
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
         self._opening = threading.Lock()
+        self.workers = max(1, min(int(workers), threads))
+        self._worker_sessions: list | None = None
+        self._worker_options = _session_options(ort, max(1, threads // self.workers), prepack=True)
         self._question_session = self.int8_session if int8_questions else self.session
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
@@ -135,9 +145,23 @@ class OnnxEncoder(PrefixedEncoder):
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
+        if self.workers > 1 and len(texts) > MAX_ROWS:
+            return self._encode(texts, progress, self.int8_session, parallel=True)
         return self._encode(texts, progress, self.int8_session)
 
-    def _run(self, encodings: list[list[int]], session) -> np.ndarray:
+    def _parallel_sessions(self) -> list:
+        """``workers`` sessions of the passage graph with one thread each (opened on first use)."""
+        if self._worker_sessions is None:
+            graph = self._passage_graph or self._graph
+            with self._opening:
+                if self._worker_sessions is None:
+                    self._worker_sessions = [
+                        self._ort.InferenceSession(str(graph), self._worker_options, providers=["CPUExecutionProvider"])
+                        for _ in range(self.workers)
+                    ]
+        return self._worker_sessions
+
+    def _feeds(self, encodings: list[list[int]]) -> dict:
         n = max(len(e) for e in encodings)
         ids = np.full((len(encodings), n), self.pad_id, dtype=np.int64)
         mask = np.zeros((len(encodings), n), dtype=np.int64)
@@ -145,26 +169,65 @@ class OnnxEncoder(PrefixedEncoder):
             ids[row, : len(e)] = e
             mask[row, : len(e)] = 1
         embeds = np.asarray(self.table[ids.ravel()], dtype=np.float32).reshape(ids.shape[0], n, self.table.shape[1])
-        feeds = {"inputs_embeds": embeds, "attention_mask": mask}
+        return {"inputs_embeds": embeds, "attention_mask": mask}
+
+    def _run(self, encodings: list[list[int]], session) -> np.ndarray:
+        feeds = self._feeds(encodings)
         # One model call at a time in the process, the cheapest waiting first (lanes: a long question or a
         # slice of new articles does not hold up the short questions of other requests).
-        return LANE.run(int(mask.sum()), lambda: session.run(["embedding"], feeds)[0])
+        return LANE.run(int(feeds["attention_mask"].sum()), lambda: session.run(["embedding"], feeds)[0])
 
-    def _encode(self, texts: Sequence[str], progress: bool = False, session=None) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], progress: bool = False, session=None, parallel: bool = False) -> np.ndarray:
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
         if session is None:  # questions: at most QUERY_TOKENS (the closing token kept), through the question graph
             encodings = [e if len(e) <= QUERY_TOKENS else [*e[: QUERY_TOKENS - 1], e[-1]] for e in encodings]
             session = self._question_session
-        # Batches of similar lengths pad less.
-        order = np.argsort([-len(e) for e in encodings], kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        starts = progress_bar(range(0, len(order), BATCH), progress=progress, desc="encoding", unit="batch")
-        for start in starts:
-            rows = order[start : start + BATCH]
-            out[rows] = self._run([encodings[i] for i in rows], session)
+        runs = progress_bar(token_batches([len(e) for e in encodings]), progress=progress, desc="encoding", unit="run")
+        if not parallel:
+            for rows in runs:
+                out[rows] = self._run([encodings[i] for i in rows], session)
+            return out
+        # A build's passages: ``workers`` threads, each with a session of its own, take the next run as they
+        # finish one (onnxruntime lets go of the GIL while it runs). On 2 cores this encodes mE5-small's passages
+        # 1.15x faster than one session on two threads (bench/encoders.py): small matrices leave a core idle part
+        # of the time. The lane is taken once for the whole list: a build is the only user of its cores.
+        queue = iter(runs)
+        taking, failed = threading.Lock(), threading.Event()
+
+        def work(session) -> None:
+            while not failed.is_set():  # one thread's error stops the others at their next run
+                with taking:
+                    rows = next(queue, None)
+                if rows is None:
+                    return
+                try:
+                    out[rows] = session.run(["embedding"], self._feeds([encodings[i] for i in rows]))[0]
+                except BaseException:
+                    failed.set()
+                    raise
+
+        def all_runs() -> None:
+            with ThreadPoolExecutor(self.workers) as pool:
+                for done in [pool.submit(work, s) for s in self._parallel_sessions()]:
+                    done.result()
+
+        LANE.run(sum(len(e) for e in encodings), all_runs)
         return out
+
+
+def token_batches(lengths: Sequence[int]) -> list[np.ndarray]:
+    """The texts' positions in runs of similar lengths (longest first, so a run pads less): each run as many
+    texts as fit :data:`BATCH_TOKENS` padded tokens, at least one and at most :data:`MAX_ROWS`."""
+    order = np.argsort([-n for n in lengths], kind="stable")
+    runs, start = [], 0
+    while start < len(order):
+        rows = max(1, min(MAX_ROWS, BATCH_TOKENS // max(1, lengths[order[start]])))
+        runs.append(order[start : start + rows])
+        start += rows
+    return runs
 
 
 class _FastTokenizer:
