@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -222,11 +223,13 @@ class OwnedFolder:
 
     def __init__(self, path: Path, names: set[str]):
         self.path, self.names = path, names
+        self._listing = threading.Lock()  # threads writing into one folder (a fetch's downloads) list one at a time
 
     def file(self, name: str) -> Path:
-        if name not in self.names:
-            _note_owned(self.path, [name])
-            self.names.add(name)
+        with self._listing:
+            if name not in self.names:
+                _note_owned(self.path, [name])
+                self.names.add(name)
         return self.path / name
 
 
