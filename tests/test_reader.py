@@ -74,52 +74,65 @@ def test_texts_go_to_the_model_in_runs_of_a_token_budget():
     assert token_batches([]) == []
 
 
+class _Joining:
+    """A session whose first run waits until the other worker's first run starts too (both threads take part,
+    however the machine schedules them); ``fail``: that first run then raises."""
+
+    def __init__(self, session, barrier, fail: bool = False):
+        self.session, self.barrier, self.fail, self.calls = session, barrier, fail, 0
+
+    def run(self, names, feeds):
+        self.calls += 1
+        if self.calls == 1:
+            self.barrier.wait()
+            if self.fail:
+                raise RuntimeError("out of memory")
+        return self.session.run(names, feeds)
+
+
 @pytest.mark.unit
 def test_a_build_encodes_two_runs_at_once_into_the_same_vectors(tiny_gemma, monkeypatch):
     import os
+    import threading
 
+    from wetqa.retrieval.models import onnx_encoder
     from wetqa.retrieval.models.encoders import make_encoder
     from wetqa.retrieval.models.onnx_encoder import MAX_ROWS, OnnxEncoder
 
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the machines wetqa is measured on
     words = "de rechter kan het gezag van een ouder beëindigen indien het kind ernstig bedreigd wordt".split()
     rng = np.random.default_rng(0)
     texts = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 90, size=3 * MAX_ROWS)]
     serving, build = OnnxEncoder(tiny_gemma), OnnxEncoder(tiny_gemma, workers=2)
+    barrier = threading.Barrier(2, timeout=60)
+    build._worker_sessions = [_Joining(s, barrier) for s in build._parallel_sessions()]
     alone = serving.encode_passages(texts)
     together = build.encode_passages(texts)
     assert np.allclose(alone, together, atol=1e-5)  # in the texts' order, whichever thread ran them
-    assert len(build._worker_sessions) == 2 and serving._worker_sessions is None
-    # A few texts (a question's candidates) go the usual way, one run at a time. (The int8 graph quantizes a
-    # run's activations with one scale, so the vectors are compared for the same runs.)
-    fresh = OnnxEncoder(tiny_gemma, workers=2)
-    few = fresh.encode_passages(texts[:3])
-    assert np.allclose(few, serving.encode_passages(texts[:3]), atol=1e-5) and fresh._worker_sessions is None
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the machines wetqa is measured on
+    assert all(s.calls >= 1 for s in build._worker_sessions) and serving._worker_sessions is None
+    # A few texts go through a worker session too: the usual passage session is never opened in a build. (The
+    # int8 graph quantizes a run's activations with one scale, so vectors are compared for the same runs.)
+    assert np.allclose(build.encode_passages(texts[:3]), serving.encode_passages(texts[:3]), atol=1e-5)
+    assert build._passage_session is None
     assert make_encoder({"model": str(tiny_gemma)}, purpose="build").workers == 2
-    assert (
-        make_encoder({"model": str(tiny_gemma)}, purpose="read").workers == 1
-    )  # the reader's: no gain, twice the memory
+    assert make_encoder({"model": str(tiny_gemma)}, purpose="read").workers == 1  # the reader's: no gain
     assert make_encoder({"model": str(tiny_gemma)}, purpose="query").workers == 1
+    monkeypatch.setattr(onnx_encoder, "PARALLEL_WIDTH", 32)  # this graph (48 wide) as wide as EmbeddingGemma
+    assert OnnxEncoder(tiny_gemma, workers=2).workers == 1
 
 
 @pytest.mark.unit
-def test_a_failed_run_of_a_build_is_an_error_not_a_row_of_garbage(tiny_gemma):
+def test_a_failed_run_of_a_build_is_an_error_not_a_row_of_garbage(tiny_gemma, monkeypatch):
+    import os
+    import threading
+
     from wetqa.retrieval.models.onnx_encoder import MAX_ROWS, OnnxEncoder
 
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     build = OnnxEncoder(tiny_gemma, workers=2)
-    sessions = build._parallel_sessions()
-
-    class Failing:
-        def __init__(self, session):
-            self.session, self.calls = session, 0
-
-        def run(self, names, feeds):
-            self.calls += 1
-            if self.calls == 2:
-                raise RuntimeError("out of memory")
-            return self.session.run(names, feeds)
-
-    build._worker_sessions = [sessions[0], Failing(sessions[1])]
+    barrier = threading.Barrier(2, timeout=60)
+    first, second = build._parallel_sessions()
+    build._worker_sessions = [_Joining(first, barrier), _Joining(second, barrier, fail=True)]
     with pytest.raises(RuntimeError, match="out of memory"):
         build.encode_passages(["gezag van een ouder " * (1 + i % 9) for i in range(4 * MAX_ROWS)])
 

