@@ -33,7 +33,7 @@ if [ -z "${FETCH:-}" ] || ! wait "$FETCH"; then
   READER=(--reader none)
   echo "wetqa: ranking without the reader (fetch it with \`wetqa models fetch embeddinggemma\`)" >&2
 fi
-# --precompute encodes every passage now (the int8 passage graph: about 6 minutes on 2 CPU cores for the
+# --precompute encodes every passage now (the int8 passage graph: about 7 minutes on 2 CPU cores for the
 # 272 laws, cached by text, so a rebuild encodes only new text). WETQA_PRECOMPUTE=0 leaves it out: passages
 # are then encoded (and cached) as questions need them, and only BM25 chooses the candidates. With the reader
 # here, the index also reads each law whole (272 laws: under a minute), so questions find the laws they are
