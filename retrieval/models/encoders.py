@@ -5,7 +5,6 @@ built with.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -154,7 +153,7 @@ def make_encoder(
             fast_tokenizer=purpose in ("build", "read"),
             max_length=max_length,
             int8_questions=int8_questions,
-            workers=2 if purpose == "build" and (os.cpu_count() or 1) >= 2 else 1,
+            workers=2 if purpose == "build" else 1,  # at most one a thread: one core, one run
         )
     return SentenceTransformerEncoder(
         options["model"],

@@ -126,26 +126,26 @@ class OnnxEncoder(PrefixedEncoder):
     @property
     def session(self):
         """The float32 graph (opened on first use)."""
-        return self._opened("_fp32_session", self._graph, self._fp32_options)
+        return self._opened("_fp32_session", lambda: self._new_session(self._graph, self._fp32_options))
 
     @property
     def int8_session(self):
         """The int8 graph (opened on first use); the float32 one when the export has none."""
         if self._passage_graph is None:
             return self.session
-        return self._opened("_passage_session", self._passage_graph, self._options)
+        return self._opened("_passage_session", lambda: self._new_session(self._passage_graph, self._options))
 
-    def _opened(self, attribute: str, graph: Path, options):
-        """The session kept in ``attribute``, opened from ``graph`` the first time it is asked for."""
+    def _opened(self, attribute: str, open_sessions):
+        """What is kept in ``attribute`` (a session, or a build's list of them), opened by ``open_sessions()`` the
+        first time it is asked for."""
         if getattr(self, attribute) is None:
             with self._opening:
                 if getattr(self, attribute) is None:
-                    setattr(
-                        self,
-                        attribute,
-                        self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"]),
-                    )
+                    setattr(self, attribute, open_sessions())
         return getattr(self, attribute)
+
+    def _new_session(self, graph: Path, options):
+        return self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
@@ -154,16 +154,11 @@ class OnnxEncoder(PrefixedEncoder):
         return self._encode(texts, progress, self.int8_session)
 
     def _parallel_sessions(self) -> list:
-        """``workers`` sessions of the passage graph with one thread each (opened on first use)."""
-        if self._worker_sessions is None:
-            graph = self._passage_graph or self._graph
-            with self._opening:
-                if self._worker_sessions is None:
-                    self._worker_sessions = [
-                        self._ort.InferenceSession(str(graph), self._worker_options, providers=["CPUExecutionProvider"])
-                        for _ in range(self.workers)
-                    ]
-        return self._worker_sessions
+        """``workers`` sessions of the passage graph, each with its share of the threads (opened on first use)."""
+        graph = self._passage_graph or self._graph
+        return self._opened(
+            "_worker_sessions", lambda: [self._new_session(graph, self._worker_options) for _ in range(self.workers)]
+        )
 
     def _feeds(self, encodings: list[list[int]]) -> dict:
         n = max(len(e) for e in encodings)
