@@ -47,14 +47,60 @@ def test_a_gemma_encoder_exports_to_onnx_with_the_vectors_of_sentence_transforme
     reader_encoder = OnnxEncoder(tiny_gemma, int8_questions=True)
     cos_q = (reader_encoder.encode_queries(texts) * reference_q).sum(1)
     assert cos_q.min() > 0.98 and reader_encoder._fp32_session is None, cos_q
-    # Documents, titled, through the int8 graph (the down projections kept float32) and the float32 one.
+    # Documents, titled, through the int8 graph (the down projections int8 per token) and the float32 one.
     docs = [encoder.document(t, "Wet fictief gezag, Artikel 1") for t in texts]
     assert docs[0].startswith("title: Wet fictief gezag, Artikel 1 | text: ")
     reference = st.encode(docs, normalize_embeddings=True)
     assert (encoder._encode(docs, session=encoder.session) * reference).sum(1).min() > 0.9999
     assert (encoder.encode_formatted(docs) * reference).sum(1).min() > 0.98
     meta = json.loads((tiny_gemma / "onnx" / "onnx.json").read_text(encoding="utf-8"))
-    assert meta["dim"] == encoder.dim == 48 and meta["int8_kept_float"] == 3 and meta["tokenizer"] == "tokenizers"
+    assert meta["dim"] == encoder.dim == 48 and meta["int8_per_token"] == 3 and meta["tokenizer"] == "tokenizers"
+    assert encoder.passage_variant == meta["int8_variant"] == "int8-tokenwise"  # not the cache of the earlier int8
+
+
+@pytest.mark.unit
+def test_a_token_of_large_values_costs_only_its_own_precision(tmp_path):
+    """The down projections' int8 form: one scale per token. ONNX Runtime's dynamic int8 has one scale per run, so a
+    token with values a hundred times the others' (EmbeddingGemma's gated activations have them) leaves the others
+    a few levels of 256; per token each keeps its own, and a token's result does not depend on its run-mates."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from wetqa.retrieval.models.onnx_export import quantize_per_token
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(64, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="l0.down")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "tokens", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "tokens", 32])],
+        [numpy_helper.from_array(w, "w")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    onnx.save_model(model, str(tmp_path / "float.onnx"))
+    quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "tensor.onnx"), weight_type=QuantType.QInt8,
+                     per_channel=True)  # fmt: skip
+    assert quantize_per_token(model, ["l0.down"]) == 1
+    assert {n.op_type for n in model.graph.node} >= {"MatMulInteger", "ReduceMax"}
+    onnx.save_model(model, str(tmp_path / "token.onnx"))
+
+    x = rng.normal(size=(1, 6, 64)).astype(np.float32)
+    x[0, 5, :4] *= 100.0  # one token's outliers
+    exact = x @ w
+
+    def error(path, inputs):
+        out = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y"], {"x": inputs})[0]
+        return out, np.linalg.norm(out - inputs @ w, axis=-1) / np.linalg.norm(inputs @ w, axis=-1)
+
+    _, per_run = error(tmp_path / "tensor.onnx", x)
+    together, per_token = error(tmp_path / "token.onnx", x)
+    assert per_token.max() < 0.02 and per_run[0, :5].min() > 0.05, (per_token, per_run)
+    alone, _ = error(tmp_path / "token.onnx", x[:, :5])
+    assert np.array_equal(alone[0], together[0, :5])  # the other tokens' results without the loud one: the same
+    assert np.allclose(together, exact, rtol=0.05, atol=0.05 * np.abs(exact).max())
 
 
 @pytest.mark.unit
@@ -143,8 +189,25 @@ def test_a_shorter_read_is_another_cache(tiny_gemma):
 
     whole, cut = OnnxEncoder(tiny_gemma), OnnxEncoder(tiny_gemma, max_length=16)
     long = "gezag " * 200
-    assert whole.passage_variant == "int8" and cut.passage_variant == "int8@16"
+    assert whole.passage_variant == "int8-tokenwise" and cut.passage_variant == "int8-tokenwise@16"
     assert float(whole.encode_formatted([long])[0] @ cut.encode_formatted([long])[0]) < 0.9999
+
+
+@pytest.mark.unit
+def test_an_export_before_format_5_keeps_its_cache(tiny_gemma, tmp_path):
+    """A folder exported by an earlier wetqa (its down projections float32) reads into the cache it filled then."""
+    import shutil
+
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+
+    folder = tmp_path / "format4"
+    shutil.copytree(tiny_gemma, folder)
+    meta_path = folder / "onnx" / "onnx.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    del meta["int8_variant"], meta["int8_per_token"]
+    meta_path.write_text(json.dumps(meta | {"format": 4, "int8_kept_float": 3}), encoding="utf-8")
+    assert OnnxEncoder(folder).passage_variant == "int8"
+    assert OnnxEncoder(tiny_gemma).passage_variant == "int8-tokenwise"
 
 
 @pytest.mark.unit
@@ -225,7 +288,7 @@ def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_g
     assert cut.shape == (3, 32) and np.allclose(np.linalg.norm(cut, axis=1), 1.0, atol=1e-5)
     assert np.allclose(cut, first[:3, :32] / np.linalg.norm(first[:3, :32], axis=1, keepdims=True), atol=1e-6)
     identity = reader.identity()
-    assert identity["weights"] and identity["variant"] == "int8@256" and identity["dim"] == 48
+    assert identity["weights"] and identity["variant"] == "int8-tokenwise@256" and identity["dim"] == 48
 
 
 @pytest.mark.unit
