@@ -1,6 +1,6 @@
 """How fast an index build encodes passages through the ONNX encoder, against the fixed batches of four it ran before.
 
-    python bench/encoders.py [--index data/index] [--model MODEL] [--reader MODEL] [--smoke]
+    python bench/encoders.py [--index data/index] [--model MODEL] [--reader MODEL] [--budgets 256,512] [--smoke]
 
 On a sample of the index's real chunks (1,000) and of its articles' place texts (2,000: law, Boek / Titel /
 Afdeling, a few dozen tokens), each through the model's int8 passage graph:
@@ -9,7 +9,8 @@ Afdeling, a few dozen tokens), each through the model's int8 passage graph:
 - **build**: token batches, two runs at once on sessions of their own (what ``wetqa index`` runs now).
 Printed: texts per second, the ratio to the reference measured in the same run, and each configuration's
 cosine with the float32 graph's vectors (mean and least): the int8 graph quantizes a run's activations with one
-scale, so which texts share a run moves a vector a little, and larger runs must not move it further. ``--model`` defaults to the
+scale (EmbeddingGemma's down projections: one a token), so which texts share a run moves a vector a little, and
+larger runs must not move it further. ``--model`` defaults to the
 converted mE5-small; ``--reader`` adds EmbeddingGemma's articles (its first 256 tokens, 160 chunks).
 """
 
@@ -20,6 +21,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,22 +45,28 @@ def texts_of(index: Path, chunks: int, places: int) -> tuple[list[str], list[str
     return chunk_texts, place_texts
 
 
-def configurations(model: str, max_length: int | None) -> dict:
-    """name -> (encoder, module settings) of the three configurations."""
+def configurations(model: str, max_length: int | None, budgets: Sequence[int] = ()) -> dict:
+    """name -> (encoder, module settings) of the three configurations, and a build's with each other token
+    budget a run given (``--budgets``)."""
     from wetqa.retrieval.models import onnx_encoder
 
     token = {"BATCH_TOKENS": onnx_encoder.BATCH_TOKENS, "MAX_ROWS": onnx_encoder.MAX_ROWS}
     fixed_four = {"BATCH_TOKENS": 10**9, "MAX_ROWS": 4}
     one = onnx_encoder.OnnxEncoder(model, fast_tokenizer=True, max_length=max_length)
     two = onnx_encoder.OnnxEncoder(model, fast_tokenizer=True, max_length=max_length, workers=2)
-    return {"reference": (one, fixed_four), "token batches": (one, token), "build": (two, token)}
+    out = {"reference": (one, fixed_four), "token batches": (one, token), "build": (two, token)}
+    for budget in budgets:
+        out[f"build, {budget}"] = (two, token | {"BATCH_TOKENS": budget})
+    return out
 
 
-def measure(model: str, sets: dict[str, list[str]], max_length: int | None = None, rounds: int = 2) -> None:
+def measure(
+    model: str, sets: dict[str, list[str]], max_length: int | None = None, rounds: int = 2, budgets: Sequence[int] = ()
+) -> None:
     """Print texts/s per configuration and set: the best of ``rounds`` alternating rounds."""
     from wetqa.retrieval.models import onnx_encoder
 
-    configs = configurations(model, max_length)
+    configs = configurations(model, max_length, budgets)
     saved = {k: getattr(onnx_encoder, k) for k in ("BATCH_TOKENS", "MAX_ROWS")}
     try:
         for set_name, texts in sets.items():
@@ -95,10 +103,10 @@ def run(args: argparse.Namespace) -> None:
     model = args.model or str(default_path())
     chunks, places = texts_of(Path(args.index), args.chunks, args.places)
     print(f"{os.cpu_count()} cores; {model}", flush=True)
-    measure(model, {f"{len(chunks)} chunks": chunks, f"{len(places)} places": places})
+    measure(model, {f"{len(chunks)} chunks": chunks, f"{len(places)} places": places}, budgets=args.budgets)
     if args.reader:
         print(f"the reader, {args.reader} (first {READ_TOKENS} tokens)", flush=True)
-        measure(args.reader, {"160 chunks": chunks[:160]}, max_length=READ_TOKENS, rounds=1)
+        measure(args.reader, {"160 chunks": chunks[:160]}, max_length=READ_TOKENS, rounds=1, budgets=args.budgets)
 
 
 def smoke(args: argparse.Namespace) -> None:
@@ -128,6 +136,8 @@ def main() -> None:
     ap.add_argument("--reader", help="the reader's model folder too (EmbeddingGemma, fetched)")
     ap.add_argument("--chunks", type=int, default=1000)
     ap.add_argument("--places", type=int, default=2000)
+    ap.add_argument("--budgets", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                    help="also builds with these padded tokens a run (e.g. 256,512), against BATCH_TOKENS")  # fmt: skip
     ap.add_argument("--smoke", action="store_true", help="a tiny index and model built here: seconds")
     _smoke.main(ap, run, smoke, "index", "give --index")
 

@@ -56,6 +56,40 @@ def test_a_gemma_encoder_exports_to_onnx_with_the_vectors_of_sentence_transforme
     meta = json.loads((tiny_gemma / "onnx" / "onnx.json").read_text(encoding="utf-8"))
     assert meta["dim"] == encoder.dim == 48 and meta["int8_per_token"] == 3 and meta["tokenizer"] == "tokenizers"
     assert encoder.passage_variant == meta["int8_variant"] == "int8-tokenwise"  # not the cache of the earlier int8
+    # The int8 graph itself: each down projection an integer product with its scale per token, none left float.
+    import onnx
+
+    int8 = onnx.load(str(tiny_gemma / "onnx" / "encoder.int8.onnx")).graph
+    assert sorted(n.name for n in int8.node if n.op_type == "MatMulInteger" and ".down" in n.name) == [
+        f"l{i}.down.int32" for i in range(3)
+    ]
+    assert not [n.name for n in int8.node if n.op_type == "MatMul" and n.name.endswith(".down")]
+
+
+@pytest.mark.unit
+def test_where_int8_sums_saturate_the_down_projections_keep_7_bit_weights(tiny_gemma, tmp_path, monkeypatch):
+    """x86 without VNNI adds uint8 x int8 products in pairs within 16 bits: a per-token scale puts each token's
+    largest value at 255 or 1, so the weights there keep 7 bits (2 x 255 x 63 < 32,768), cached as another variant."""
+    import shutil
+
+    import onnx
+    from onnx import numpy_helper
+
+    from wetqa.retrieval.models import onnx_export
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+
+    folder = tmp_path / "no-vnni"
+    shutil.copytree(tiny_gemma, folder, ignore=shutil.ignore_patterns("onnx"))
+    monkeypatch.setattr(onnx_export, "int8_sums_are_exact", lambda: False)
+    onnx_export.export_onnx(folder)
+    int8 = onnx.load(str(folder / "onnx" / "encoder.int8.onnx")).graph
+    down = [numpy_helper.to_array(t) for t in int8.initializer if t.name.endswith("down_proj.wT.int8")]
+    assert len(down) == 3 and max(int(np.abs(w).max()) for w in down) == 63
+    encoder = OnnxEncoder(folder)
+    assert encoder.passage_variant == "int8-tokenwise7"
+    docs = [encoder.document("Een vreemdeling heeft rechtmatig verblijf. " * 8, "Wet fictief, Artikel 2")]
+    cos = float(encoder.encode_formatted(docs)[0] @ encoder._encode(docs, session=encoder.session)[0])
+    assert cos > 0.98, cos
 
 
 @pytest.mark.unit
@@ -85,6 +119,7 @@ def test_a_token_of_large_values_costs_only_its_own_precision(tmp_path):
                      per_channel=True)  # fmt: skip
     assert quantize_per_token(model, ["l0.down"]) == 1
     assert {n.op_type for n in model.graph.node} >= {"MatMulInteger", "ReduceMax"}
+    assert quantize_per_token(model, ["l0.down"]) == 0  # done once: nothing left to replace, nothing added
     onnx.save_model(model, str(tmp_path / "token.onnx"))
 
     x = rng.normal(size=(1, 6, 64)).astype(np.float32)

@@ -114,7 +114,7 @@ class OnnxEncoder(PrefixedEncoder):
         self._question_session = self.int8_session if int8_questions else self.session
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
-        int8 = str(self.meta.get("int8_variant", "int8"))  # exports before format 5: "int8"
+        int8 = str(self.meta.get("int8_variant") or "int8")  # exports before format 5: "int8"
         self.passage_variant = (int8 if self._passage_graph is not None else "") + cut
         self.name = str(folder)
         self.dim = int(self.meta.get("dim", self.meta["hidden_size"]))

@@ -43,7 +43,8 @@ GRAPH = "encoder.onnx"
 # quantization): passages encode 1.6x faster; its vectors agree with the float32 graph's at cosine .996
 # (mean, 200 passages), and the ranking with them is the same (mE5-small, 51 dev questions: dense-alone
 # article Hit@1 .706 with float32 passage vectors and with int8 ones, everyday questions .226 / .250).
-# Questions stay float32 (with both int8, dev Hit@1 fell to .686).
+# Questions stay float32 (with both int8, dev Hit@1 fell to .686). Gemma's down projections are quantized
+# with an activation scale per token instead of one a run (see DOWN).
 PASSAGE_GRAPH = "encoder.int8.onnx"
 TABLE = "word_embeddings.npy"
 META = "onnx.json"
@@ -367,26 +368,64 @@ def _gemma_graph(model_dir: Path, config: dict):
 
 # The name of each layer's down projection in the Gemma graph. Its input (the gated activation) has outliers a
 # hundred times its typical size, in a few tokens (a text's closing token among them), which ONNX Runtime's
-# dynamic int8, one scale for a whole run, does not survive (cosine with float32 .969). Kept float32, the down
-# projections took 29% of a read's time, at 5x the cost of the int8 projections of the same size; quantized with
-# a scale per token instead (:func:`quantize_per_token`), a token's outliers cost only that token's precision:
-# cosine .9945 mean / .9927 least on 64 real articles (.9952 / .9932 float32), reading 1.2x faster.
+# dynamic int8, one activation scale for a whole run, does not survive (cosine with float32 .969). Kept float32,
+# the down projections took 29% of a read's time, at 5x the cost of the int8 projections of the same size;
+# quantized with an activation scale per token instead (:func:`quantize_per_token`), a token's outliers cost only
+# that token's precision: cosine with float32 .9946 mean / .9929 least on 64 real articles (.9952 / .9932 with them
+# kept float32), reading 1.2x faster.
 DOWN = "down"
 
 
-def quantize_per_token(model, names: Sequence[str]) -> int:
-    """The float MatMuls ``names`` (a weight initializer as second input) of ``model`` as int8 ones, in place: the
-    weights symmetric int8 per output channel, the input int8 per token (row), symmetric, its scale the token's
-    largest absolute value / 127 (stored as uint8 with zero point 128, the form ONNX Runtime's fast kernels take).
-    Standard ONNX operators only. The number of MatMuls replaced."""
+def int8_sums_are_exact() -> bool:
+    """Whether ONNX Runtime's uint8 x int8 kernels add in 32 bits here. x86 without VNNI (or AMX) multiplies in
+    pairs summed into 16 bits, saturating (2 x 255 x 127 > 32,767): a per-token scale puts every token's largest
+    value at the edge, so there the down projections' weights keep 7 bits (2 x 255 x 63 fits). Not x86: exact."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64", "i386", "i686", "x86"):
+        return True
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").split())
+    except OSError:
+        return False  # no way to tell: the weights that cannot saturate
+    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def quantize_per_token(model, names: Sequence[str], weight_bits: int = 8) -> int:
+    """The float MatMuls ``names`` (a 2-D weight initializer as second input) of ``model`` as integer ones, in place:
+    the weights symmetric per output channel in ``weight_bits`` (8, or 7 where :func:`int8_sums_are_exact` is
+    not so), the input int8 per token (row), symmetric, its scale the token's largest absolute value / 127 (held as
+    uint8 with zero point 128, the form ONNX Runtime's fast kernels take). Standard ONNX operators (opset 18 or
+    later: ReduceMax takes its axes as an input). A weight another node also reads is left as it is. The number of
+    MatMuls replaced."""
     from onnx import TensorProto, helper, numpy_helper
 
     g = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset < 18:
+        raise RetrievalError(f"quantizing per token needs opset 18 or later, the graph has {opset}")
     weights = {t.name: t for t in g.initializer}
-    wanted = set(names)
+    readers: dict[str, int] = {}
+    for n in g.node:
+        for name in n.input:
+            readers[name] = readers.get(name, 0) + 1
+    asked = set(names)
+    wanted = {
+        n.name
+        for n in g.node
+        if n.name in asked and n.op_type == "MatMul" and n.input[1] in weights and readers[n.input[1]] == 1
+        and len(weights[n.input[1]].dims) == 2
+    }  # fmt: skip
+    if not wanted:
+        return 0
+    levels = float(2 ** (weight_bits - 1) - 1)
     added: list = []
+    taken = set(weights) | {o for n in g.node for o in n.output}
 
     def const(name: str, array: np.ndarray) -> str:
+        if name in taken:
+            raise RetrievalError(f"quantizing per token: the graph already has a tensor named {name!r}")
+        taken.add(name)
         added.append(numpy_helper.from_array(np.asarray(array), name))
         return name
 
@@ -400,20 +439,20 @@ def quantize_per_token(model, names: Sequence[str]) -> int:
         return output
 
     for n in g.node:
-        if n.name not in wanted or n.op_type != "MatMul" or n.input[1] not in weights:
+        if n.name not in wanted:
             nodes.append(n)
             continue
         x, weight = n.input
         w = numpy_helper.to_array(weights[weight]).astype(np.float32)  # [in, out]
-        w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / 127.0
-        w_int8 = np.clip(np.round(w / w_scale), -127, 127).astype(np.int8)
+        w_scale = np.maximum(np.abs(w).max(axis=0), 1e-12) / levels
+        w_int = np.clip(np.round(w / w_scale), -levels, levels).astype(np.int8)
         dropped.add(weight)
         p = n.name
         largest = node("ReduceMax", [node("Abs", [x], f"{p}.abs"), axis], f"{p}.max", keepdims=1)
         scale = node("Div", [node("Max", [largest, eps], f"{p}.max_c"), top], f"{p}.scale")
         rounded = node("Round", [node("Div", [x, scale], f"{p}.scaled")], f"{p}.round")
         x_uint8 = node("Cast", [node("Add", [rounded, shift], f"{p}.shift")], f"{p}.u8", to=TensorProto.UINT8)
-        product = node("MatMulInteger", [x_uint8, const(f"{weight}.int8", w_int8), zero], f"{p}.int32")
+        product = node("MatMulInteger", [x_uint8, const(f"{weight}.int8", w_int), zero], f"{p}.int32")
         product = node("Cast", [product], f"{p}.float", to=TensorProto.FLOAT)
         per_channel = node("Mul", [product, const(f"{weight}.scale", w_scale.astype(np.float32))], f"{p}.channel")
         node("Mul", [per_channel, scale], n.output[0])
@@ -422,7 +461,7 @@ def quantize_per_token(model, names: Sequence[str]) -> int:
     g.initializer.extend(kept + added)
     del g.node[:]
     g.node.extend(nodes)
-    return len(dropped)
+    return len(wanted)
 
 
 def _dense_folders(model_dir: Path) -> list[Path]:
@@ -459,16 +498,24 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
             return out
     graph, table, config = build_graph(model_dir)
     gemma = config["model_type"] in GEMMA_TYPES
-    # Gemma's down projections: int8 with a scale per token (see DOWN); every other weight ONNX Runtime's int8.
+    # Gemma's down projections: integer with an activation scale per token (see DOWN); every other MatMul ONNX
+    # Runtime's dynamic int8 (weights per output channel, one activation scale a run).
     per_token = [n.name for n in graph.graph.node if gemma and n.op_type == "MatMul" and n.name.endswith(f".{DOWN}")]
+    weight_bits = 8 if int8_sums_are_exact() else 7
+    variant = None
     with atomic_dir(out, marker=META, kind="ONNX export") as tmp:
         onnx.save_model(graph, str(tmp / GRAPH))
         del graph
-        if quantize_passage_graph(tmp / GRAPH, tmp / PASSAGE_GRAPH, per_token) and per_token:
+        if quantize_passage_graph(tmp / GRAPH, tmp / PASSAGE_GRAPH, per_token):
+            variant = "int8"
+        if variant and per_token:
             int8 = onnx.load(str(tmp / PASSAGE_GRAPH))
-            quantize_per_token(int8, per_token)
+            done = quantize_per_token(int8, per_token, weight_bits)
+            if done != len(per_token):  # the quantizer renamed or changed the nodes it was told to leave alone
+                raise RetrievalError(f"{model_dir}: {done} of {len(per_token)} down projections could be quantized")
             onnx.save_model(int8, str(tmp / PASSAGE_GRAPH))
             del int8
+            variant = "int8-tokenwise" + ("" if weight_bits == 8 else str(weight_bits))
         np.save(tmp / TABLE, np.asarray(table, dtype=np.float16))
         if not gemma:  # E5 and XLM-R: the SentencePiece-unigram tokenizer in plain Python (:mod:`.unigram`)
             export_unigram(model_dir / "tokenizer.json", tmp)
@@ -485,9 +532,10 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
             "tokenizer": _tokenizer_kind(model_dir, gemma),
             "special_ids": _special_ids(model_dir) if gemma else None,
             "prompts": model_prompts(model_dir),
-            # Which int8 graph: its vectors are cached apart from another's (OnnxEncoder.passage_variant).
-            "int8_variant": "int8-tokenwise" if per_token else "int8",
-            "int8_per_token": len(per_token),
+            # Which int8 graph, if any: its vectors are cached apart from another's (OnnxEncoder.passage_variant).
+            "int8_variant": variant,
+            "int8_per_token": len(per_token) if variant else 0,
+            "int8_per_token_weight_bits": weight_bits if variant and per_token else None,
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
