@@ -27,10 +27,12 @@ from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, TABLE, source_ide
 from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 
-# Texts per run: as many as fit BATCH_TOKENS padded tokens (rows times the longest), at most MAX_ROWS. Four
-# passages of 256 tokens a run was measured fastest here (25.9/s against 21.7 at sixteen), and short texts
-# (an article's place, ~40 tokens) go 1.5x faster 25 to a run than 4 (bench/encoders.py).
-BATCH_TOKENS = 1024
+# Texts per run: as many as fit BATCH_TOKENS padded tokens (rows times the longest), at most MAX_ROWS. A build's
+# two runs at once go faster small, their activations then staying in each core's cache: with 512 tokens a run
+# mE5-small's passages 1.20x and place texts 1.13x faster than with 1,024 (bench/encoders.py --budgets 512,256;
+# 256 tokens: 1.16x and 1.10x); EmbeddingGemma reads as fast with either. Short texts still go many to a run
+# (an article's place, ~40 tokens: 1.5x faster a dozen to a run than 4).
+BATCH_TOKENS = 512
 MAX_ROWS = 64
 PARALLEL_WIDTH = 512  # hidden size up to which a build runs two runs at once (OnnxEncoder's ``workers``)
 # The most tokens of a question encoded: questions people ask are a few dozen; a question of thousands of
