@@ -535,7 +535,6 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
             # Which int8 graph, if any: its vectors are cached apart from another's (OnnxEncoder.passage_variant).
             "int8_variant": variant,
             "int8_per_token": len(per_token) if variant else 0,
-            "int8_per_token_weight_bits": weight_bits if variant and per_token else None,
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     return out
