@@ -87,7 +87,8 @@ HAND_SIGNALS = {
     "bes": ("bes",),  # a BES regulation for a question that names the islands, its twin's penalty otherwise
     "relations": RELATION_FEATURES,  # a decree beside the law it rests on
 }
-READ_LAWS = 5  # the laws the reader finds nearest the question, searched on their own
+READ_LAWS = 8  # the laws the reader finds nearest the question, searched on their own (5: the right law among the
+# whole BWB's candidates for 228 of 241 everyday questions, 8: 229, 12: 229; docs/results.md)
 
 
 def _law_best(values: np.ndarray, law: np.ndarray) -> np.ndarray:
