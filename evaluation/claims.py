@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -213,3 +214,55 @@ def find_evidence(claims: Sequence[Claim], retriever, k: int = 3, per_claim: int
                 label = max(p, key=p.get)
                 e["relation"] = RELATIONS.get(label, label)
                 e["relation_probability"] = round(p[label], 4)
+
+
+EVIDENCE_FORMAT = "attribution/1"
+
+
+def claim_evidence_file(out: Path, inputs: dict, force: bool = False) -> None:
+    """Make ``out`` ``wetqa attribute``'s evidence file for ``inputs``, or refuse it in one line.
+
+    The evidence is a resumable JSONL file at a path the user names, so what it was made with is kept beside
+    it (``.<name>.wetqa.json``). A file that wetqa did not write is never written into (a torn-looking last
+    line of a user's file would otherwise be cut off as an interrupted record); evidence found with other
+    inputs (another index, ``-k``, unit, model) is refused, or with ``force`` started again."""
+    from wetqa.io import FORMAT_KEY, OutputError, atomic_file, read_journal, wetqa_made
+
+    if out.is_dir():
+        raise OutputError(f"--out {out} is a folder: name the JSONL file the evidence goes into")
+    sidecar = out.with_name(f".{out.name}.wetqa.json")
+    if sidecar.exists() and not wetqa_made(sidecar):
+        raise OutputError(f"{sidecar} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
+    if out.is_file() and out.stat().st_size:
+        if sidecar.exists():
+            old = json.loads(sidecar.read_text(encoding="utf-8")).get("inputs") or {}
+            changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+            if changed and not force:
+                raise OutputError(
+                    f"{out} holds evidence made with other inputs ({', '.join(changed)} changed); give another --out, "
+                    "or --force to attribute again"
+                )
+            if changed:
+                out.write_bytes(b"")  # wetqa's own evidence (its record is beside it), asked to start again
+        elif not _evidence_lines(out):
+            raise OutputError(f"{out} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
+        else:
+            read_journal(out)  # an older wetqa's evidence, adopted (its torn last record cut off)
+    with atomic_file(sidecar) as fh:
+        json.dump({FORMAT_KEY: EVIDENCE_FORMAT, "inputs": inputs}, fh, ensure_ascii=False, indent=1)
+
+
+def _evidence_lines(path: Path) -> bool:
+    """Whether every whole line of ``path`` is an evidence record (an answer's id with its evidence or error)."""
+    with open(path, "rb") as fh:
+        lines = fh.read().split(b"\n")[:-1]  # what follows the last newline may be a record torn by an interruption
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return False
+        if not (isinstance(rec, dict) and "id" in rec and ("attribution" in rec or "error" in rec)):
+            return False
+    return any(line.strip() for line in lines)

@@ -473,6 +473,7 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
     a.add_argument("--nli-model", help="label each evidence relation with this NLI model")
     a.add_argument("-k", type=bounded_int(1, MAX_K, K_RANGE), default=3, help="chunks searched per unit")
     a.add_argument("--out", required=True, help="JSONL with the answers and their evidence (resumable)")
+    a.add_argument("--force", action="store_true", help="attribute again into an --out made with other inputs")
     a.set_defaults(func=cmd_attribute)
 
 
@@ -480,13 +481,27 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.generation.runs import read_done
     from wetqa.retrieval.spec import RetrievalSpec
 
-    from .answers import load_run
-    from .claims import UNITS, classify, find_evidence, segment
+    from .answers import RunFileError, load_run
+    from .claims import UNITS, classify, claim_evidence_file, find_evidence, segment
 
     if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
-    records, problems = load_run(Path(args.answers))
-    retriever = RetrievalSpec.from_cli_args(args).build()
+    answers, out = Path(args.answers), Path(args.out)
+    if out.exists() and out.resolve() == answers.resolve():
+        raise UsageError(f"--out {out} is the --answers file: give the evidence a file of its own")
+    records, problems = load_run(answers)
+    if not records:
+        why = (
+            f"{len(problems)} bad line(s), e.g. line {problems[0]['line']}: {problems[0]['problem']}"
+            if problems
+            else "it is empty"
+        )
+        raise RunFileError(f"{answers}: no answer to attribute ({why})")
+    spec = RetrievalSpec.from_cli_args(args)
+    inputs = {"answers": str(answers.resolve()), "retrieval": spec.identity(), "unit": args.unit, "k": args.k,
+              "llm": args.llm, "llm_base_url": args.llm_base_url, "classify": args.classify, "nli_model": args.nli_model}  # fmt: skip
+    claim_evidence_file(out, inputs, args.force)
+    retriever = spec.build()
     complete = None
     if args.llm:
         from .llm import make_completer
@@ -497,7 +512,6 @@ def cmd_attribute(args: argparse.Namespace) -> int:
         from .nli import NLIModel
 
         nli = NLIModel(check_model_ref(args.nli_model, "NLI model"))
-    out = Path(args.out)
     done = read_done(out)
     from wetqa.console import progress_bar
 

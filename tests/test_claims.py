@@ -127,6 +127,63 @@ def test_attribute_cli_resumes_and_records_failures(bm25s_index, tmp_path):
     assert bad.returncode == 2 and "need an LLM" in bad.stderr
 
 
+def _attribute(answers, index, out, *extra):
+    cmd = [sys.executable, "-m", "wetqa", "attribute", "--answers", str(answers), "--index", str(index)]
+    return subprocess.run([*cmd, "--out", str(out), *extra], cwd=ROOT, capture_output=True, text=True)
+
+
+def _one_line_error(r) -> str:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+@pytest.mark.unit
+def test_attribute_never_writes_over_a_file_it_did_not_write(bm25s_index, tmp_path):
+    """Bug: --out naming a user's file (or the answers themselves) was cut to nothing as a "torn" journal and
+    filled with evidence, exit 0."""
+    run = tmp_path / "run-1.jsonl"
+    run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("precious\n")
+    assert "not a file wetqa wrote" in _one_line_error(_attribute(run, bm25s_index, notes))
+    assert notes.read_text() == "precious\n"
+    before = run.read_text()
+    assert "--answers" in _one_line_error(_attribute(run, bm25s_index, run))
+    assert run.read_text() == before
+    assert "folder" in _one_line_error(_attribute(run, bm25s_index, tmp_path))
+
+
+@pytest.mark.unit
+def test_attribute_refuses_evidence_made_with_other_inputs(bm25s_index, tmp_path):
+    """Bug: resuming into evidence found with another index or k reported it as done, exit 0."""
+    run = tmp_path / "run-1.jsonl"
+    run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n")
+    out = tmp_path / "attr.jsonl"
+    assert _attribute(run, bm25s_index, out, "-k", "3").returncode == 0
+    made = out.read_text()
+    assert "other inputs (k changed)" in _one_line_error(_attribute(run, bm25s_index, out, "-k", "1"))
+    assert out.read_text() == made
+    again = _attribute(run, bm25s_index, out, "-k", "1", "--force")
+    assert again.returncode == 0, again.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["attribution"][0]["evidence"]  # started again: one record, not two
+    assert _attribute(run, bm25s_index, out, "-k", "1").returncode == 0  # the same inputs: resumed, nothing new
+    assert len(out.read_text().splitlines()) == 1
+
+
+@pytest.mark.unit
+def test_attribute_without_one_answer_is_an_error(bm25s_index, tmp_path):
+    """Bug: a run file of no readable answer gave an empty evidence file and exit 0."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("garbage\n")
+    assert "no answer" in _one_line_error(_attribute(bad, bm25s_index, tmp_path / "a.jsonl"))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert "no answer" in _one_line_error(_attribute(empty, bm25s_index, tmp_path / "a.jsonl"))
+    assert not (tmp_path / "a.jsonl").exists()
+
+
 @pytest.mark.integration
 def test_claim_prompts_against_smollm2():
     """One run against a real small local model: whatever it says, the pipeline copes."""
