@@ -482,7 +482,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import RunFileError, load_run
-    from .claims import UNITS, classify, claim_evidence_file, find_evidence, segment
+    from .claims import UNITS, claim_evidence_file, classify, find_evidence, segment
 
     if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
