@@ -327,3 +327,17 @@ def test_every_progress_bar_goes_through_the_one_helper():
                 )
             ]
     assert found == []
+
+
+@pytest.mark.unit
+def test_ctrl_c_while_the_parser_is_built_is_one_line(capsys, monkeypatch):
+    """Bug: Ctrl-C in the first tenth of a second (building the parser imports every stage's flags) printed a
+    Python traceback, exit 130 only by the interpreter's default."""
+    import wetqa.cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wetqa.cli, "build_parser", interrupted)
+    assert main(["search", "gezag"]) == 130
+    assert capsys.readouterr().err == "wetqa: interrupted\n"

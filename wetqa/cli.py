@@ -133,9 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             report_error(None, "usage", f"argument {n} ({shown!r}) is not valid UTF-8 text")
             return EXIT_USAGE
-    parser = build_parser(words)
-    args = parser.parse_args(words)
+    args = None
     try:
+        # Inside the try: building the parser imports every stage's flags, a tenth of a second a Ctrl-C may hit.
+        args = build_parser(words).parse_args(words)
         result = int(args.func(args) or 0)
         sys.stdout.flush()
         return result
@@ -145,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_pipe()
     except Exception as exc:  # noqa: BLE001 - every error becomes one line; --debug shows the traceback
-        if args.debug:
+        if args is None or args.debug:  # an error while the parser was built is wetqa's own: its traceback
             raise
         code, kind = _classify(exc)
         report_error(args, kind, _message(exc))
