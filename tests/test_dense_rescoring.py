@@ -405,3 +405,27 @@ def test_a_hybrid_without_a_model_given_ranks_each_index_by_its_own_pipeline_onl
     # A model given at query time re-scores the fused hits (the one place a hybrid is re-scored).
     given = RetrievalSpec(index=(str(tmp_path / "dense"), str(tmp_path / "bm25s")), reader="none", rescore=str(model))
     assert "dense-rescore" in given.build().stage_names
+
+
+@pytest.mark.unit
+def test_a_damaged_onnx_export_is_a_missing_component_in_one_line(tmp_path):
+    """Bug: a graph cut short surfaced when it was first run as an internal error (exit 70, ONNX Runtime's
+    InvalidProtobuf), and a word table cut short as "mmap length is greater than file size" (exit 2) naming no
+    file; a damaged model is a missing component: exit 3, the file named, how to mend it."""
+    from wetqa.console import UnavailableError
+    from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.models.onnx_export import export_onnx
+
+    from .tiny_models import tiny_unigram_sentence_transformer
+
+    model = tiny_unigram_sentence_transformer(tmp_path / "m")
+    export_onnx(model)
+    for name in ("encoder.int8.onnx", "encoder.onnx"):  # passages' graph (opened when first needed), questions'
+        graph = model / "onnx" / name
+        graph.write_bytes(graph.read_bytes()[:1000])
+        with pytest.raises(UnavailableError, match=rf"{name}.*export-onnx"):
+            OnnxEncoder(model).encode_passages(["Het gezag eindigt."])
+    table = model / "onnx" / "word_embeddings.npy"
+    table.write_bytes(table.read_bytes()[: table.stat().st_size // 2])
+    with pytest.raises(UnavailableError, match=r"word_embeddings\.npy.*export-onnx"):
+        OnnxEncoder(model)

@@ -90,7 +90,10 @@ class OnnxEncoder(PrefixedEncoder):
         self.tokenizer = _tokenizer(
             folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"), self.meta.get("special_ids")
         )
-        self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
+        try:
+            self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
+        except (OSError, ValueError) as exc:  # cut short, or not a NumPy file
+            raise _damaged(onnx_dir / TABLE, folder, exc) from None
         threads = threads or min(4, os.cpu_count() or 1)
         # Passages go through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
         # first needed. Questions go through the float32 graph, or with ``int8_questions`` through the int8
@@ -148,7 +151,10 @@ class OnnxEncoder(PrefixedEncoder):
         return getattr(self, attribute)
 
     def _new_session(self, graph: Path, options):
-        return self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        try:
+            return self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime's own types (InvalidProtobuf, Fail, ...): a graph cut short or altered
+            raise _damaged(graph, graph.parent.parent, exc) from None
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Passages already in the model's document form (prompt included), read up to ``max_length``."""
@@ -223,6 +229,17 @@ class OnnxEncoder(PrefixedEncoder):
 
         LANE.run(sum(len(e) for e in encodings), all_runs)
         return out
+
+
+def _damaged(path: Path, folder: Path, exc: BaseException):
+    """A model file that cannot be read: a missing component (exit 3), named, with how to make it again."""
+    from wetqa.console import UnavailableError
+
+    why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return UnavailableError(
+        f"{path} cannot be read ({why}): the model's ONNX export is damaged; "
+        f"make it again with `wetqa models export-onnx {folder} --force`"
+    )
 
 
 def token_batches(lengths: Sequence[int]) -> list[np.ndarray]:
