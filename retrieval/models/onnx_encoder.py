@@ -153,7 +153,7 @@ class OnnxEncoder(PrefixedEncoder):
     def _new_session(self, graph: Path, options):
         try:
             return self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ONNX Runtime's own types (InvalidProtobuf, Fail, ...): a graph cut short or altered
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own types (InvalidProtobuf, Fail): a graph cut short
             raise _damaged(graph, graph.parent.parent, exc) from None
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
