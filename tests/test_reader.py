@@ -659,6 +659,26 @@ def test_fit_ranking_writes_models_with_what_they_were_fitted_on(articles_index,
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("kind", ["ranking", "confidence"])
+def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, capsys):
+    """Bug: `fit confidence` with fewer questions than folds crashed on an empty fold (exit 70, "ufunc 'invert'
+    not supported"), and `fit ranking` fitted folds with nothing held out, exit 0."""
+    from wetqa.cli import main
+
+    data = tmp_path / "vragen.jsonl"
+    rows = [{"id": str(i), "question": q, "articles": [{"law_id": "BWBR9990001", "article": "Artikel 2"}]}
+            for i, q in enumerate([QUESTION, "Wat geldt voor een ouder die het gezag misbruikt?"])]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / f"{kind}.json"
+    args = ["fit", kind, "--index", str(articles_index), "--dataset", str(data), "--reader", "none",
+            "--out", str(out), "--no-progress"]  # fmt: skip
+    assert main([*args, "--folds", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 questions for 5 folds" in err[0], err
+    assert not out.exists()
+
+
+@pytest.mark.unit
 def test_datasets_of_law_level_gold_are_read(tmp_path):
     from wetqa.corpus.dataset import load_dataset
 

@@ -368,6 +368,15 @@ def _result(e: Example, order: np.ndarray) -> dict:
     }  # fmt: skip
 
 
+def check_folds(questions: int, folds: int) -> None:
+    """Every fold holds a question out: fewer questions than folds is a usage error, not empty folds."""
+    if questions < folds:
+        raise RetrievalError(
+            f"{questions} questions for {folds} folds: cross-validation needs a question in every fold; give more "
+            f"questions (--dataset) or fewer --folds"
+        )
+
+
 def folds_of(ids: Sequence[str], folds: int, seed: int = 0) -> dict[str, int]:
     ids = sorted(set(ids))
     return {qid: i % folds for i, qid in enumerate(np.random.default_rng(seed).permutation(ids))}
@@ -403,6 +412,7 @@ def fit_ranking(
         if (p := prepare(path, sets, dense, progress, reader=read, without=without))
     ]
     fold_of = folds_of([q.id for p in preps for q, _ in p.items], folds)
+    check_folds(len(fold_of), folds)
     tested: dict[tuple, Example] = {}
     if tested_without:
         for p in preps:
@@ -654,6 +664,7 @@ def fit_confidence(
     """(the model's spec, the cross-validated abstention per index, set and label)."""
     from .confidence import capped
 
+    check_folds(len(rows), folds)
     used = [f for f in features if all(f in r.values for r in rows)]
     x = np.asarray([[r.values[f] for f in used] for r in rows], dtype=np.float64)
     y = np.asarray([r.answerable for r in rows])
