@@ -86,6 +86,37 @@ def test_overrides_and_config_errors(tmp_path):
         load_experiment(tmp_path / "missing.toml")
 
 
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ('runs = "one"', "runs must be a whole number"),
+        ('k = ["3"]', "k must be a whole number or a list of them"),
+        ("dataset = 5", "dataset must be a text"),
+        ("runs = true", "runs must be a whole number"),
+        ('baseline = ["a"]', "baseline must be a text"),
+    ],
+)
+def test_values_of_the_wrong_type_are_named(tmp_path, line, says):
+    """Bug: `runs = "one"`, `k = ["3"]` or `dataset = 5` ended in an internal error (exit 70) inside the grid."""
+    key = line.split(" =")[0]
+    body = "\n".join(x for x in GRID.splitlines() if not x.startswith(f"{key} ="))
+    with pytest.raises(ConfigError, match=says):
+        load_experiment(_write(tmp_path, line + "\n" + body))
+
+
+def test_one_metric_may_be_given_as_text(tmp_path):
+    """Bug: `metrics = "rouge"` was read letter by letter ("unknown metric 'r'")."""
+    assert load_experiment(_write(tmp_path, 'metrics = "rouge"\n' + GRID)).metrics == ["rouge"]
+
+
+def test_a_k_override_that_is_not_numbers_is_named(tmp_path, capsys):
+    """Bug: `wetqa experiment -k abc` said only "invalid literal for int() with base 10: 'abc'"."""
+    from wetqa.cli import main
+
+    assert main(["experiment", "--config", str(_write(tmp_path, GRID)), "-k", "1,abc"]) == 2
+    assert "-k 1,abc: whole numbers separated by commas" in capsys.readouterr().err
+
+
 def test_a_changed_chunking_is_refused_then_rebuilt_with_force(tmp_path):
     cfg_path = _write(tmp_path, GRID.replace("runs = 2", "runs = 1").replace("k = [1, 3]", "k = [1]"))
     run_experiment(load_experiment(cfg_path))

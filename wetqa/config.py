@@ -160,6 +160,30 @@ def _generator(name: str, table: dict) -> GeneratorSpec:
     return GeneratorSpec(name=name, generator=generator, table=table)
 
 
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)  # TOML's true is a bool, which Python counts as an int
+
+
+# What each top-level key of an experiment file must hold (the dataclass's types, said the way a user reads them).
+_TYPES = {
+    "runs": (_whole, "a whole number"),
+    "k": (lambda v: isinstance(v, list) and all(_whole(x) for x in v), "a whole number or a list of them"),
+    "metrics": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of metric names"),
+    "baseline": (lambda v: isinstance(v, str), "a text"),
+    **{
+        key: (lambda v: isinstance(v, str), "a text")
+        for key in ("name", "dataset", "corpus", "chunking", "out", "language")
+    },
+}
+
+
+def _check_types(path: Path, data: dict) -> None:
+    for key, value in data.items():
+        ok, what = _TYPES.get(key, (None, ""))
+        if ok is not None and not ok(value):
+            raise ConfigError(f"{path}: {key} must be {what}, got {value!r}")
+
+
 def load_experiment(path: str | Path, overrides: dict | None = None) -> ExperimentConfig:
     path = Path(path)
     try:
@@ -176,8 +200,11 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     unknown = set(data) - known - metric_keys
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
-    if isinstance(data.get("k"), int):
+    if isinstance(data.get("k"), int) and not isinstance(data.get("k"), bool):
         data["k"] = [data["k"]]
+    if isinstance(data.get("metrics"), str):  # one metric
+        data["metrics"] = [data["metrics"]]
+    _check_types(path, data)
     settings = {k: data.pop(k) for k in list(data) if k in metric_keys}
     try:
         settings_from(settings, str(path))  # values checked now, not after the grid has run

@@ -281,6 +281,15 @@ def _split(value: str | None) -> list[str] | None:
     return [x.strip() for x in value.split(",") if x.strip()] if value else None
 
 
+def _ks(value: str | None) -> list[int] | None:
+    if not value:
+        return None
+    try:
+        return [int(x) for x in _split(value) or []]
+    except ValueError:
+        raise UsageError(f"-k {value}: whole numbers separated by commas (e.g. -k 1,3,5)") from None
+
+
 def cmd_experiment(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_experiment
 
@@ -290,7 +299,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
             {
                 "out": args.out,
                 "runs": args.runs,
-                "k": [int(x) for x in _split(args.k) or []] if args.k else None,
+                "k": _ks(args.k),
                 "dataset": args.dataset,
                 "metrics": _split(args.metrics),
                 "only_retrievers": _split(args.retrievers),
