@@ -224,5 +224,7 @@ def read_toml(path: str | Path) -> dict:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise GenerationError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise GenerationError(f"--config {path} is a folder: name a TOML file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise GenerationError(f"{path}: not valid TOML ({exc})") from None

@@ -341,3 +341,12 @@ def test_ctrl_c_while_the_parser_is_built_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr(wetqa.cli, "build_parser", interrupted)
     assert main(["search", "gezag"]) == 130
     assert capsys.readouterr().err == "wetqa: interrupted\n"
+
+
+@pytest.mark.unit
+def test_a_config_that_is_a_folder_is_named(capsys, tmp_path):
+    """Bug: `--config FOLDER` said only "[Errno 21] Is a directory: 'FOLDER'"."""
+    assert main(["ask", "Wat is gezag?", "--config", str(tmp_path)]) == 2
+    assert f"--config {tmp_path} is a folder: name a TOML file" in capsys.readouterr().err
+    assert main(["experiment", "--config", str(tmp_path)]) == 2
+    assert f"--config {tmp_path} is a folder: name a TOML file" in capsys.readouterr().err

@@ -190,6 +190,8 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"--config {path} is a folder: name a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     base = path.parent
