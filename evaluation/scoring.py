@@ -60,6 +60,8 @@ def from_cli_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_metrics(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not names:
+        raise MetricError(f"--metrics names no metric ({text!r}); known: {', '.join(metrics())}")
     for name in names:
         metric(name)  # an unknown name is refused, naming the known ones
     return names

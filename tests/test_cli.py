@@ -350,3 +350,15 @@ def test_a_config_that_is_a_folder_is_named(capsys, tmp_path):
     assert f"--config {tmp_path} is a folder: name a TOML file" in capsys.readouterr().err
     assert main(["experiment", "--config", str(tmp_path)]) == 2
     assert f"--config {tmp_path} is a folder: name a TOML file" in capsys.readouterr().err
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("given", ["", " , "])
+def test_an_empty_metric_list_is_refused(given):
+    """Bug: `eval generation --metrics ""` scored nothing and exited 0."""
+    from wetqa.evaluation.metrics import MetricError
+    from wetqa.evaluation.scoring import parse_metrics
+
+    with pytest.raises(MetricError, match="--metrics names no metric"):
+        parse_metrics(given)
+    assert parse_metrics("rouge, meteor") == ("rouge", "meteor")
