@@ -128,6 +128,10 @@ def _fit_inputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--dataset {path}: no such file")
     if args.folds < 2:
         raise UsageError(f"--folds {args.folds}: cross-validation needs at least 2 folds")
+    if getattr(args, "out", None) and Path(args.out).exists():  # refused now, not after the fit
+        from .ranking.fitting import models_in
+
+        models_in(Path(args.out))
     if args.per_question if hasattr(args, "per_question") else None:
         folder = args.per_question.resolve().parent
         if not folder.is_dir():

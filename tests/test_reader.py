@@ -679,6 +679,25 @@ def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, 
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("theirs", ['{"name": "mine"}\n', "hello\n"])
+def test_fit_never_merges_into_a_file_it_did_not_write(theirs, tmp_path):
+    """Bug: `fit ranking --out` onto a user's JSON file merged the models into it (a file wetqa did not write,
+    rewritten), and onto a file that is not JSON said only "Expecting value: line 1 column 1 (char 0)"."""
+    from wetqa.retrieval import RetrievalError
+    from wetqa.retrieval.ranking.fitting import write_models
+
+    mine = tmp_path / "mine.json"
+    mine.write_text(theirs)
+    with pytest.raises(RetrievalError, match=r"mine\.json is not a models file wetqa wrote"):
+        write_models(mine, {"articles": {"features": ["bm"], "weights": [1.0]}})
+    assert mine.read_text() == theirs
+    ours = tmp_path / "ours.json"
+    write_models(ours, {"articles": {"features": ["bm"], "weights": [1.0]}})
+    write_models(ours, {"articles+dense": {"features": ["de"], "weights": [2.0]}})  # a refit of some keys merges
+    assert set(json.loads(ours.read_text())) == {"articles", "articles+dense"}
+
+
+@pytest.mark.unit
 def test_datasets_of_law_level_gold_are_read(tmp_path):
     from wetqa.corpus.dataset import load_dataset
 

@@ -531,10 +531,26 @@ def write_models(path: str | Path, models: dict) -> Path:
     from wetqa.io import atomic_file
 
     path = Path(path)
-    shipped = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    shipped = models_in(path) if path.exists() else {}
     with atomic_file(path) as fh:
         fh.write(json.dumps(shipped | models, indent=2) + "\n")
     return path
+
+
+def models_in(path: Path) -> dict:
+    """The models already in ``path``, when it is a models file (each key a model with its features); any
+    other file is not wetqa's to merge into."""
+    try:
+        models = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(models, dict) and all(isinstance(m, dict) and "features" in m for m in models.values()):
+            return models
+        why = "not models by their features"
+    raise RetrievalError(
+        f"{path} is not a models file wetqa wrote ({why[:120]}); wetqa will not overwrite it: give another --out"
+    )
 
 
 def shipped_path(kind: str) -> Path:
