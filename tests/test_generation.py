@@ -810,3 +810,15 @@ def test_chat_templates_without_a_system_role_and_with_a_thinking_switch():
     tok.chat_template = "{{ raise_exception('broken template') }}"
     with pytest.raises(Exception, match="broken template"):  # other template errors are not hidden
         chat_prompt(tok, messages, tokenize=False)
+
+
+@pytest.mark.unit
+def test_a_toml_date_is_a_date(bm25s_index, tmp_path):
+    """Bug: TOML's own date (`date = 2012-10-04`, unquoted) was refused: "expected str, got datetime.date"."""
+    from wetqa.generation import PipelineSpec
+
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'index = "{bm25s_index}"\ndate = 2012-10-04\n')
+    quoted = tmp_path / "q.toml"
+    quoted.write_text(f'index = "{bm25s_index}"\ndate = "2012-10-04"\n')
+    assert PipelineSpec.from_toml(toml).retrieval.date == PipelineSpec.from_toml(quoted).retrieval.date == "2012-10-04"
