@@ -217,52 +217,96 @@ def find_evidence(claims: Sequence[Claim], retriever, k: int = 3, per_claim: int
 
 
 EVIDENCE_FORMAT = "attribution/1"
+_EVIDENCE_KEYS = {"id", "question", "answer"}
 
 
-def claim_evidence_file(out: Path, inputs: dict, force: bool = False) -> None:
-    """Make ``out`` ``wetqa attribute``'s evidence file for ``inputs``, or refuse it in one line.
+class EvidenceFile:
+    """``wetqa attribute``'s resumable evidence file at a path the user names, and what wetqa knows of it.
 
-    The evidence is a resumable JSONL file at a path the user names, so what it was made with is kept beside
-    it (``.<name>.wetqa.json``). A file that wetqa did not write is never written into (a torn-looking last
-    line of a user's file would otherwise be cut off as an interrupted record); evidence found with other
-    inputs (another index, ``-k``, unit, model) is refused, or with ``force`` started again."""
-    from wetqa.io import FORMAT_KEY, OutputError, atomic_file, read_journal, wetqa_made
+    Beside it (``.<name>.wetqa.json``, by its real path) wetqa keeps the inputs it was made with and the
+    length and SHA-256 of what wetqa has written, updated after every record. A file is written into only
+    when it is new or empty, or when its content is still what wetqa wrote (a record torn by an interruption
+    after that may follow, and is cut off): a user's file, one that replaced wetqa's, or evidence of an
+    earlier wetqa is refused in one line. Evidence made with other inputs is refused, or with ``force``
+    started again; it is emptied only by :meth:`open`, when everything the run needs has loaded."""
 
-    if out.is_dir():
-        raise OutputError(f"--out {out} is a folder: name the JSONL file the evidence goes into")
-    sidecar = out.with_name(f".{out.name}.wetqa.json")
-    if sidecar.exists() and not wetqa_made(sidecar):
-        raise OutputError(f"{sidecar} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
-    if out.is_file() and out.stat().st_size:
-        if sidecar.exists():
-            old = json.loads(sidecar.read_text(encoding="utf-8")).get("inputs") or {}
-            changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
-            if changed and not force:
-                raise OutputError(
-                    f"{out} holds evidence made with other inputs ({', '.join(changed)} changed); give another --out, "
-                    "or --force to attribute again"
-                )
-            if changed:
-                out.write_bytes(b"")  # wetqa's own evidence (its record is beside it), asked to start again
-        elif not _evidence_lines(out):
-            raise OutputError(f"{out} is not a file wetqa wrote; wetqa will not overwrite it: give another --out")
-        else:
-            read_journal(out)  # an older wetqa's evidence, adopted (its torn last record cut off)
-    with atomic_file(sidecar) as fh:
-        json.dump({FORMAT_KEY: EVIDENCE_FORMAT, "inputs": inputs}, fh, ensure_ascii=False, indent=1)
+    def __init__(self, out: Path, inputs: dict, force: bool = False):
+        from wetqa.io import OutputError, wetqa_made
 
+        self.out, self.inputs = out, inputs
+        if out.exists() and (out.is_dir() or not out.is_file()):
+            raise OutputError(f"--out {out} is not a file: name the JSONL file the evidence goes into")
+        real = out.resolve()
+        self.sidecar = real.with_name(f".{real.name}.wetqa.json")
+        if self.sidecar.exists() and not wetqa_made(self.sidecar):
+            raise OutputError(
+                f"{self.sidecar} is not a file wetqa wrote; wetqa will not overwrite it: give another --out"
+            )
+        record = json.loads(self.sidecar.read_text(encoding="utf-8")) if self.sidecar.exists() else None
+        data = out.read_bytes() if out.is_file() else b""
+        self.keep = 0  # bytes of the file that are wetqa's whole records (the rest: a torn record, cut off)
+        self.restart = False
+        if not data:
+            return
+        if record is None or not self._ours(data, record):
+            raise OutputError(
+                f"{out} is not evidence this wetqa wrote (or changed since); wetqa will not write into it: "
+                "give another --out"
+            )
+        changed = sorted(k for k in set(record.get("inputs") or {}) | set(inputs)
+                         if (record.get("inputs") or {}).get(k) != inputs.get(k))  # fmt: skip
+        if changed and not force:
+            raise OutputError(
+                f"{out} holds evidence made with other inputs ({', '.join(changed)} changed); give another --out, "
+                "or --force to attribute again"
+            )
+        self.restart = bool(changed)
 
-def _evidence_lines(path: Path) -> bool:
-    """Whether every whole line of ``path`` is an evidence record (an answer's id with its evidence or error)."""
-    with open(path, "rb") as fh:
-        lines = fh.read().split(b"\n")[:-1]  # what follows the last newline may be a record torn by an interruption
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
+    def _ours(self, data: bytes, record: dict) -> bool:
+        """The recorded prefix unchanged, then only whole evidence records and at most one torn one."""
+        import hashlib
+
+        n = int(record.get("bytes", -1))
+        if n < 0 or len(data) < n or hashlib.sha256(data[:n]).hexdigest() != record.get("sha256"):
             return False
-        if not (isinstance(rec, dict) and "id" in rec and ("attribution" in rec or "error" in rec)):
+        tail = data[n:].split(b"\n")
+        torn = tail.pop()
+        for line in tail:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                return False
+            if not (isinstance(rec, dict) and set(rec) - {"attribution", "error"} == _EVIDENCE_KEYS):
+                return False
+        if torn and not torn.startswith(b'{"id": '):
             return False
-    return any(line.strip() for line in lines)
+        self.keep = len(data) - len(torn)
+        return True
+
+    def open(self):
+        """The file to append records to (emptied first when ``force`` starts it again); call :meth:`written`
+        after each record."""
+        import hashlib
+
+        mode = "wb" if self.restart else "ab"
+        fh = open(self.out, mode)
+        if not self.restart:
+            fh.truncate(self.keep)  # a record torn by an interruption, after wetqa's whole ones
+            fh.seek(self.keep)
+        self._hash = hashlib.sha256(b"" if self.restart else self.out.read_bytes()[: self.keep])
+        self._bytes = 0 if self.restart else self.keep
+        self._note()
+        return fh
+
+    def written(self, line: str) -> None:
+        data = line.encode("utf-8")
+        self._hash.update(data)
+        self._bytes += len(data)
+        self._note()
+
+    def _note(self) -> None:
+        from wetqa.io import FORMAT_KEY, atomic_file
+
+        with atomic_file(self.sidecar) as fh:
+            json.dump({FORMAT_KEY: EVIDENCE_FORMAT, "inputs": self.inputs, "bytes": self._bytes,
+                       "sha256": self._hash.hexdigest()}, fh, ensure_ascii=False)  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -482,12 +483,12 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import RunFileError, load_run
-    from .claims import UNITS, claim_evidence_file, classify, find_evidence, segment
+    from .claims import UNITS, EvidenceFile, classify, find_evidence, segment
 
     if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
     answers, out = Path(args.answers), Path(args.out)
-    if out.exists() and out.resolve() == answers.resolve():
+    if out.exists() and answers.exists() and os.path.samefile(out, answers):  # a link or a hard link too
         raise UsageError(f"--out {out} is the --answers file: give the evidence a file of its own")
     records, problems = load_run(answers)
     if not records:
@@ -500,7 +501,7 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     spec = RetrievalSpec.from_cli_args(args)
     inputs = {"answers": str(answers.resolve()), "retrieval": spec.identity(), "unit": args.unit, "k": args.k,
               "llm": args.llm, "llm_base_url": args.llm_base_url, "classify": args.classify, "nli_model": args.nli_model}  # fmt: skip
-    claim_evidence_file(out, inputs, args.force)
+    evidence = EvidenceFile(out, inputs, args.force)  # refused now, before any model loads
     retriever = spec.build()
     complete = None
     if args.llm:
@@ -512,11 +513,11 @@ def cmd_attribute(args: argparse.Namespace) -> int:
         from .nli import NLIModel
 
         nli = NLIModel(check_model_ref(args.nli_model, "NLI model"))
-    done = read_done(out)
     from wetqa.console import progress_bar
 
     failed = 0
-    with open(out, "a", encoding="utf-8") as fh:
+    with evidence.open() as fh:  # emptied here when --force starts again: everything above has loaded
+        done = read_done(out)
         for rec in progress_bar([r for r in records if str(r["id"]) not in done], desc="attributing", unit="answer"):
             row = {"id": rec["id"], "question": rec.get("question", ""), "answer": rec.get("answer", "")}
             try:
@@ -528,8 +529,10 @@ def cmd_attribute(args: argparse.Namespace) -> int:
             except Exception as exc:  # noqa: BLE001 - one failing answer is recorded, the others go on
                 row["error"] = f"{type(exc).__name__}: {exc}"
                 failed += 1
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+            line = json.dumps(row, ensure_ascii=False) + "\n"
+            fh.write(line.encode("utf-8"))
             fh.flush()
+            evidence.written(line)
     total = len(read_done(out))
     emit(
         args,

@@ -117,7 +117,7 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
             p.set_defaults(func=cmd_fit_confidence)
 
 
-def _fit_inputs(args: argparse.Namespace) -> None:
+def _fit_inputs(args: argparse.Namespace, kind: str) -> None:
     """The indexes and datasets exist and the reader is one that can be loaded, before any work (one line)."""
     from .engines.index import read_index_meta
 
@@ -128,10 +128,10 @@ def _fit_inputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--dataset {path}: no such file")
     if args.folds < 2:
         raise UsageError(f"--folds {args.folds}: cross-validation needs at least 2 folds")
-    if getattr(args, "out", None) and Path(args.out).exists():  # refused now, not after the fit
+    if args.out and Path(args.out).exists() and not getattr(args, "sweep", False):  # refused now, not after the fit
         from .ranking.fitting import models_in
 
-        models_in(Path(args.out))
+        models_in(Path(args.out), kind)
     if args.per_question if hasattr(args, "per_question") else None:
         folder = args.per_question.resolve().parent
         if not folder.is_dir():
@@ -149,7 +149,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
     from .ranking import fitting
 
-    _fit_inputs(args)
+    _fit_inputs(args, "ranking")
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
                                  progress=shows_progress(not args.no_progress))  # fmt: skip
     out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"])
@@ -166,7 +166,7 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
     from .ranking import fitting
     from .ranking.confidence import FEATURES
 
-    _fit_inputs(args)
+    _fit_inputs(args, "confidence")
     progress = shows_progress(not args.no_progress)  # the ranking's bars: drawn only on a terminal
     data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=progress)
     budgets = (0.03, 0.05, 0.10, 0.15, 0.20) if args.sweep else (None,)

@@ -141,35 +141,58 @@ def _one_line_error(r) -> str:
 @pytest.mark.unit
 def test_attribute_never_writes_over_a_file_it_did_not_write(bm25s_index, tmp_path):
     """Bug: --out naming a user's file (or the answers themselves) was cut to nothing as a "torn" journal and
-    filled with evidence, exit 0."""
+    filled with evidence, exit 0; a generation run file (records with "error": null) was taken for evidence."""
+    import os
+
     run = tmp_path / "run-1.jsonl"
     run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n")
-    notes = tmp_path / "notes.txt"
-    notes.write_text("precious\n")
-    assert "not a file wetqa wrote" in _one_line_error(_attribute(run, bm25s_index, notes))
-    assert notes.read_text() == "precious\n"
+    mine = {
+        "notes.txt": "precious\n",
+        "no-newline.txt": "my notes, no final newline",
+        "run-2.jsonl": json.dumps({"id": "0", "question": "?", "answer": "", "error": None}) + "\n",
+    }
+    for name, text in mine.items():
+        (tmp_path / name).write_text(text)
+        assert "not evidence this wetqa wrote" in _one_line_error(_attribute(run, bm25s_index, tmp_path / name))
+        assert (tmp_path / name).read_text() == text
     before = run.read_text()
     assert "--answers" in _one_line_error(_attribute(run, bm25s_index, run))
+    os.link(run, tmp_path / "hard.jsonl")
+    assert "--answers" in _one_line_error(_attribute(run, bm25s_index, tmp_path / "hard.jsonl"))
     assert run.read_text() == before
-    assert "folder" in _one_line_error(_attribute(run, bm25s_index, tmp_path))
+    assert "not a file" in _one_line_error(_attribute(run, bm25s_index, tmp_path))
 
 
 @pytest.mark.unit
 def test_attribute_refuses_evidence_made_with_other_inputs(bm25s_index, tmp_path):
     """Bug: resuming into evidence found with another index or k reported it as done, exit 0."""
     run = tmp_path / "run-1.jsonl"
-    run.write_text(json.dumps({"id": "1", "question": QUESTION, "answer": ANSWER}) + "\n")
+    run.write_text("".join(json.dumps({"id": i, "question": QUESTION, "answer": ANSWER}) + "\n" for i in "12"))
     out = tmp_path / "attr.jsonl"
     assert _attribute(run, bm25s_index, out, "-k", "3").returncode == 0
     made = out.read_text()
     assert "other inputs (k changed)" in _one_line_error(_attribute(run, bm25s_index, out, "-k", "1"))
     assert out.read_text() == made
+    # --force empties it only once everything has loaded: a model that is not there leaves it whole.
+    _one_line_error(_attribute(run, bm25s_index, out, "-k", "1", "--force", "--nli-model", str(tmp_path / "none")))
+    assert out.read_text() == made
     again = _attribute(run, bm25s_index, out, "-k", "1", "--force")
     assert again.returncode == 0, again.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 1 and rows[0]["attribution"][0]["evidence"]  # started again: one record, not two
-    assert _attribute(run, bm25s_index, out, "-k", "1").returncode == 0  # the same inputs: resumed, nothing new
-    assert len(out.read_text().splitlines()) == 1
+    assert [r["id"] for r in rows] == ["1", "2"] and rows[0]["attribution"][0]["evidence"]  # started again
+    # A record torn by an interruption is cut off and that answer attributed again.
+    with open(run, "a") as fh:  # a third answer, whose record the interruption tore
+        fh.write(json.dumps({"id": "3", "question": QUESTION, "answer": ANSWER}) + "\n")
+    with open(out, "a") as fh:
+        fh.write('{"id": "3", "quest')
+    resumed = _attribute(run, bm25s_index, out, "-k", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["1", "2", "3"]
+    # Evidence replaced by a file of the user's under its name is not wetqa's any more, --force or not.
+    out.write_text("mine\n")
+    for extra in ((), ("--force",)):
+        assert "not evidence this wetqa wrote" in _one_line_error(_attribute(run, bm25s_index, out, "-k", "1", *extra))
+    assert out.read_text() == "mine\n"
 
 
 @pytest.mark.unit

@@ -94,12 +94,21 @@ def test_overrides_and_config_errors(tmp_path):
         ("dataset = 5", "dataset must be a text"),
         ("runs = true", "runs must be a whole number"),
         ('baseline = ["a"]', "baseline must be a text"),
+        ("metrics = []", "metrics must be a list of metric names"),
+        ("retrievers = 5", "retrievers must be tables"),
+        ('generators = "x"', "generators must be tables"),
     ],
 )
 def test_values_of_the_wrong_type_are_named(tmp_path, line, says):
     """Bug: `runs = "one"`, `k = ["3"]` or `dataset = 5` ended in an internal error (exit 70) inside the grid."""
     key = line.split(" =")[0]
     body = "\n".join(x for x in GRID.splitlines() if not x.startswith(f"{key} ="))
+    if key in ("retrievers", "generators"):  # the grid's own tables of that name left out
+        body = GRID.split("[retrievers.")[0] + (
+            '[generators.extractive]\ngenerator = "extractive"\n'
+            if key == "retrievers"
+            else '[retrievers.bm25s]\nretriever = "bm25s"\n'
+        )
     with pytest.raises(ConfigError, match=says):
         load_experiment(_write(tmp_path, line + "\n" + body))
 
@@ -107,6 +116,14 @@ def test_values_of_the_wrong_type_are_named(tmp_path, line, says):
 def test_one_metric_may_be_given_as_text(tmp_path):
     """Bug: `metrics = "rouge"` was read letter by letter ("unknown metric 'r'")."""
     assert load_experiment(_write(tmp_path, 'metrics = "rouge"\n' + GRID)).metrics == ["rouge"]
+
+
+def test_an_empty_metrics_override_is_refused(tmp_path, capsys):
+    """Bug: `wetqa experiment --metrics ,` ran the grid with no metric and printed a table of dashes, exit 0."""
+    from wetqa.cli import main
+
+    assert main(["experiment", "--config", str(_write(tmp_path, GRID)), "--metrics", ","]) == 2
+    assert "metrics names no metric" in capsys.readouterr().err
 
 
 def test_a_k_override_that_is_not_numbers_is_named(tmp_path, capsys):

@@ -660,7 +660,7 @@ def test_fit_ranking_writes_models_with_what_they_were_fitted_on(articles_index,
 
 @pytest.mark.unit
 @pytest.mark.parametrize("kind", ["ranking", "confidence"])
-def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, capsys):
+def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, capsys, monkeypatch):
     """Bug: `fit confidence` with fewer questions than folds crashed on an empty fold (exit 70, "ufunc 'invert'
     not supported"), and `fit ranking` fitted folds with nothing held out, exit 0."""
     from wetqa.cli import main
@@ -676,6 +676,19 @@ def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 questions for 5 folds" in err[0], err
     assert not out.exists()
+    # An --out that is not this kind's models file is refused before any fitting is done.
+    from wetqa.retrieval.ranking import fitting
+
+    def no_fit(*a, **k):
+        raise AssertionError("fitted before --out was checked")
+
+    monkeypatch.setattr(fitting, "fit_ranking", no_fit)
+    monkeypatch.setattr(fitting, "collect_signals", no_fit)
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"name": "mine"}\n')
+    assert main([*args[:-3], "--out", str(mine), "--folds", "2"]) == 2
+    assert f"not a {kind} models file" in capsys.readouterr().err
+    assert mine.read_text() == '{"name": "mine"}\n'
 
 
 @pytest.mark.unit
@@ -688,13 +701,17 @@ def test_fit_never_merges_into_a_file_it_did_not_write(theirs, tmp_path):
 
     mine = tmp_path / "mine.json"
     mine.write_text(theirs)
-    with pytest.raises(RetrievalError, match=r"mine\.json is not a models file wetqa wrote"):
+    with pytest.raises(RetrievalError, match=r"mine\.json is not a ranking models file wetqa wrote"):
         write_models(mine, {"articles": {"features": ["bm"], "weights": [1.0]}})
     assert mine.read_text() == theirs
     ours = tmp_path / "ours.json"
     write_models(ours, {"articles": {"features": ["bm"], "weights": [1.0]}})
     write_models(ours, {"articles+dense": {"features": ["de"], "weights": [2.0]}})  # a refit of some keys merges
     assert set(json.loads(ours.read_text())) == {"articles", "articles+dense"}
+    made = ours.read_text()
+    with pytest.raises(RetrievalError, match="not a confidence models file"):  # the other kind's file
+        write_models(ours, {"articles": {"features": ["oov"], "coef": [1.0]}})
+    assert ours.read_text() == made
 
 
 @pytest.mark.unit

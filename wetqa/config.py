@@ -101,6 +101,8 @@ class ExperimentConfig:
             raise ConfigError('the experiment needs a dataset (dataset = "...jsonl")')
         if not self.corpus:
             raise ConfigError("the experiment needs a corpus (a built corpus folder or a folder of law XML)")
+        if not self.metrics:
+            raise ConfigError('metrics names no metric: give at least one (e.g. metrics = ["rouge"])')
         if self.runs < 1 or not self.k or min(self.k) < 1:
             raise ConfigError("runs and every k must be >= 1")
         from wetqa.retrieval._base import K_RANGE, MAX_K
@@ -168,13 +170,20 @@ def _whole(v) -> bool:
 _TYPES = {
     "runs": (_whole, "a whole number"),
     "k": (lambda v: isinstance(v, list) and all(_whole(x) for x in v), "a whole number or a list of them"),
-    "metrics": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "a list of metric names"),
+    "metrics": (lambda v: isinstance(v, list) and v and all(isinstance(x, str) for x in v), "a list of metric names"),
     "baseline": (lambda v: isinstance(v, str), "a text"),
     **{
         key: (lambda v: isinstance(v, str), "a text")
         for key in ("name", "dataset", "corpus", "chunking", "out", "language")
     },
 }
+
+
+def _tables(path: Path, value, kind: str) -> dict:
+    """``[retrievers.NAME]`` / ``[generators.NAME]``: a table of tables."""
+    if not isinstance(value, dict) or not all(isinstance(t, dict) for t in value.values()):
+        raise ConfigError(f"{path}: {kind} must be tables, [{kind}.NAME] with their keys, got {value!r}")
+    return value
 
 
 def _check_types(path: Path, data: dict) -> None:
@@ -195,8 +204,8 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
     base = path.parent
-    retrievers = [_retriever(n, t) for n, t in (data.pop("retrievers", {}) or {}).items()]
-    generators = [_generator(n, t) for n, t in (data.pop("generators", {}) or {}).items()]
+    retrievers = [_retriever(n, t) for n, t in _tables(path, data.pop("retrievers", {}), "retrievers").items()]
+    generators = [_generator(n, t) for n, t in _tables(path, data.pop("generators", {}), "generators").items()]
     metric_keys = {i.name for i in setting_infos()}
     known = {f.name for f in fields(ExperimentConfig)} - {"metric_settings"}
     unknown = set(data) - known - metric_keys

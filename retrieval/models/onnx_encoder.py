@@ -92,7 +92,7 @@ class OnnxEncoder(PrefixedEncoder):
         )
         try:
             self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
-        except (OSError, ValueError) as exc:  # cut short, or not a NumPy file
+        except ValueError as exc:  # cut short, or not a NumPy file (a file that cannot be opened says so itself)
             raise _damaged(onnx_dir / TABLE, folder, exc) from None
         threads = threads or min(4, os.cpu_count() or 1)
         # Passages go through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
@@ -151,9 +151,14 @@ class OnnxEncoder(PrefixedEncoder):
         return getattr(self, attribute)
 
     def _new_session(self, graph: Path, options):
+        from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+        # What ONNX Runtime says of a graph file it cannot load (cut short, altered, gone); its other errors
+        # (memory, a wrong argument) are not the export's fault and are not called so.
+        unreadable = (ort_state.InvalidProtobuf, ort_state.InvalidGraph, ort_state.NoSuchFile, ort_state.Fail)
         try:
             return self._ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001 - ONNX Runtime's own types (InvalidProtobuf, Fail): a graph cut short
+        except unreadable as exc:
             raise _damaged(graph, graph.parent.parent, exc) from None
 
     def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:

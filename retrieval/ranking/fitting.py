@@ -526,30 +526,36 @@ def per_question(key: str, rows: list[dict]) -> list[dict]:
     return out
 
 
+# The key every model of a kind has, and no model of the other kind: what tells their files apart.
+MODEL_MARK = {"ranking": "weights", "confidence": "coef"}
+
+
 def write_models(path: str | Path, models: dict) -> Path:
     """The models merged into the JSON file at ``path`` (a refit of some keys keeps the others), atomically."""
     from wetqa.io import atomic_file
 
     path = Path(path)
-    shipped = models_in(path) if path.exists() else {}
+    kind = next(k for k, mark in MODEL_MARK.items() if all(mark in m for m in models.values()))
+    shipped = models_in(path, kind) if path.exists() else {}
     with atomic_file(path) as fh:
         fh.write(json.dumps(shipped | models, indent=2) + "\n")
     return path
 
 
-def models_in(path: Path) -> dict:
-    """The models already in ``path``, when it is a models file (each key a model with its features); any
-    other file is not wetqa's to merge into."""
+def models_in(path: Path, kind: str) -> dict:
+    """The models already in ``path``, when it is a file of ``kind``'s models (``wetqa fit KIND``'s); any other
+    file, the other kind's models included, is not wetqa's to merge into."""
+    mark = MODEL_MARK[kind]
     try:
         models = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         why = f"{type(exc).__name__}: {exc}"
     else:
-        if isinstance(models, dict) and all(isinstance(m, dict) and "features" in m for m in models.values()):
+        if isinstance(models, dict) and models and all(isinstance(m, dict) and mark in m for m in models.values()):
             return models
-        why = "not models by their features"
+        why = f"not {kind} models"
     raise RetrievalError(
-        f"{path} is not a models file wetqa wrote ({why[:120]}); wetqa will not overwrite it: give another --out"
+        f"{path} is not a {kind} models file wetqa wrote ({why[:120]}); wetqa will not overwrite it: give another --out"
     )
 
 
