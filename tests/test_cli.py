@@ -278,6 +278,10 @@ def test_arguments_that_are_not_utf8_are_bad_input(tmp_path):
     )
     assert r.returncode == EXIT_USAGE, r.stderr
     assert "not valid UTF-8" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.splitlines()) == 1
+    # With --output json the error is the JSON document on stdout, as every other error (it was text on stderr).
+    argv = [sys.executable, "-m", "wetqa", "ask", b"Wanneer \xff vervalt het gezag?", "--output", "json"]
+    j = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+    assert j.returncode == EXIT_USAGE and "not valid UTF-8" in json.loads(j.stdout)["error"]["message"], j.stdout
 
 
 @pytest.mark.unit

@@ -822,3 +822,17 @@ def test_a_toml_date_is_a_date(bm25s_index, tmp_path):
     quoted = tmp_path / "q.toml"
     quoted.write_text(f'index = "{bm25s_index}"\ndate = "2012-10-04"\n')
     assert PipelineSpec.from_toml(toml).retrieval.date == PipelineSpec.from_toml(quoted).retrieval.date == "2012-10-04"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("url", ["notaurl", "127.0.0.1:8000/v1", "ftp://host/v1"])
+def test_a_base_url_that_is_not_a_url_is_bad_input(url):
+    """Bug: `--base-url notaurl` went to the server as a relative address and failed as "unavailable" (exit 3)."""
+    from wetqa.generation._base import GenerationError
+    from wetqa.generation.backends.openai_backend import OpenAIBackend, OpenAISettings
+
+    with pytest.raises(GenerationError, match=rf"--base-url {url} is not an http\(s\) URL"):
+        OpenAIBackend(OpenAISettings(model="m", base_url=url))
+    assert (
+        OpenAIBackend(OpenAISettings(model="m", base_url="http://127.0.0.1:9/v1")).base_url == "http://127.0.0.1:9/v1"
+    )

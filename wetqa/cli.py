@@ -131,7 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             word.encode("utf-8")
         except UnicodeEncodeError:  # bytes that are not UTF-8 reach Python as lone surrogates
             shown = word.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            report_error(None, "usage", f"argument {n} ({shown!r}) is not valid UTF-8 text")
+            # The arguments are not parsed yet: --output json is looked for as it is written.
+            as_json = "--output=json" in words or any(a == "--output" and b == "json" for a, b in zip(words, words[1:]))
+            report_error(argparse.Namespace(output="json") if as_json else None, "usage",
+                         f"argument {n} ({shown!r}) is not valid UTF-8 text")  # fmt: skip
             return EXIT_USAGE
     args = None
     try:

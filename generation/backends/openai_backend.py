@@ -46,6 +46,11 @@ class OpenAIBackend:
             raise GenerationError(f"the openai backend needs the openai package: {install_command('openai')}") from None
         s = settings
         base_url = s.base_url or os.environ.get("OPENAI_BASE_URL")
+        if base_url is not None and not base_url.lower().startswith(("http://", "https://")):
+            given = "--base-url" if s.base_url else "OPENAI_BASE_URL"
+            raise GenerationError(
+                f"{given} {base_url} is not an http(s) URL: give the server's, e.g. http://127.0.0.1:8000/v1"
+            )
         api_key = os.environ.get(s.api_key_env)
         if not api_key:
             if base_url is None:
