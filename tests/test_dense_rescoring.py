@@ -429,3 +429,22 @@ def test_a_damaged_onnx_export_is_a_missing_component_in_one_line(tmp_path):
     table.write_bytes(table.read_bytes()[: table.stat().st_size // 2])
     with pytest.raises(UnavailableError, match=r"word_embeddings\.npy.*export-onnx"):
         OnnxEncoder(model)
+
+
+@pytest.mark.unit
+def test_weights_cut_short_are_named_when_exported(tmp_path):
+    """Bug: `wetqa models export-onnx` of a model whose model.safetensors was cut short said only "cannot
+    reshape array of size 1729 into shape (64,32)" (exit 2)."""
+    from wetqa.console import UnavailableError
+    from wetqa.retrieval.models.onnx_export import export_onnx
+
+    from .tiny_models import tiny_unigram_sentence_transformer
+
+    model = tiny_unigram_sentence_transformer(tmp_path / "m")
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(UnavailableError, match=r"model\.safetensors is damaged \(cut short"):
+        export_onnx(model)
+    weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
+    with pytest.raises(UnavailableError, match=r"model\.safetensors is damaged \(its header"):
+        export_onnx(model)

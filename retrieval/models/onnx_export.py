@@ -54,10 +54,21 @@ _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """The tensors of a ``.safetensors`` file as (memory-mapped) numpy arrays: the format is an 8-byte
     header length, a JSON header of names, dtypes, shapes and offsets, and the raw data."""
+    from wetqa.console import UnavailableError
+
+    def damaged(why: str) -> UnavailableError:
+        return UnavailableError(f"{path} is damaged ({why}): fetch or convert the model again")
+
+    size = path.stat().st_size
     with open(path, "rb") as fh:
         n = int.from_bytes(fh.read(8), "little")
-        header = json.loads(fh.read(n))
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+        try:
+            header = json.loads(fh.read(n)) if 8 + n <= size else None
+        except ValueError:
+            header = None
+    if not isinstance(header, dict):
+        raise damaged("its header is not the JSON a safetensors file begins with")
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n) if size > 8 + n else np.zeros(0, np.uint8)
     out = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -66,6 +77,8 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if dtype is None:
             raise RetrievalError(f"{path}: tensor {name} has dtype {info['dtype']}, which the exporter does not read")
         start, end = info["data_offsets"]
+        if end > len(data):
+            raise damaged(f"cut short: tensor {name} ends at byte {8 + n + end:,} of {size:,}")
         out[name] = data[start:end].view(dtype).reshape(info["shape"])
     return out
 
