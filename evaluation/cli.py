@@ -137,7 +137,7 @@ RETRIEVAL_FILES = ("run.chunk.trec", "run.article.trec", "qrels.chunk.txt", "qre
 
 
 def cmd_eval_retrieval(args: argparse.Namespace) -> int:
-    from wetqa.corpus.dataset import load_dataset
+    from wetqa.corpus.dataset import DatasetError, load_dataset
     from wetqa.io import own_folder, recognised, write_json
     from wetqa.retrieval.spec import RetrievalSpec
 
@@ -145,6 +145,12 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
 
     ks = _ks(args.k)
     items = load_dataset(args.dataset)
+    ungraded = [i.id for i in items if not i.gold_keys]
+    if ungraded:  # it would count as a miss in every mean (trec_eval leaves such a question out; here it is named)
+        raise DatasetError(
+            f"{args.dataset}: question {ungraded[0]} names no gold article ({len(ungraded)} such of {len(items)}): "
+            "eval retrieval scores articles; leave them out of the dataset"
+        )
     spec = RetrievalSpec.from_cli_args(args)
     retriever = spec.build()
     # Not inside the index folder: a rebuild of the index replaces that folder whole.

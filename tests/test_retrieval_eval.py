@@ -121,3 +121,27 @@ def test_a_dataset_that_is_not_utf8_names_its_file_and_line(tmp_path, articles_i
         assert main(command) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"wetqa: error: {p}:2: not UTF-8 text") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.unit
+def test_a_question_without_gold_articles_is_named_not_scored_zero(tmp_path, articles_index, capsys):
+    """Bug: `eval retrieval` scored a question without gold articles as a miss (0 in every mean), exit 0."""
+    import json
+
+    from wetqa.cli import main
+
+    p = tmp_path / "d.jsonl"
+    rows = [
+        {
+            "id": "a",
+            "question": "Wanneer eindigt het gezag?",
+            "articles": [{"law_id": "BWBR9990001", "article": "Artikel 2"}],
+        },
+        {"id": "b", "question": "Wat zegt deze wet?", "laws": ["BWBR9990001"]},
+    ]
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "e"
+    assert main(["eval", "retrieval", "--dataset", str(p), "--index", str(articles_index), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "question b names no gold article" in err, err
+    assert not out.exists()
