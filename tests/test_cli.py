@@ -370,3 +370,30 @@ def test_an_empty_metric_list_is_refused(given):
     with pytest.raises(MetricError, match="--metrics names no metric"):
         parse_metrics(given)
     assert parse_metrics("rouge, meteor") == ("rouge", "meteor")
+
+
+@pytest.mark.unit
+def test_sigterm_is_an_interruption_that_cleans_up(capsys, monkeypatch):
+    """Bug: SIGTERM (what `kill`, a container's stop and CI send) ended wetqa without its clean-up: no message,
+    and an index build's temporary folder stayed beside --out until the next run removed it."""
+    import os
+    import signal
+    import time
+
+    import wetqa.cli
+
+    cleaned = []
+
+    def terminated_while_working(argv=None):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the signal arrives here
+        finally:
+            cleaned.append(True)  # what a build's `finally` and context managers do
+        raise AssertionError("SIGTERM did not stop the work")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(wetqa.cli, "build_parser", terminated_while_working)
+    assert main(["index"]) == 143
+    assert cleaned and capsys.readouterr().err == "wetqa: terminated\n"
+    assert signal.getsignal(signal.SIGTERM) is before  # the process's own handler is given back

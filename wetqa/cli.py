@@ -13,6 +13,7 @@ import argparse
 import errno
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -91,7 +92,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         prog="wetqa",
         description="Attributed question answering over Dutch law.",
         epilog="exit codes: 0 done, 1 some items failed, 2 bad input, 3 missing component, "
-        "70 internal error, 130 interrupted, 141 output pipe closed",
+        "70 internal error, 130 interrupted, 141 output pipe closed, 143 terminated",
     )
     parser.add_argument("--version", action="version", version=f"wetqa {__version__}")
     parser.add_argument(
@@ -137,12 +138,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                          f"argument {n} ({shown!r}) is not valid UTF-8 text")  # fmt: skip
             return EXIT_USAGE
     args = None
+    previous = _terminate_as_interrupt()
     try:
         # Inside the try: building the parser imports every stage's flags, a tenth of a second a Ctrl-C may hit.
         args = build_parser(words).parse_args(words)
         result = int(args.func(args) or 0)
         sys.stdout.flush()
         return result
+    except Terminated:
+        print("wetqa: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("wetqa: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -154,6 +159,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, kind = _classify(exc)
         report_error(args, kind, _message(exc))
         return code
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+EXIT_TERMINATED = 128 + 15  # as a shell reports a process ended by SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the main thread is, so the work stops as at Ctrl-C: its clean-up runs."""
+
+
+def _terminate_as_interrupt():
+    """SIGTERM raises :class:`Terminated` in this process (the previous handler is returned, to put back);
+    a process forked from it (a build's pool worker) dies of it as by default. None where no handler can
+    be set (not the main thread)."""
+    main_pid = os.getpid()
+
+    def on_sigterm(signum, frame):
+        if os.getpid() != main_pid:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated
+
+    try:
+        return signal.signal(signal.SIGTERM, on_sigterm)
+    except ValueError:  # main() called from another thread (an embedding program's)
+        return None
 
 
 def _disk_full(exc: BaseException) -> bool:
