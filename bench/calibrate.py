@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> None:
             for where, cell in cv["abstained"].items():
                 print(f"  {where:50s} n={cell['n']:3d}  abstained {cell['abstained']:.1%}")
     if args.write and not args.smoke and not args.sweep:
-        print(f"\nwrote {fitting.write_models(fitting.shipped_path('confidence'), out)}")
+        print(f"\nwrote {fitting.write_models(fitting.shipped_path('confidence'), out, 'confidence')}")
 
 
 if __name__ == "__main__":

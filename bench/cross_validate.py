@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> None:
             fh.write("".join(lines))
         print(f"wrote {len(lines)} question results to {args.per_question}")
     if args.write and not args.smoke:
-        print(f"wrote {fitting.write_models(fitting.shipped_path('ranking'), fitted['models'])}")
+        print(f"wrote {fitting.write_models(fitting.shipped_path('ranking'), fitted['models'], 'ranking')}")
 
 
 def _smoke_dataset(work: Path) -> Path:

@@ -213,9 +213,13 @@ def _parse_group(
 def _die_with_parent(parent: int) -> None:
     # A pool worker must not outlive a build killed outright (SIGKILL runs no clean-up): Linux
     # sends it SIGTERM when its parent dies. Elsewhere the pool's own shutdown still applies.
+    import signal
+
+    # The parent's SIGTERM handler (wetqa.cli: stop as at Ctrl-C) is inherited by a forked worker; a worker
+    # dies of SIGTERM at once, as by default, and not when its current C call returns.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         import ctypes
-        import signal
 
         ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):

@@ -224,13 +224,19 @@ class EvidenceFile:
     """``wetqa attribute``'s resumable evidence file at a path the user names, and what wetqa knows of it.
 
     Beside it (``.<name>.wetqa.json``, by its real path) wetqa keeps the inputs it was made with and the
-    length and SHA-256 of what wetqa has written, updated after every record. A file is written into only
-    when it is new or empty, or when its content is still what wetqa wrote (a record torn by an interruption
-    after that may follow, and is cut off): a user's file, one that replaced wetqa's, or evidence of an
-    earlier wetqa is refused in one line. Evidence made with other inputs is refused, or with ``force``
-    started again; it is emptied only by :meth:`open`, when everything the run needs has loaded."""
+    length and SHA-256 of what wetqa has written, updated after every record (the record synced to disk
+    first). A file is written into only when it is new or empty, or when its content is still what wetqa
+    wrote (records written after the last update, and at most one torn by an interruption, may follow; the
+    torn one is cut off): a user's file, one that replaced wetqa's, or evidence of an earlier wetqa (no record
+    beside it) is refused in one line. Evidence made with other inputs is refused, or with ``force`` started
+    again. The file is locked from the check to the end of the run (a second run into it is refused), and
+    :meth:`open`, called when everything the run needs has loaded, checks it again before it cuts or empties
+    anything."""
 
     def __init__(self, out: Path, inputs: dict, force: bool = False):
+        import fcntl
+        import hashlib
+
         from wetqa.io import OutputError, wetqa_made
 
         self.out, self.inputs = out, inputs
@@ -246,27 +252,41 @@ class EvidenceFile:
         data = out.read_bytes() if out.is_file() else b""
         self.keep = 0  # bytes of the file that are wetqa's whole records (the rest: a torn record, cut off)
         self.restart = False
-        if not data:
-            return
-        if record is None or not self._ours(data, record):
-            raise OutputError(
-                f"{out} is not evidence this wetqa wrote (or changed since); wetqa will not write into it: "
-                "give another --out"
+        if data and (record is None or not self._ours(data, record)):
+            earlier = (
+                " (an earlier wetqa's evidence has no record beside it and is not resumed)" if record is None else ""
             )
-        changed = sorted(k for k in set(record.get("inputs") or {}) | set(inputs)
-                         if (record.get("inputs") or {}).get(k) != inputs.get(k))  # fmt: skip
-        if changed and not force:
             raise OutputError(
-                f"{out} holds evidence made with other inputs ({', '.join(changed)} changed); give another --out, "
-                "or --force to attribute again"
+                f"{out} is not evidence this wetqa wrote, or it changed since{earlier}; wetqa will not write into "
+                "it: give another --out"
             )
-        self.restart = bool(changed)
+        if data and record is not None:
+            old = record.get("inputs") or {}
+            changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+            if changed and not force:
+                raise OutputError(
+                    f"{out} holds evidence made with other inputs ({', '.join(changed)} changed); give another "
+                    "--out, or --force to attribute again"
+                )
+            self.restart = bool(changed)
+        self._fh = open(out, "ab")  # a new file is made here (empty until a record is written)
+        try:
+            fcntl.flock(self._fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._fh.close()
+            raise OutputError(
+                f"{out} is being written by another wetqa attribute; wait for it, or give another --out"
+            ) from None
+        self._checked = hashlib.sha256(data).hexdigest()
 
     def _ours(self, data: bytes, record: dict) -> bool:
         """The recorded prefix unchanged, then only whole evidence records and at most one torn one."""
         import hashlib
 
-        n = int(record.get("bytes", -1))
+        try:
+            n = int(record.get("bytes", -1))
+        except (TypeError, ValueError):
+            return False
         if n < 0 or len(data) < n or hashlib.sha256(data[:n]).hexdigest() != record.get("sha256"):
             return False
         tail = data[n:].split(b"\n")
@@ -278,31 +298,41 @@ class EvidenceFile:
                 return False
             if not (isinstance(rec, dict) and set(rec) - {"attribution", "error"} == _EVIDENCE_KEYS):
                 return False
-        if torn and not torn.startswith(b'{"id": '):
+        start = b'{"id": '  # how every record wetqa writes begins
+        if torn and not (torn.startswith(start) or start.startswith(torn)):
             return False
         self.keep = len(data) - len(torn)
         return True
 
     def open(self):
-        """The file to append records to (emptied first when ``force`` starts it again); call :meth:`written`
-        after each record."""
+        """The locked file to append records to, after checking it is as it was when checked (then emptied
+        when ``force`` starts it again, or a torn record cut off); call :meth:`written` after each record."""
         import hashlib
 
-        mode = "wb" if self.restart else "ab"
-        fh = open(self.out, mode)
-        if not self.restart:
-            fh.truncate(self.keep)  # a record torn by an interruption, after wetqa's whole ones
-            fh.seek(self.keep)
-        self._hash = hashlib.sha256(b"" if self.restart else self.out.read_bytes()[: self.keep])
+        from wetqa.io import OutputError
+
+        data = self.out.read_bytes()
+        if hashlib.sha256(data).hexdigest() != self._checked:
+            self.close()
+            raise OutputError(f"{self.out} changed while the models loaded; nothing was written into it")
+        self._fh.truncate(0 if self.restart else self.keep)
+        self._hash = hashlib.sha256(b"" if self.restart else data[: self.keep])
         self._bytes = 0 if self.restart else self.keep
         self._note()
-        return fh
+        return self._fh
 
     def written(self, line: str) -> None:
+        """After a record (its line, flushed) was appended: synced, then counted beside the file."""
+        import os
+
+        os.fsync(self._fh.fileno())  # the record on disk before the record of it: a crash leaves it resumable
         data = line.encode("utf-8")
         self._hash.update(data)
         self._bytes += len(data)
         self._note()
+
+    def close(self) -> None:
+        self._fh.close()  # and its lock
 
     def _note(self) -> None:
         from wetqa.io import FORMAT_KEY, atomic_file

@@ -485,11 +485,10 @@ def register_attribute(sub: argparse._SubParsersAction, output: argparse.Argumen
 
 
 def cmd_attribute(args: argparse.Namespace) -> int:
-    from wetqa.generation.runs import read_done
     from wetqa.retrieval.spec import RetrievalSpec
 
     from .answers import RunFileError, load_run
-    from .claims import UNITS, EvidenceFile, classify, find_evidence, segment
+    from .claims import UNITS, EvidenceFile
 
     if (UNITS[args.unit] is not None or args.classify) and not args.llm:  # an LLM splits the unit, or classifies
         raise UsageError(f"--unit {args.unit}{' and --classify' if args.classify else ''} need an LLM (--llm)")
@@ -507,7 +506,19 @@ def cmd_attribute(args: argparse.Namespace) -> int:
     spec = RetrievalSpec.from_cli_args(args)
     inputs = {"answers": str(answers.resolve()), "retrieval": spec.identity(), "unit": args.unit, "k": args.k,
               "llm": args.llm, "llm_base_url": args.llm_base_url, "classify": args.classify, "nli_model": args.nli_model}  # fmt: skip
-    evidence = EvidenceFile(out, inputs, args.force)  # refused now, before any model loads
+    evidence = EvidenceFile(out, inputs, args.force)  # refused now, before any model loads; locked till the end
+    try:
+        return _attribute(args, spec, records, problems, evidence)
+    finally:
+        evidence.close()
+
+
+def _attribute(args: argparse.Namespace, spec, records: list[dict], problems: list[dict], evidence) -> int:
+    from wetqa.generation.runs import read_done
+
+    from .claims import classify, find_evidence, segment
+
+    out = evidence.out
     retriever = spec.build()
     complete = None
     if args.llm:

@@ -152,7 +152,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
     _fit_inputs(args, "ranking")
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
                                  progress=shows_progress(not args.no_progress))  # fmt: skip
-    out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"])
+    out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"], "ranking")
     if args.per_question:
         rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
         with atomic_file(args.per_question) as fh:  # whole at the end: an interrupted run leaves the old file
@@ -183,7 +183,7 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
             ]
     written = None
     if not args.sweep:
-        written = fitting.write_models(args.out or fitting.shipped_path("confidence"), out)
+        written = fitting.write_models(args.out or fitting.shipped_path("confidence"), out, "confidence")
     emit(args, {"models": {k: v["cv"] for k, v in out.items()}, "out": str(written) if written else None},
          "\n".join(lines) + (f"\n\nwrote {written}" if written else ""))  # fmt: skip
     return 0

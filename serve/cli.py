@@ -47,6 +47,8 @@ def server_config(args: argparse.Namespace):
 
 def cmd_serve(args: argparse.Namespace) -> int:
     requires("fastapi", "uvicorn", command="wetqa serve")
+    import signal
+
     import uvicorn
 
     from wetqa.generation.spec import PipelineSpec
@@ -57,6 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config = server_config(args)
     spec = PipelineSpec.from_cli_args(args)
+    # A server stopped by SIGTERM dies of it, as a service manager expects of a clean stop (uvicorn shuts
+    # down, puts back this handler and signals itself again): not wetqa's "terminated", exit 143.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     served = ServedPipeline(config.name or served_pipeline_name(spec), spec)
     app = create_app([served.load()], config)
     # The socket first: a busy port is refused before "serving" is announced.

@@ -196,6 +196,42 @@ def test_attribute_refuses_evidence_made_with_other_inputs(bm25s_index, tmp_path
 
 
 @pytest.mark.unit
+def test_evidence_is_locked_and_checked_again_before_it_is_written(bm25s_index, tmp_path):
+    """Review: the file was checked, then cut or emptied minutes later (after the models loaded) without a
+    second look, and two runs into one file cut each other's records."""
+    import fcntl
+
+    from wetqa.evaluation.claims import EvidenceFile
+    from wetqa.io import OutputError
+
+    run = tmp_path / "run-1.jsonl"
+    run.write_text("".join(json.dumps({"id": i, "question": QUESTION, "answer": ANSWER}) + "\n" for i in "12"))
+    out = tmp_path / "attr.jsonl"
+    assert _attribute(run, bm25s_index, out).returncode == 0
+    made = out.read_text()
+    # A record written whole just before an interruption, its count beside the file not yet updated: resumed.
+    with open(run, "a") as fh:
+        fh.write(json.dumps({"id": "3", "question": QUESTION, "answer": ANSWER}) + "\n")
+    third = json.dumps({"id": "3", "question": QUESTION, "answer": ANSWER, "attribution": []}) + "\n"
+    out.write_text(made + third)
+    assert _attribute(run, bm25s_index, out).returncode == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["1", "2", "3"]
+    # Another run holds the file: refused, nothing written.
+    with open(out, "ab") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        before = out.read_text()
+        assert "being written by another wetqa attribute" in _one_line_error(_attribute(run, bm25s_index, out))
+        assert out.read_text() == before
+    # Changed between the check and the writing (while the models loaded): nothing cut, nothing written.
+    inputs = json.loads((tmp_path / ".attr.jsonl.wetqa.json").read_text())["inputs"]
+    evidence = EvidenceFile(out, inputs)
+    out.write_text("mine\n")
+    with pytest.raises(OutputError, match="changed while the models loaded"):
+        evidence.open()
+    assert out.read_text() == "mine\n"
+
+
+@pytest.mark.unit
 def test_attribute_without_one_answer_is_an_error(bm25s_index, tmp_path):
     """Bug: a run file of no readable answer gave an empty evidence file and exit 0."""
     bad = tmp_path / "bad.jsonl"

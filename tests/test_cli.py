@@ -373,27 +373,29 @@ def test_an_empty_metric_list_is_refused(given):
 
 
 @pytest.mark.unit
-def test_sigterm_is_an_interruption_that_cleans_up(capsys, monkeypatch):
+def test_sigterm_is_an_interruption_that_cleans_up(tmp_path):
     """Bug: SIGTERM (what `kill`, a container's stop and CI send) ended wetqa without its clean-up: no message,
-    and an index build's temporary folder stayed beside --out until the next run removed it."""
-    import os
-    import signal
-    import time
+    and an index build's temporary folder stayed beside --out until the next run removed it. (In a process
+    of its own: without the fix, SIGTERM would end the test session itself.)"""
+    script = f"""
+import os, signal, sys, time
+from pathlib import Path
+import wetqa.cli
 
-    import wetqa.cli
+def terminated_while_working(argv=None):
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives here
+    finally:
+        Path({str(tmp_path / "cleaned")!r}).touch()  # what a build's `finally` and context managers do
+    raise AssertionError("SIGTERM did not stop the work")
 
-    cleaned = []
-
-    def terminated_while_working(argv=None):
-        try:
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the signal arrives here
-        finally:
-            cleaned.append(True)  # what a build's `finally` and context managers do
-        raise AssertionError("SIGTERM did not stop the work")
-
-    before = signal.getsignal(signal.SIGTERM)
-    monkeypatch.setattr(wetqa.cli, "build_parser", terminated_while_working)
-    assert main(["index"]) == 143
-    assert cleaned and capsys.readouterr().err == "wetqa: terminated\n"
-    assert signal.getsignal(signal.SIGTERM) is before  # the process's own handler is given back
+before = signal.getsignal(signal.SIGTERM)
+wetqa.cli.build_parser = terminated_while_working
+code = wetqa.cli.main(["index"])
+assert signal.getsignal(signal.SIGTERM) is before, "the process's own handler was not given back"
+sys.exit(code)
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert r.returncode == 143 and r.stderr == "wetqa: terminated\n", (r.returncode, r.stderr)
+    assert (tmp_path / "cleaned").exists()

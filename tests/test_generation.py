@@ -831,7 +831,7 @@ def test_a_base_url_that_is_not_a_url_is_bad_input(url):
     from wetqa.generation._base import GenerationError
     from wetqa.generation.backends.openai_backend import OpenAIBackend, OpenAISettings
 
-    with pytest.raises(GenerationError, match=rf"--base-url {url} is not an http\(s\) URL"):
+    with pytest.raises(GenerationError, match=rf"the server URL {url} is not an http\(s\) URL"):
         OpenAIBackend(OpenAISettings(model="m", base_url=url))
     assert (
         OpenAIBackend(OpenAISettings(model="m", base_url="http://127.0.0.1:9/v1")).base_url == "http://127.0.0.1:9/v1"

@@ -702,16 +702,19 @@ def test_fit_never_merges_into_a_file_it_did_not_write(theirs, tmp_path):
     mine = tmp_path / "mine.json"
     mine.write_text(theirs)
     with pytest.raises(RetrievalError, match=r"mine\.json is not a ranking models file wetqa wrote"):
-        write_models(mine, {"articles": {"features": ["bm"], "weights": [1.0]}})
+        write_models(mine, {"articles": {"features": ["bm"], "weights": [1.0]}}, "ranking")
     assert mine.read_text() == theirs
     ours = tmp_path / "ours.json"
-    write_models(ours, {"articles": {"features": ["bm"], "weights": [1.0]}})
-    write_models(ours, {"articles+dense": {"features": ["de"], "weights": [2.0]}})  # a refit of some keys merges
+    write_models(ours, {"articles": {"features": ["bm"], "weights": [1.0]}}, "ranking")
+    write_models(ours, {"articles+dense": {"features": ["de"], "weights": [2.0]}}, "ranking")  # a refit merges
     assert set(json.loads(ours.read_text())) == {"articles", "articles+dense"}
     made = ours.read_text()
     with pytest.raises(RetrievalError, match="not a confidence models file"):  # the other kind's file
-        write_models(ours, {"articles": {"features": ["oov"], "coef": [1.0]}})
+        write_models(ours, {"articles": {"features": ["oov"], "coef": [1.0]}}, "confidence")
     assert ours.read_text() == made
+    with pytest.raises(RetrievalError, match="no confidence model was fitted"):  # e.g. a BM25 index alone
+        write_models(tmp_path / "new.json", {}, "confidence")
+    assert not (tmp_path / "new.json").exists()
 
 
 @pytest.mark.unit

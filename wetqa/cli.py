@@ -22,6 +22,7 @@ from .console import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_PIPE,
+    EXIT_TERMINATED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     UnavailableError,
@@ -162,9 +163,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-
-
-EXIT_TERMINATED = 128 + 15  # as a shell reports a process ended by SIGTERM
 
 
 class Terminated(KeyboardInterrupt):

@@ -14,6 +14,7 @@ Exit codes (the same for every command):
 70    an internal error (a bug: ``--debug`` shows the traceback)
 130   interrupted (Ctrl-C)
 141   the output pipe was closed (``wetqa search ... | head -1``)
+143   terminated (SIGTERM: the clean-up ran, as at Ctrl-C)
 ====  ==========================================================================
 """
 
@@ -31,6 +32,7 @@ EXIT_UNAVAILABLE = 3
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 EXIT_PIPE = 141
+EXIT_TERMINATED = 128 + 15  # SIGTERM, as a shell reports a process ended by it (wetqa's clean-up ran)
 
 
 class UsageError(Exception):

@@ -45,9 +45,9 @@ class OpenAIBackend:
         except ImportError:
             raise GenerationError(f"the openai backend needs the openai package: {install_command('openai')}") from None
         s = settings
-        base_url = s.base_url or os.environ.get("OPENAI_BASE_URL")
+        base_url = s.base_url or os.environ.get("OPENAI_BASE_URL") or None  # an empty variable is no URL given
         if base_url is not None and not base_url.lower().startswith(("http://", "https://")):
-            given = "--base-url" if s.base_url else "OPENAI_BASE_URL"
+            given = "the server URL" if s.base_url else "OPENAI_BASE_URL"  # --base-url, --llm-base-url, a TOML key
             raise GenerationError(
                 f"{given} {base_url} is not an http(s) URL: give the server's, e.g. http://127.0.0.1:8000/v1"
             )

@@ -530,12 +530,14 @@ def per_question(key: str, rows: list[dict]) -> list[dict]:
 MODEL_MARK = {"ranking": "weights", "confidence": "coef"}
 
 
-def write_models(path: str | Path, models: dict) -> Path:
-    """The models merged into the JSON file at ``path`` (a refit of some keys keeps the others), atomically."""
+def write_models(path: str | Path, models: dict, kind: str) -> Path:
+    """``kind``'s models merged into the JSON file at ``path`` (a refit of some keys keeps the others),
+    atomically; none fitted is an error, not an empty file."""
     from wetqa.io import atomic_file
 
     path = Path(path)
-    kind = next(k for k, mark in MODEL_MARK.items() if all(mark in m for m in models.values()))
+    if not models:
+        raise RetrievalError(f"no {kind} model was fitted: fitting needs an articles index (its law table)")
     shipped = models_in(path, kind) if path.exists() else {}
     with atomic_file(path) as fh:
         fh.write(json.dumps(shipped | models, indent=2) + "\n")
