@@ -197,3 +197,17 @@ def test_metric_settings_are_checked_when_read_and_a_model_is_loaded_once_per_gr
     result = run_experiment(load_experiment(_write(tmp_path, grid)))
     assert len(result["generation"]) == 6 and len(loaded) == 1  # one NLI model serves the six cells
     assert all(0 <= row["nli_citation_recall"]["mean"] <= 100 for row in result["generation"].values())
+
+
+def test_retrieval_rows_leave_out_questions_without_gold_articles(tmp_path):
+    """Review: the grid's retrieval rows counted a question without gold articles as a miss in every mean."""
+    cfg_path = _write(tmp_path, GRID.replace("runs = 2", "runs = 1").replace("k = [1, 3]", "k = [3]"))
+    with open(tmp_path / "qa.jsonl", "a") as fh:
+        fh.write(
+            json.dumps({"id": 3, "question": "Wat regelt deze wet?", "answer": "Het gezag.", "laws": ["BWBR9990001"]})
+            + "\n"
+        )
+    cfg = load_experiment(cfg_path, {"only_retrievers": ["bm25s"]})
+    row = run_experiment(cfg)["retrieval"]["bm25s"]
+    assert row["n_questions"] == 2 and row["n_without_gold"] == 1
+    assert row["article"]["Hit@3"] == 1.0  # both graded questions found; the third is not a miss

@@ -93,9 +93,13 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
     retrievers, specs = _open_retrievers(cfg, out, corpus)
     chunk_map = CorpusMap(chunks_of(next(iter(retrievers.values()))))
     retrieval_rows = {}
+    # Questions without gold articles (a law-level gold) are left out of the retrieval rows, as trec_eval leaves
+    # out a question without judgements: each would count as a miss in every mean. Their answers are scored.
+    graded = [i for i in items if i.gold_keys]
     for name, r in retrievers.items():
-        hits = r.batch_search([i.question for i in items], 10, threads=2)
-        retrieval_rows[name] = evaluate_retrieval(items, {i.id: h for i, h in zip(items, hits)}, chunks_of(r))
+        hits = r.batch_search([i.question for i in graded], 10, threads=2)
+        rows_of = evaluate_retrieval(graded, {i.id: h for i, h in zip(graded, hits)}, chunks_of(r))
+        retrieval_rows[name] = {**rows_of, "n_without_gold": len(items) - len(graded)}
 
     rows = _Rows()
     bar = progress_bar(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
