@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -218,25 +217,7 @@ def completer(backend, max_tokens: int = 200):
     return complete
 
 
-def _dates_as_text(values: dict) -> dict:
-    """TOML's own dates (``date = 2012-10-04``) as the ISO text a flag gives (``--date 2012-10-04``)."""
-    import datetime
-
-    def text(v):
-        if isinstance(v, dict):
-            return _dates_as_text(v)
-        return v.isoformat() if isinstance(v, datetime.date) else v
-
-    return {k: text(v) for k, v in values.items()}
-
-
 def read_toml(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        return _dates_as_text(tomllib.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise GenerationError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise GenerationError(f"--config {path} is a folder: name a TOML file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise GenerationError(f"{path}: not valid TOML ({exc})") from None
+    from wetqa.io import read_toml as read
+
+    return read(path, GenerationError)

@@ -86,6 +86,18 @@ def test_overrides_and_config_errors(tmp_path):
         load_experiment(tmp_path / "missing.toml")
 
 
+def test_an_experiment_file_is_read_as_a_pipeline_file_is(tmp_path):
+    # One TOML reader for both: a file that is not UTF-8 is named as not valid TOML, and a TOML date inside a
+    # generator's table reads as the text a flag gives (both were an error of their own before).
+    path = _write(tmp_path, GRID)
+    path.write_bytes(path.read_bytes().replace(b'name = "fixture-grid"', b'name = "fixture-\xffgrid"'))
+    with pytest.raises(ConfigError, match=r"grid\.toml: not valid TOML"):
+        load_experiment(path)
+    path = _write(tmp_path, GRID.replace('generator = "extractive"', 'generator = "extractive"\ndate = 2012-10-04'))
+    cfg = load_experiment(path)
+    assert cfg.generators[0].table == {"date": "2012-10-04"}
+
+
 @pytest.mark.parametrize(
     ("line", "says"),
     [

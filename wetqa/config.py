@@ -6,7 +6,6 @@ against the registries of the stages when the file is read, so a misspelt key is
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -194,15 +193,10 @@ def _check_types(path: Path, data: dict) -> None:
 
 
 def load_experiment(path: str | Path, overrides: dict | None = None) -> ExperimentConfig:
+    from wetqa.io import read_toml
+
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"--config {path} is a folder: name a TOML file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    data = read_toml(path, ConfigError)  # as a pipeline file is read: its dates as text, its errors one line
     base = path.parent
     retrievers = [_retriever(n, t) for n, t in _tables(path, data.pop("retrievers", {}), "retrievers").items()]
     generators = [_generator(n, t) for n, t in _tables(path, data.pop("generators", {}), "generators").items()]

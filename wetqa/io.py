@@ -435,3 +435,30 @@ def read_journal(path: str | os.PathLike, problems: list[dict] | None = None) ->
         with open(path, "r+b") as fh:
             fh.truncate(keep)
     return records
+
+
+def read_toml(path: str | os.PathLike, error: type[Exception] = ValueError) -> dict:
+    """A TOML settings file as a dict, its TOML dates (``date = 2012-10-04``) as the ISO text a flag gives;
+    a file that is missing, a folder, not UTF-8 or not TOML is one ``error`` naming it."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        return _dates_as_text(tomllib.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise error(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise error(f"--config {path} is a folder: name a TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not valid TOML ({exc})") from None
+
+
+def _dates_as_text(values: dict) -> dict:
+    import datetime
+
+    def text(v):
+        if isinstance(v, dict):
+            return _dates_as_text(v)
+        return v.isoformat() if isinstance(v, datetime.date) else v
+
+    return {k: text(v) for k, v in values.items()}
