@@ -127,6 +127,18 @@ def test_index_out_refuses_a_foreign_folder(fixture_corpus, tmp_path, capsys):
 
 
 @pytest.mark.unit
+def test_an_output_in_a_folder_that_takes_no_files_is_named_not_its_temporary(tmp_path):
+    # sysfs takes no new files, for root too; elsewhere a folder without write permission does the same.
+    folder = Path("/sys") if os.geteuid() == 0 else tmp_path / "locked"
+    if folder != Path("/sys"):
+        folder.mkdir()
+        folder.chmod(0o500)
+    with pytest.raises(PermissionError) as caught, atomic_file(folder / "out.json") as fh:
+        fh.write("x")
+    assert caught.value.filename == str(folder / "out.json")
+
+
+@pytest.mark.unit
 def test_outputs_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:

@@ -55,7 +55,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with _named(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
@@ -68,6 +69,18 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def _named(path: Path) -> Iterator[None]:
+    """An error making the temporary sibling of ``path`` names ``path``: the user asked for it, not for the
+    temporary name (a folder that takes no files)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno is None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
 
 
 _RENAME_EXCHANGE = 2
@@ -346,7 +359,8 @@ def atomic_dir(path: str | os.PathLike, marker: str | None = None, kind: str = "
     if above is not None and path.name not in above:
         _note_owned(path.parent, [path.name])
     _remove_stale(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
+    with _named(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         _note_owned(tmp, [])  # from the start: a killed build's leftover is known as wetqa's
