@@ -399,3 +399,46 @@ sys.exit(code)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 143 and r.stderr == "wetqa: terminated\n", (r.returncode, r.stderr)
     assert (tmp_path / "cleaned").exists()
+
+
+@pytest.mark.unit
+def test_a_hub_model_where_the_hub_cannot_be_reached_is_one_line_and_exit_3_at_once(bm25s_index, tmp_path):
+    # Without HF_HUB_OFFLINE the hub client spent about a minute in retries before its error (exit 2). A hub
+    # that refuses connections (a closed port on loopback) stands for one that cannot be reached.
+    import os
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: connections are refused
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env |= {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(tmp_path / "hf")}
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "wetqa", "search", "huur", "--index", str(bm25s_index),
+         "--rerank", "cross-encoder:org/not-a-model"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == EXIT_UNAVAILABLE, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "org/not-a-model is not in the Hugging Face cache" in lines[0], done.stderr
+    assert "the hub (127.0.0.1) cannot be reached" in lines[0]
+    assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.unit
+def test_a_hub_model_in_the_local_cache_is_not_checked_against_the_hub(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from wetqa.console import UnavailableError, check_model_ref
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(UnavailableError, match="not in the Hugging Face cache"):
+        check_model_ref("org/model", "re-ranker")
+    (tmp_path / "models--org--model").mkdir()
+    assert check_model_ref("org/model", "re-ranker") == "org/model"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline by choice: the loader fails at once by itself
+    assert check_model_ref("org/other", "re-ranker") == "org/other"

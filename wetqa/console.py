@@ -202,4 +202,39 @@ def check_model_ref(ref: str, what: str = "model") -> str:
     looks_like_path = ref.startswith(("/", "./", "../", "~")) or ref.endswith((".gguf", ".safetensors", ".bin"))
     if looks_like_path and not Path(ref).expanduser().exists():
         raise UsageError(f"{what} not found: {ref} (no such file or folder)")
+    if not looks_like_path and not Path(ref).expanduser().exists():
+        _check_hub(ref, what)
     return ref
+
+
+HUB_PROBE_SECONDS = 3.0
+
+
+def _check_hub(ref: str, what: str) -> None:
+    """A Hugging Face id that is not in the local cache needs the hub: when the hub cannot be reached (one
+    connection within HUB_PROBE_SECONDS), one line and exit 3 now, not the hub client's minute of retries.
+    With HF_HUB_OFFLINE set the client fails at once by itself, and a cached model loads as always."""
+    import os
+    import socket
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return
+    try:
+        from huggingface_hub import constants
+    except ImportError:
+        return
+    if (Path(constants.HF_HUB_CACHE) / f"models--{ref.replace('/', '--')}").is_dir():
+        return  # downloaded before (any of its files: the loader knows which it needs)
+    endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS).close()
+    except OSError as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise UnavailableError(
+            f"{what} {ref} is not in the Hugging Face cache and the hub ({host}) cannot be reached from here "
+            f"({reason}); give a model folder, or run where the hub is reachable"
+        ) from None
