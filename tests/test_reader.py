@@ -327,6 +327,22 @@ def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_g
 
 
 @pytest.mark.unit
+def test_a_questions_int8_vector_depends_on_its_text_alone(tiny_gemma):
+    # The int8 graph quantizes a run's activations with one scale, so a question sharing a run with others (a
+    # fit's batch, a server's concurrent requests, its own second view) came out a little otherwise than alone:
+    # the fitted rows and a served answer could differ for the same question.
+    from wetqa.retrieval.ranking.readers import Reader
+
+    encoder = Reader(str(tiny_gemma)).encoder
+    question = "task: search result | query: " + QUESTION
+    others = ["task: search result | query: " + t for t in ("huur", "Wat zegt de wet over ontslag op staande voet "
+              "wegens een dringende reden die de werkgever onverwijld heeft meegedeeld?")]  # fmt: skip
+    alone = encoder._encode([question])[0]
+    together = encoder._encode([*others, question])[-1]
+    assert np.array_equal(alone, together)
+
+
+@pytest.mark.unit
 def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     tiny_gemma, fixture_corpus, tmp_path, monkeypatch
 ):

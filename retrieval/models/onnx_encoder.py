@@ -117,6 +117,10 @@ class OnnxEncoder(PrefixedEncoder):
         self._worker_sessions: list | None = None
         self._worker_options = _session_options(ort, max(1, threads // self.workers), prepack=True)
         self._question_session = self.int8_session if int8_questions else self.session
+        # The int8 graph quantizes a run's activations with one scale, so a text's vector depends a little on the
+        # texts that share its run. A question is short and costs little alone: each goes in a run of its own,
+        # so its vector depends on its text alone (a fit's batch and a server's concurrent requests agree).
+        self._questions_alone = int8_questions and self._passage_graph is not None
         # Passage vectors are cached per graph and per length read: a text cut at 256 tokens is another vector.
         cut = f"@{self.max_length}" if self.max_length != longest else ""
         int8 = str(self.meta.get("int8_variant") or "int8")  # exports before format 5: "int8"
@@ -194,11 +198,14 @@ class OnnxEncoder(PrefixedEncoder):
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(texts)
-        if session is None and not parallel:  # questions: at most QUERY_TOKENS (the closing token kept)
+        questions = session is None and not parallel
+        if questions:  # questions: at most QUERY_TOKENS (the closing token kept)
             encodings = [e if len(e) <= QUERY_TOKENS else [*e[: QUERY_TOKENS - 1], e[-1]] for e in encodings]
             session = self._question_session
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        runs = progress_bar(token_batches([len(e) for e in encodings]), progress=progress, desc="encoding", unit="run")
+        alone = questions and self._questions_alone
+        batches = [np.asarray([i]) for i in range(len(texts))] if alone else token_batches([len(e) for e in encodings])
+        runs = progress_bar(batches, progress=progress, desc="encoding", unit="run")
         if not parallel:
             for rows in runs:
                 out[rows] = self._run([encodings[i] for i in rows], session)
