@@ -343,6 +343,27 @@ def test_a_questions_int8_vector_depends_on_its_text_alone(tiny_gemma):
 
 
 @pytest.mark.unit
+def test_a_question_is_read_through_the_query_and_the_similarity_prompt_in_one_call(tiny_gemma, monkeypatch):
+    from wetqa.retrieval.ranking.readers import Reader
+
+    reader = Reader(str(tiny_gemma))
+    encoder = reader.encoder
+    calls = []
+    encode = encoder._encode_new
+    monkeypatch.setattr(encoder, "_encode_new", lambda texts: calls.append(list(texts)) or encode(texts))
+    questions = [QUESTION, "Mag mijn werkgever mij verbieden op zondag te werken?"]
+    views = reader.views(questions)
+    assert views.shape == (2, 2, encoder.dim) and len(calls) == 1  # both views of both questions, one call
+    assert calls[0] == [p + q for p in ("task: search result | query: ", "task: sentence similarity | query: ")
+                        for q in questions]  # fmt: skip
+    assert np.allclose(reader.questions(questions), views[:, 0]) and len(calls) == 1  # kept among recent ones
+    assert not np.allclose(views[:, 0], views[:, 1])
+    # A model that declares no similarity prompt is read through its query prompt alone.
+    monkeypatch.setattr(encoder, "prompts", {"query": encoder.query_prefix})
+    assert reader.views(questions).shape == (2, 1, encoder.dim)
+
+
+@pytest.mark.unit
 def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     tiny_gemma, fixture_corpus, tmp_path, monkeypatch
 ):
@@ -355,8 +376,8 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     # A model for the reader's pipeline (the shipped file's weights for its features, the reader weighing most).
     shipped = candidates.shipped_models()
     first = shipped["articles"].spec
-    reading = {"features": [*first["features"], "law_read", "read", "read_law"],
-               "weights": [*first["weights"], 0.5, 5.0, 1.0], "first": first, "reader": {"depth": 4}}  # fmt: skip
+    reading = {"features": [*first["features"], "law_read", "read", "read_law", "read_sts"],
+               "weights": [*first["weights"], 0.5, 5.0, 1.0, 2.0], "first": first, "reader": {"depth": 4}}  # fmt: skip
     models = {**shipped, "articles+reader": candidates.RankingModel(reading, "articles+reader")}
     monkeypatch.setattr(candidates, "shipped_models", lambda: models)
     pipeline = RetrievalSpec(index=(str(tmp_path / "idx"),), reader=str(tiny_gemma)).build()
@@ -368,6 +389,9 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     ranking = pipeline.rank([QUESTION], k=5)[0]
     read = [h for h in ranking.hits if "read" in h.features]
     assert read and len(read) <= 4 and all(-1.0 <= h.features["read"] <= 1.0 for h in read)
+    # The question's sentence-similarity view is a feature of its own beside the query view's.
+    assert all(0.0 <= h.features["f_read_sts"] <= 1.0 for h in read)
+    assert any(h.features["f_read_sts"] != h.features["f_read"] for h in read)
     assert all("f_law_read" in h.features for h in ranking.hits)
     # The reader's model is not used by a pipeline without a reader, nor with another reader's law vectors.
     plain = RetrievalSpec(index=(str(tmp_path / "idx"),), reader="none").build()

@@ -318,7 +318,8 @@ def tiny_gemma_embedding(out: Path, texts: list[str] | None = None, seed: int = 
     up = models.Dense(64, 128, bias=False, activation_function=torch.nn.Identity())
     down = models.Dense(128, 48, bias=False, activation_function=torch.nn.Identity())
     st = SentenceTransformer(modules=[transformer, pooling, up, down, models.Normalize()], device="cpu")
-    st.prompts = {"query": "task: search result | query: ", "document": "title: none | text: "}
+    st.prompts = {"query": "task: search result | query: ", "document": "title: none | text: ",
+                  "STS": "task: sentence similarity | query: "}  # fmt: skip
     path = out / "st"
     st.save(str(path))
     cfg = json.loads((path / "config_sentence_transformers.json").read_text(encoding="utf-8"))

@@ -41,6 +41,7 @@ class PrefixedEncoder:
 
     def _use_family(self, model: str, prompts: dict[str, str] | None = None) -> None:
         self.query_prefix, self.passage_prefix = prefixes(model, prompts)
+        self.prompts = dict(prompts or {})  # the model's own prompts by name ("query", "STS", ...)
         self.query_batcher: Batcher[str, np.ndarray] = Batcher(lambda texts: list(self._encode(texts)))
         # The vectors of recent questions: a question asked again (a client's retry, a page reloaded, the same
         # question from many users) waits for no model call behind another request's passages.
@@ -51,7 +52,12 @@ class PrefixedEncoder:
         raise NotImplementedError
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        prefixed = [self.query_prefix + t for t in texts]
+        return self.encode_prompted([self.query_prefix + t for t in texts])
+
+    def encode_prompted(self, prefixed: Sequence[str]) -> np.ndarray:
+        """Questions already behind their prompt (one of the model's ``prompts`` or its query prefix): several
+        views of a question in one model call, each kept among the recent questions by its prompted text."""
+        prefixed = list(prefixed)
         recent = getattr(self, "_recent", None)
         if recent is None:  # an encoder set up without _use_family
             return self._encode_new(prefixed)

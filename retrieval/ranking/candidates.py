@@ -223,7 +223,8 @@ class CandidateFeatures:
         self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None, reader: np.ndarray | None = None
     ) -> Candidates:
         """The candidate articles of a question (the union of every source, in the order found); ``reader``: the
-        question's reader vector, which finds the laws it is about when the index keeps its laws read."""
+        question's reader vector (or its views, the query view first), which finds the laws it is about when
+        the index keeps its laws read."""
         a = self.articles
         terms = a.term_ids(question)
         legal = [] if "lexicon" in self.without else expand(question)
@@ -243,7 +244,7 @@ class CandidateFeatures:
         scopes = [self._titled_articles(cover, allowed), self._named_articles(named_laws, allowed)]
         if self.laws_read is not None and reader is not None:
             # The laws the reader finds nearest the question, searched on their own as the named ones are.
-            law_read = self.laws_read.cosines(reader)
+            law_read = self.laws_read.cosines(np.atleast_2d(reader)[0])
             scopes.append(self._read_articles(law_read, allowed))
         for scope in scopes:
             if scope is not None:
@@ -417,7 +418,7 @@ def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, 
     for rank, h in enumerate(hits, 1):
         i = by_doc[h.features["doc"]]
         extra = {f"f_{n}": float(v[i]) for n, v in c.values.items()}
-        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause", "read") if n in c.raw}
+        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause", "read", "read_sts") if n in c.raw}
         extra |= {"first": float(c.raw["bm"][i]), "first_rank": int(c.raw["first_rank"][i])}
         if "de" in c.raw:
             extra["dense"] = float(c.raw["de"][i])

@@ -60,6 +60,7 @@ FEATURES = (
     "title",
     "read",
     "read_margin",
+    "read_sts",
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
@@ -143,6 +144,8 @@ def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[
         out["read"] = float(f["read"])
         second = hits[1].features.get("read") if len(hits) > 1 else None
         out["read_margin"] = float(f["read"] - second) if second is not None else 0.0
+    if "read_sts" in f:  # the same cosine with the question's sentence-similarity view
+        out["read_sts"] = float(f["read_sts"])
     index = context.index
     if index is None:
         return out

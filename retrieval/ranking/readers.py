@@ -38,6 +38,10 @@ READ_TOKENS = 256  # of an article read: the first 256 tokens hold its opening p
 READ_DEPTH = 20  # the candidates a question's reader reads, in the order the learned ranking gives them
 READ_SLICE = 4  # articles per model call when a question's candidates are read (another request's call fits between)
 NO_READER = "none"
+# A question is also read with the model's sentence-similarity prompt ("STS": EmbeddingGemma's "task: sentence
+# similarity | query: "), a second view whose cosines with the same article vectors are a feature of their own
+# (``read_sts``): it added 5 everyday and 1 dev question on the 272 laws (docs/results.md).
+SIMILARITY_PROMPT = "STS"
 MATRYOSHKA = (768, 512, 256, 128)
 
 
@@ -124,7 +128,26 @@ class Reader:
         return part / np.maximum(np.linalg.norm(part, axis=1, keepdims=True), 1e-12)
 
     def questions(self, questions: Sequence[str]) -> np.ndarray:
-        return self._cut(self.encoder.encode_queries(list(questions)))
+        """Each question's vector through the model's query prompt (the view that finds laws and articles)."""
+        return self.views(questions)[:, 0]
+
+    @property
+    def view_prompts(self) -> list[str]:
+        """The prompts a question is read with: the query prompt, and the sentence-similarity prompt when the
+        model declares one."""
+        query = str(getattr(self.encoder, "query_prefix", ""))
+        similar = (getattr(self.encoder, "prompts", None) or {}).get(SIMILARITY_PROMPT)
+        return [query] + ([similar] if similar and similar != query else [])
+
+    def views(self, questions: Sequence[str]) -> np.ndarray:
+        """Each question read through each of :attr:`view_prompts`, in one model call: (n, views, dim)."""
+        questions = list(questions)
+        prompts = self.view_prompts
+        encode = getattr(self.encoder, "encode_prompted", None)
+        if encode is None or len(prompts) == 1:
+            return self._cut(self.encoder.encode_queries(questions))[:, None, :]
+        flat = self._cut(encode([p + q for p in prompts for q in questions]))
+        return flat.reshape(len(prompts), len(questions), -1).transpose(1, 0, 2)
 
     def documents(self, texts: Sequence[str], titles: Sequence[str], progress: bool = False,
                   slice_size: int | None = None) -> np.ndarray:  # fmt: skip
@@ -227,13 +250,14 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
     }
 
 
-READER_FEATURES = ("read", "read_law")
+READER_FEATURES = ("read", "read_law", "read_sts")
 
 
 class ArticleReader:
     """The reader over an articles pipeline's first ``depth`` candidates (in the learned ranking's order):
     its cosines become features of the next learned model (``read``: min-max over the candidates read;
-    ``read_law``: the best ``read`` of any read candidate of the same law). Articles read before cost
+    ``read_law``: the best ``read`` of any read candidate of the same law; ``read_sts``: ``read`` with the
+    question's sentence-similarity view, :data:`SIMILARITY_PROMPT`). Articles read before cost
     nothing; new ones are read ``READ_SLICE`` at a time, so a concurrent request's call fits between."""
 
     kind = "reader"
@@ -250,7 +274,7 @@ class ArticleReader:
 
         if not rankings or "reader_future" in rankings[0].vectors:
             return None
-        future = beside(self.reader.questions, [r.question for r in rankings])
+        future = beside(self.reader.views, [r.question for r in rankings])
         rankings[0].vectors["reader_future"] = future
         return future
 
@@ -261,7 +285,7 @@ class ArticleReader:
         if rankings and all("reader" in r.vectors for r in rankings):
             questions = [r.vectors["reader"] for r in rankings]
         else:
-            questions = vectors_begun(rankings, "reader", self.reader.questions)
+            questions = vectors_begun(rankings, "reader", self.reader.views)
         for r, q in zip(rankings, questions):
             if r.candidates is None or not len(r.candidates.articles):
                 continue
@@ -270,11 +294,19 @@ class ArticleReader:
 
 
 def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) -> None:
-    """The reader's features of the first ``depth`` candidates of ``c`` (by its scores), in place."""
+    """The reader's features of the first ``depth`` candidates of ``c`` (by its scores), in place;
+    ``question``: the question's views (:meth:`Reader.views`, the query view first) or its query vector."""
     n = len(c.articles)
     top = c.order()[:depth]
     vectors = reader.articles(index, c.articles[top], slice_size=READ_SLICE)
-    cos = vectors @ question
+    views = np.atleast_2d(question)
+    cos = vectors @ views[0]
+    if len(views) > 1:
+        similar = vectors @ views[1]
+        c.raw["read_sts"] = np.full(n, np.nan)
+        c.raw["read_sts"][top] = similar
+        c.values["read_sts"] = np.zeros(n)
+        c.values["read_sts"][top] = minmax(similar)
     raw = np.full(n, np.nan)
     raw[top] = cos
     mask = np.zeros(n)

@@ -127,19 +127,19 @@ class ArticleCandidates:
     def begin(self, rankings: list[Ranking]) -> Future | None:
         if self.reader is None or not rankings:
             return None
-        future = beside(self.reader.questions, [r.question for r in rankings])
+        future = beside(self.reader.views, [r.question for r in rankings])
         rankings[0].vectors["reader_future"] = future
         return future
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
         index = self.features.articles
         vectors = self.features.query_vectors([r.question for r in rankings])
-        read = vectors_begun(rankings, "reader", self.reader.questions) if self.reader is not None else None
+        read = vectors_begun(rankings, "reader", self.reader.views) if self.reader is not None else None
         for i, r in enumerate(rankings):
             v = None if vectors is None else vectors[i]
             r.vectors["dense"] = v
             if read is not None:
-                r.vectors["reader"] = read[i]
+                r.vectors["reader"] = read[i]  # the question's views (the query view first)
             r.allowed = index.allowed(scope, r.question)
             r.candidates = self.features.collect(r.question, r.allowed, v, r.vectors.get("reader"))
 
