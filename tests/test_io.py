@@ -133,7 +133,7 @@ def test_an_output_in_a_folder_that_takes_no_files_is_named_not_its_temporary(tm
     if folder != Path("/sys"):
         folder.mkdir()
         folder.chmod(0o500)
-    with pytest.raises(PermissionError) as caught, atomic_file(folder / "out.json") as fh:
+    with pytest.raises(OSError) as caught, atomic_file(folder / "out.json") as fh:  # EACCES, or EROFS
         fh.write("x")
     assert caught.value.filename == str(folder / "out.json")
 

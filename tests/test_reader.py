@@ -361,6 +361,17 @@ def test_a_question_is_read_through_the_query_and_the_similarity_prompt_in_one_c
     # A model that declares no similarity prompt is read through its query prompt alone.
     monkeypatch.setattr(encoder, "prompts", {"query": encoder.query_prefix})
     assert reader.views(questions).shape == (2, 1, encoder.dim)
+    assert reader.views([]).shape == (0, 1, encoder.dim) and reader.questions([]).shape == (0, encoder.dim)
+
+
+@pytest.mark.unit
+def test_the_whole_bwbs_models_weigh_no_second_view():
+    from wetqa.retrieval.ranking.fitting import _read_features_of
+
+    assert "read_sts" in _read_features_of("articles+dense+reader")
+    assert "read_sts" in _read_features_of("articles+reader")
+    assert "read_sts" not in _read_features_of("articles+dense+reader@whole")
+    assert _read_features_of("articles+reader@whole") == ["read", "read_law"]
 
 
 @pytest.mark.unit
@@ -392,6 +403,8 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     # The question's sentence-similarity view is a feature of its own beside the query view's.
     assert all(0.0 <= h.features["f_read_sts"] <= 1.0 for h in read)
     assert any(h.features["f_read_sts"] != h.features["f_read"] for h in read)
+    # ... and the first hit's raw cosine with it is a signal of the confidence.
+    assert ranking.signals["read_sts"] == ranking.hits[0].features["read_sts"]
     assert all("f_law_read" in h.features for h in ranking.hits)
     # The reader's model is not used by a pipeline without a reader, nor with another reader's law vectors.
     plain = RetrievalSpec(index=(str(tmp_path / "idx"),), reader="none").build()

@@ -192,7 +192,8 @@ def report_error(args: argparse.Namespace | None, kind: str, message: str) -> No
 
 
 def check_model_ref(ref: str, what: str = "model") -> str:
-    """A model given as a local path must exist; a Hugging Face id is left to the loader.
+    """A model given as a local path must exist; a Hugging Face id is left to the loader
+    (:func:`check_hub_model` when it loads).
 
     Catches ``--nli-model /nonexistent`` with one clear line instead of the hub
     client's complaint that the path is not a valid repository id.
@@ -202,39 +203,54 @@ def check_model_ref(ref: str, what: str = "model") -> str:
     looks_like_path = ref.startswith(("/", "./", "../", "~")) or ref.endswith((".gguf", ".safetensors", ".bin"))
     if looks_like_path and not Path(ref).expanduser().exists():
         raise UsageError(f"{what} not found: {ref} (no such file or folder)")
-    if not looks_like_path and not Path(ref).expanduser().exists():
-        _check_hub(ref, what)
     return ref
 
 
 HUB_PROBE_SECONDS = 3.0
 
 
-def _check_hub(ref: str, what: str) -> None:
-    """A Hugging Face id that is not in the local cache needs the hub: when the hub cannot be reached (one
-    connection within HUB_PROBE_SECONDS), one line and exit 3 now, not the hub client's minute of retries.
-    With HF_HUB_OFFLINE set the client fails at once by itself, and a cached model loads as always."""
+def check_hub_model(ref: str, what: str = "model") -> None:
+    """Before a Hugging Face id (``org/name``) is loaded: when it is in no local cache and the hub cannot be
+    reached at all (no such host, connection refused, no route), one line and exit 3 now, not the hub
+    client's minute of retries before its own error. Called where a model loads, never when a setting is
+    read. Left to the loader: offline mode (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE: the client fails at once by
+    itself), a proxy (the client goes through it; a direct connection says nothing), and a slow answer."""
+    import errno
     import os
     import socket
+    import urllib.request
     from pathlib import Path
     from urllib.parse import urlsplit
 
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if ref.count("/") != 1 or ref.startswith((".", "/", "~")) or Path(ref).expanduser().exists():
         return
     try:
         from huggingface_hub import constants
     except ImportError:
         return
-    if (Path(constants.HF_HUB_CACHE) / f"models--{ref.replace('/', '--')}").is_dir():
+    if constants.HF_HUB_OFFLINE or urllib.request.getproxies():
+        return
+    folder = f"models--{ref.replace('/', '--')}"
+    st_home = os.environ.get("SENTENCE_TRANSFORMERS_HOME")
+    cached = [Path(constants.HF_HUB_CACHE) / folder]
+    if st_home:  # sentence-transformers' own cache, in either layout
+        cached += [Path(st_home) / folder, Path(st_home) / ref.replace("/", "_")]
+    if any(path.is_dir() for path in cached):
         return  # downloaded before (any of its files: the loader knows which it needs)
     endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     host = endpoint.hostname or "huggingface.co"
     port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
     try:
         socket.create_connection((host, port), timeout=HUB_PROBE_SECONDS).close()
+    except socket.gaierror as exc:
+        reason = exc.strerror or str(exc)
     except OSError as exc:
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise UnavailableError(
-            f"{what} {ref} is not in the Hugging Face cache and the hub ({host}) cannot be reached from here "
-            f"({reason}); give a model folder, or run where the hub is reachable"
-        ) from None
+        if exc.errno not in (errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return  # a timeout, a slow network: the loader's own timeouts and retries decide
+        reason = exc.strerror or str(exc)
+    else:
+        return
+    raise UnavailableError(
+        f"{what} {ref} is not in the Hugging Face cache and the hub ({host}) cannot be reached from here "
+        f"({reason}); give a model folder, or run where the hub is reachable"
+    )

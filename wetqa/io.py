@@ -80,7 +80,7 @@ def _named(path: Path) -> Iterator[None]:
     except OSError as exc:
         if exc.errno is None:
             raise
-        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
+        raise OSError(exc.errno, exc.strerror, str(path)) from None  # OSError picks the subclass of the errno
 
 
 _RENAME_EXCHANGE = 2

@@ -50,6 +50,9 @@ class SentenceTransformerEncoder(PrefixedEncoder):
                 "dense retrieval with sentence-transformers needs torch and sentence-transformers (the dense extra): "
                 "pip install 'wetqa[dense]'"
             ) from None
+        from wetqa.console import check_hub_model
+
+        check_hub_model(model, "embedding model")
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             from transformers.utils import logging as hf_logging

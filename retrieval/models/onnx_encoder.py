@@ -130,7 +130,7 @@ class OnnxEncoder(PrefixedEncoder):
         self.pad_id = int(self.meta.get("pad_token_id", 1))
         # The model's own prompts (its sentence-transformers config), else its family's prefixes. The tokenizer
         # only reads its tables and the session runs concurrently; the queries of concurrent requests are still
-        # joined into one run (cheaper than several).
+        # joined into one call (one run for float32 questions; int8 ones each in a run of their own, below).
         self._use_family(str(folder), self.meta.get("prompts"))
 
     @property

@@ -246,7 +246,7 @@ class Example:
     prep: Prepared
     q: FitQuestion
     c: Candidates
-    reader: np.ndarray | None = None  # the question's reader vector
+    reader: np.ndarray | None = None  # the question's reader views (Reader.views: the query view first)
 
 
 def _rows(examples: list[Example], matrices: list[np.ndarray], tops: list[np.ndarray] | None = None) -> list:

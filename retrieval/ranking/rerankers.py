@@ -83,11 +83,12 @@ class CrossEncoderReranker:
     def __init__(self, model: str = DEFAULT_RERANKER, batch_size: int = 32, device: str | None = None):
         from sentence_transformers import CrossEncoder
 
-        from wetqa.console import check_model_ref
+        from wetqa.console import check_hub_model, check_model_ref
 
         from ..models.batching import Batcher
 
-        self.model = CrossEncoder(check_model_ref(model, "re-ranker"), device=device)
+        check_hub_model(check_model_ref(model, "re-ranker"), "re-ranker")
+        self.model = CrossEncoder(model, device=device)
         self.batch_size = batch_size
         # One predict at a time (the tokenizer is not thread-safe), over the pairs of every request
         # that arrived meanwhile: one call for 16 concurrent queries instead of 16.
