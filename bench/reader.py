@@ -14,6 +14,8 @@ Printed, in one run:
 - **quality** (unless ``--cost-only``): ``wetqa fit ranking`` and ``wetqa fit confidence`` over the indexes
   given (5 folds; the reader's pipelines): article and law Hit@1 per question set, whether the gold law is
   among the candidates, and the share abstained per set.
+- **held out** (unless ``--cost-only``): the shipped models on ``bench/data/everyday_holdout.jsonl``, questions no
+  fit is given, with the reader and without (``wetqa eval retrieval``): article Hit@1, Hit@3 and MRR.
 ``--smoke``: a tiny index and a tiny reader built here, a few questions, seconds.
 """
 
@@ -162,6 +164,25 @@ def quality(indexes: list[str], reader: str, datasets: list[Path], folds: int) -
             print(f"  {where:50s} n={cell['n']:3d}  abstained {cell['abstained']:.1%}")
 
 
+def held_out(indexes: list[str], reader: str) -> None:
+    """The shipped models on the questions no fit is given (``everyday_holdout.jsonl``), each index with the
+    reader and without."""
+    dataset = DATA / "everyday_holdout.jsonl"
+    print(f"\nheld out ({dataset.name}, never fitted on), the shipped models:")
+    with tempfile.TemporaryDirectory(prefix="wetqa-held-out-") as out:
+        for index in indexes:
+            for name in (reader, "none"):
+                done = subprocess.run(
+                    [sys.executable, "-m", "wetqa", "eval", "retrieval", "--index", index, "--dataset", str(dataset),
+                     "--reader", name, "--output", "json", "--out", str(Path(out) / f"{len(os.listdir(out))}")],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                result = json.loads(done.stdout)
+                a = result["article"]
+                print(f"  {Path(index).name:14s} {result['retriever']:28s} n={result['n_questions']:3d}  Hit@1 "
+                      f"{a['Hit@1']:.3f}  Hit@3 {a['Hit@3']:.3f}  MRR {a['MRR']:.3f}")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--index", default=str(ROOT / "data" / "index"))
@@ -202,6 +223,7 @@ def run(args: argparse.Namespace) -> None:
 
         indexes = [args.index, *([args.whole] if args.whole else [])]
         quality(indexes, args.reader, [d for d in DATASETS if d.is_file()], args.folds)
+        held_out(indexes, args.reader)
 
 
 def smoke(args: argparse.Namespace) -> None:
