@@ -254,6 +254,7 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
 
 
 READER_FEATURES = ("read", "read_law", "read_sts")
+VIEW_FEATURES = ("read", "read_sts")  # the cosine features of the question's views, in Reader.views' order
 
 
 class ArticleReader:
@@ -302,28 +303,22 @@ def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) 
     n = len(c.articles)
     top = c.order()[:depth]
     vectors = reader.articles(index, c.articles[top], slice_size=READ_SLICE)
-    views = np.atleast_2d(question)
-    cos = vectors @ views[0]
-    if len(views) > 1:
-        similar = vectors @ views[1]
-        c.raw["read_sts"] = np.full(n, np.nan)
-        c.raw["read_sts"][top] = similar
-        c.values["read_sts"] = np.zeros(n)
-        c.values["read_sts"][top] = minmax(similar)
-    raw = np.full(n, np.nan)
-    raw[top] = cos
+    for name, view in zip(VIEW_FEATURES, np.atleast_2d(question)):  # each view: its raw and min-max cosines
+        cos = vectors @ view
+        c.raw[name] = np.full(n, np.nan)
+        c.raw[name][top] = cos
+        c.values[name] = np.zeros(n)
+        c.values[name][top] = minmax(cos)
+    read = c.values["read"]
     mask = np.zeros(n)
     mask[top] = 1.0
-    read = np.zeros(n)
-    read[top] = minmax(cos)
     law = np.asarray(index.ranked_law)[c.articles]
     best = np.zeros(n)
     for x in np.unique(law[top]):
         same = top[law[top] == x]
         best[law == x] = read[same].max()
     best[mask == 0] = 0.0
-    c.raw["read"] = raw
-    c.values.update({"read": read, "read_law": best, "read_mask": mask})
+    c.values.update({"read_law": best, "read_mask": mask})
 
 
 class HitReader:
