@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from wetqa.cli import main
-from wetqa.console import EXIT_USAGE
+from wetqa.console import EXIT_INTERRUPTED, EXIT_USAGE
 from wetqa.io import OutputError, atomic_dir, own_folder
 
 from .conftest import FIXTURES
@@ -167,21 +167,25 @@ def _run(argv: list[str]) -> int:
         return int(exc.code or 0)
 
 
-def _die_at(argv: list[str], at: int, cwd: str, env: dict[str, str]) -> None:  # pragma: no cover - a child
-    """In a child of the fork server: the command, in the test's folder and environment, dies at call ``at``."""
+def _in_child(argv: list[str], at: int | None, cwd: str, env: dict[str, str], log: str) -> None:  # pragma: no cover
+    """In a child of the fork server: the command, in the test's folder and environment, its output in
+    ``log``; it dies at call ``at`` (None: it runs whole and writes how many calls it made)."""
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    quiet = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(quiet, 1)
-    os.dup2(quiet, 2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
     with pytest.MonkeyPatch.context() as m:
-        Interrupt(m, at, kill=True)
+        counter = Interrupt(m, at, kill=True)
         main(argv)
+    sys.stdout.flush()
+    os.write(fd, f"\ncalls {counter.calls}\n".encode())
 
 
-def _killed(argv: list[str], at: int, limit: float = 300.0) -> None:
-    """The command run in a child process that dies at the ``at``-th call, as kill -9 leaves things.
+def _child(argv: list[str], at: int | None, cache: str, log: Path, limit: float = 300.0) -> tuple[int, int | None]:
+    """(exit code, calls made) of the command run in a new process that dies at the ``at``-th call, as
+    kill -9 leaves things (None: run whole, to count its calls), its cache folder ``cache``.
 
     The child comes from multiprocessing's fork server, a fresh single-threaded interpreter, not from a
     fork of this test process: a fork of a process with threads (the loopback BWB server's, BLAS and
@@ -192,16 +196,36 @@ def _killed(argv: list[str], at: int, limit: float = 300.0) -> None:
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["wetqa.cli", __name__])
-    child = context.Process(target=_die_at, args=(argv, at, os.getcwd(), dict(os.environ)))
+    env = {**os.environ, "WETQA_CACHE": cache}
+    child = context.Process(target=_in_child, args=(argv, at, os.getcwd(), env, str(log)))
     child.start()
     child.join(limit)
     if child.exitcode is None:
         child.kill()
         child.join()
         pytest.fail(f"the child of {argv[:2]} killed at call {at} hung for {limit:.0f} s")
-    # Not 137 (the kill) is a child that died of something else, or a run that ended before call ``at``
-    # and so tested no kill.
-    assert child.exitcode == 137, f"the child of {argv[:2]} to die at call {at}: exit {child.exitcode}"
+    text = log.read_text(errors="replace")
+    counted = [int(line.split()[1]) for line in text.splitlines() if line.startswith("calls ")]
+    assert child.exitcode in (0, 1, 137), f"the child of {argv[:2]}, exit {child.exitcode}:\n{text[-2000:]}"
+    return child.exitcode, counted[-1] if counted else None
+
+
+def _cache_as(tmp_path: Path, name: str) -> str:
+    """A copy of the test's cache folder as it is: every run counted or stopped at a call starts from the
+    same cache, so a stop at call ``at`` meets what the count met."""
+    import shutil
+
+    copy = tmp_path / f"cache-{name}"
+    if (tmp_path / "cache").is_dir():
+        shutil.copytree(tmp_path / "cache", copy, symlinks=True)
+    else:
+        copy.mkdir()
+    return str(copy)
+
+
+def _stops(calls: int) -> list[int]:
+    """Where a run is stopped: at its first call, a third of the way and two thirds of the way."""
+    return sorted({1, calls // 3, (2 * calls) // 3} - {0})
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -224,24 +248,38 @@ def test_every_writing_command_whole_and_interrupted_leaves_a_users_files_alone(
     assert _run([*argv, "--out", "."]) == EXIT_USAGE, capsys.readouterr()
     assert "wetqa did not write" in capsys.readouterr().err or command in ("corpus build", "index")
     assert _snapshot(home) == before
-    # Into a new folder beside the user's files: whole, interrupted by Ctrl-C, killed outright, resumed.
-    # The kills go into a folder of their own: one whole run before them would leave an index up to
-    # date, and a run that has nothing to do has nothing to be killed in.
-    out, killed = ["--out", "results"], ["--out", "killed"]
-    with monkeypatch.context() as m:
-        counter = Interrupt(m)
-        assert _run([*argv, *out]) in (0, 1), capsys.readouterr()
+    # Into new folders beside the user's files: whole, then interrupted by Ctrl-C and killed outright at
+    # calls counted beforehand, each stop into a folder of its own (a folder a run has finished leaves the
+    # next run nothing to stop in) and then resumed.
+    assert _run([*argv, "--out", "results"]) in (0, 1), capsys.readouterr()  # and this process loads what runs use
     _survived(home, before)
-    calls = counter.calls
-    for at in sorted({1, calls // 3, calls // 2, (2 * calls) // 3} - {0}):
+    # Ctrl-C: in this process, the calls counted by a run into a new folder.
+    with monkeypatch.context() as m:
+        m.setenv("WETQA_CACHE", _cache_as(tmp_path, "counted"))
+        counter = Interrupt(m)
+        assert _run([*argv, "--out", "counted"]) in (0, 1), capsys.readouterr()
+    for at in _stops(counter.calls):
         with monkeypatch.context() as m:
-            Interrupt(m, at)
-            _run([*argv, *out])
+            m.setenv("WETQA_CACHE", _cache_as(tmp_path, f"interrupted-{at}"))
+            with monkeypatch.context() as stop:
+                Interrupt(stop, at)
+                assert _run([*argv, "--out", f"interrupted-{at}"]) == EXIT_INTERRUPTED, (at, capsys.readouterr())
+            _survived(home, before)
+            assert _run([*argv, "--out", f"interrupted-{at}"]) in (0, 1), capsys.readouterr()  # resumed
+            _survived(home, before)
+    # kill -9: in new processes, the calls counted by one of them.
+    code, calls = _child([*argv, "--out", "counted-cold"], None, _cache_as(tmp_path, "cold"), tmp_path / "cold.log")
+    assert code in (0, 1) and calls, (code, (tmp_path / "cold.log").read_text())
+    for at in _stops(calls):
+        cache = _cache_as(tmp_path, f"killed-{at}")
+        log = tmp_path / f"killed-{at}.log"
+        code, _ = _child([*argv, "--out", f"killed-{at}"], at, cache, log)
+        # Not 137: a run that ended before call ``at`` and so tested no kill.
+        assert code == 137, f"the child of {argv[:2]} to die at call {at} of {calls}: exit {code}\n{log.read_text()}"
         _survived(home, before)
-        _killed([*argv, *killed], at)
-        _survived(home, before)
-    for folder in (out, killed):
-        assert _run([*argv, *folder]) in (0, 1), capsys.readouterr()  # resumed or rebuilt after all of that
+        with monkeypatch.context() as m:
+            m.setenv("WETQA_CACHE", cache)
+            assert _run([*argv, "--out", f"killed-{at}"]) in (0, 1), capsys.readouterr()  # resumed or rebuilt
         _survived(home, before)
     capsys.readouterr()
 
