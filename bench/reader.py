@@ -169,18 +169,18 @@ def held_out(indexes: list[str], reader: str) -> None:
     reader and without."""
     dataset = DATA / "everyday_holdout.jsonl"
     print(f"\nheld out ({dataset.name}, never fitted on), the shipped models:")
+    runs = [(index, name) for index in indexes for name in (reader, "none")]
     with tempfile.TemporaryDirectory(prefix="wetqa-held-out-") as out:
-        for index in indexes:
-            for name in (reader, "none"):
-                done = subprocess.run(
-                    [sys.executable, "-m", "wetqa", "eval", "retrieval", "--index", index, "--dataset", str(dataset),
-                     "--reader", name, "--output", "json", "--out", str(Path(out) / f"{len(os.listdir(out))}")],
-                    capture_output=True, text=True, check=True,
-                )  # fmt: skip
-                result = json.loads(done.stdout)
-                a = result["article"]
-                print(f"  {Path(index).name:14s} {result['retriever']:28s} n={result['n_questions']:3d}  Hit@1 "
-                      f"{a['Hit@1']:.3f}  Hit@3 {a['Hit@3']:.3f}  MRR {a['MRR']:.3f}")  # fmt: skip
+        for n, (index, name) in enumerate(runs):
+            done = subprocess.run(
+                [sys.executable, "-m", "wetqa", "eval", "retrieval", "--index", index, "--dataset", str(dataset),
+                 "--reader", name, "--output", "json", "--out", str(Path(out) / str(n))],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            result = json.loads(done.stdout)
+            a = result["article"]
+            print(f"  {Path(index).name:14s} {result['retriever']:28s} n={result['n_questions']:3d}  Hit@1 "
+                  f"{a['Hit@1']:.3f}  Hit@3 {a['Hit@3']:.3f}  MRR {a['MRR']:.3f}")  # fmt: skip
 
 
 def main() -> None:

@@ -49,7 +49,7 @@ from .candidates import (
     Candidates,
     model_key,
 )
-from .readers import READ_DEPTH
+from .readers import READ_DEPTH, READER_FEATURES
 
 L2 = 1.0
 ITERATIONS = 400
@@ -326,14 +326,11 @@ def fit_key(key: str, examples: list[Example], features: list[str], folds: int, 
     return out
 
 
-READ = ("read", "read_law", "read_sts")
-
-
 def _read_features_of(key: str) -> list[str]:
     """The reader's features the second learned model weighs. The question's sentence-similarity view
     (``read_sts``) is left out of the whole BWB's models: cross-validated there it moved the right article
     first up by one question and the right law first down by seven (docs/results.md)."""
-    return [f for f in READ if not (key.endswith("@whole") and f == "read_sts")]
+    return [f for f in READER_FEATURES if not (key.endswith("@whole") and f == "read_sts")]
 
 
 def _tested_key(prep: Prepared, qid: str) -> tuple:

@@ -147,7 +147,7 @@ class Reader:
         if not questions:
             return np.empty((0, len(prompts), self.dim), dtype=np.float32)
         encode = getattr(self.encoder, "encode_prompted", None)
-        if encode is None or len(prompts) == 1:
+        if encode is None:  # an encoder that takes no prompt of ours: its query vector is the one view
             return self._cut(self.encoder.encode_queries(questions))[:, None, :]
         flat = self._cut(encode([p + q for p in prompts for q in questions]))
         return flat.reshape(len(prompts), len(questions), -1).transpose(1, 0, 2)
@@ -253,7 +253,7 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
     }
 
 
-READER_FEATURES = ("read", "read_law", "read_sts")
+READER_FEATURES = ("read", "read_law", "read_sts")  # what read_candidates gives the second learned model
 VIEW_FEATURES = ("read", "read_sts")  # the cosine features of the question's views, in Reader.views' order
 
 
