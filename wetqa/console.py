@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 
@@ -207,6 +208,7 @@ def check_model_ref(ref: str, what: str = "model") -> str:
 
 
 HUB_PROBE_SECONDS = 3.0
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def check_hub_model(ref: str, what: str = "model") -> None:
@@ -222,7 +224,8 @@ def check_hub_model(ref: str, what: str = "model") -> None:
     from pathlib import Path
     from urllib.parse import urlsplit
 
-    if ref.count("/") != 1 or ref.startswith((".", "/", "~")) or Path(ref).expanduser().exists():
+    # A hub id is "org/name" or, for the hub's first models, a bare "name" ("gpt2"): letters, digits, "-", "_", "."
+    if not HUB_ID.fullmatch(ref) or Path(ref).expanduser().exists():
         return
     try:
         from huggingface_hub import constants
