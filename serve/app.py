@@ -45,7 +45,9 @@ def create_app(pipelines: Sequence[ServedPipeline], config: ServerConfig | None 
             CORSMiddleware,
             allow_origins=list(config.cors_origin),
             allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["authorization", "content-type"],
+            # Any header: the openai JS client sends its x-stainless-* headers (their names change between
+            # versions); the origins are what is restricted, and a request still needs its key.
+            allow_headers=["*"],
         )
     app.include_router(router)
     docs = docs_router() if config.docs else None

@@ -25,8 +25,10 @@ class APIError(Exception):
         type_: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+        self.headers = headers  # sent with the error (a 429's Retry-After)
 
     def body(self) -> ErrorResponse:
         return error_body(self.message, self.type, self.code, self.param)
@@ -54,7 +56,7 @@ def internal_error(exc: BaseException) -> APIError:
 
 async def on_api_error(_: Request, exc: Exception) -> ModelResponse:
     assert isinstance(exc, APIError)
-    return ModelResponse(exc.body(), status_code=exc.status)
+    return ModelResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 def _member_tag(part: object) -> bool:
@@ -81,9 +83,16 @@ async def on_validation_error(_: Request, exc: Exception) -> ModelResponse:
     msg = first.get("msg", "bad value")
     if where.endswith(".text") and "string" in msg:
         msg = "a text part's text must be a string"
+    if not where and first.get("type") in ("model_attributes_type", "dict_type"):  # the body itself
+        msg = "the body must be a JSON object"
     # OpenAI answers an invalid request with 400 (FastAPI's default would be 422).
     return ModelResponse(
-        error_body(f"invalid request: {where}: {msg}", "invalid_request_error", "invalid_request", where or None),
+        error_body(
+            f"invalid request: {f'{where}: ' if where else ''}{msg}",
+            "invalid_request_error",
+            "invalid_request",
+            where or None,
+        ),
         status_code=400,
     )
 
@@ -93,6 +102,7 @@ async def on_http_error(_: Request, exc: Exception) -> ModelResponse:
     return ModelResponse(
         error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)),
         status_code=exc.status_code,
+        headers=exc.headers,  # a 405's Allow: the methods the route takes (RFC 9110 says it must be sent)
     )
 
 

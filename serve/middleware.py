@@ -147,18 +147,25 @@ def _as_json(scope, body: bytes):
     JSON it is; any other body that does not say it is JSON is refused with what to send instead."""
     headers = dict(scope["headers"])
     media = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-    if not media or media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json")):
-        return scope  # JSON, or unlabelled (read as JSON)
+    if media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json")):
+        return scope
+    if not media:  # unlabelled: read as JSON (FastAPI reads no body as JSON that does not say it is)
+        return _labelled_json(scope)
     if media == FORM:
         try:
             parsed = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: a body nested thousands deep ("[[[[...")
             parsed = None
         if isinstance(parsed, dict):
-            relabelled = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
-            return {**scope, "headers": [*relabelled, (b"content-type", b"application/json")]}
+            return _labelled_json(scope)
     got = media.decode("latin-1") + (" that is not a JSON object" if media == FORM else "")
     raise _Refused(400, f"{SEND_JSON} (got {got})", "invalid_request_error", "invalid_request")
+
+
+def _labelled_json(scope):
+    """The scope with its body labelled application/json (and no other Content-Type)."""
+    relabelled = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+    return {**scope, "headers": [*relabelled, (b"content-type", b"application/json")]}
 
 
 def _replay(body: bytes, receive):

@@ -139,6 +139,24 @@ class ChatRequest(ScopeFields):
     tools: list[Any] | None = Field(default=None, description="unsupported: answers call no tools")
     logprobs: bool | None = Field(default=None, strict=True, description="unsupported, but false")
     top_logprobs: int | None = Field(default=None, ge=0, strict=True, description="unsupported, but 0")
+    tool_choice: str | dict[str, Any] | None = Field(default=None, description='unsupported, but "none"')
+    parallel_tool_calls: bool | None = Field(default=None, strict=True, description="unsupported, but false")
+    functions: list[Any] | None = Field(default=None, description="unsupported (the old form of tools)")
+    function_call: str | dict[str, Any] | None = Field(default=None, description='unsupported, but "none"')
+    top_p: float | None = Field(
+        default=None, ge=0, le=1, strict=True, allow_inf_nan=False, description="unsupported, but 1"
+    )
+    presence_penalty: float | None = Field(
+        default=None, ge=-2, le=2, strict=True, allow_inf_nan=False, description="unsupported, but 0"
+    )
+    frequency_penalty: float | None = Field(
+        default=None, ge=-2, le=2, strict=True, allow_inf_nan=False, description="unsupported, but 0"
+    )
+    logit_bias: dict[str, float] | None = Field(default=None, description="unsupported, but {}")
+    reasoning_effort: str | None = Field(default=None, description="unsupported")
+    modalities: list[str] | None = Field(default=None, description='unsupported, but ["text"]')
+    audio: dict[str, Any] | None = Field(default=None, description="unsupported")
+    prediction: dict[str, Any] | None = Field(default=None, description="unsupported")
 
 
 class SearchRequest(ScopeFields):

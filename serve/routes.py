@@ -20,6 +20,7 @@ from .protocol import (
     ChatRequest,
     ChunkResponse,
     Health,
+    ModelCard,
     ModelList,
     SearchRequest,
     SearchResponse,
@@ -64,6 +65,16 @@ async def search(req: SearchRequest, request: Request):
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401))
 async def models(request: Request):
     return ModelResponse(service(request).models())
+
+
+@router.get(
+    "/v1/models/{model:path}",
+    response_model=ModelCard,
+    responses=error_responses(401, 404),
+    summary="One served pipeline, as GET /v1/models lists it (the openai client's models.retrieve)",
+)
+async def model(model: str, request: Request):
+    return ModelResponse(service(request).model(model))
 
 
 @router.get(

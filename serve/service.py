@@ -44,6 +44,7 @@ from .protocol import (
     ChunkResponse,
     Delta,
     Health,
+    ModelCard,
     ModelList,
     SearchHit,
     SearchRequest,
@@ -153,22 +154,50 @@ def _find(store, chunk_id: str):
 # OpenAI request fields no served pipeline honours: its answer is wetqa's own cited text, with no place for
 # a client's JSON schema, tool calls or log-probabilities. Given, they are a 400 naming them (a 200 that
 # ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
+NO_SAMPLING = "no generator here takes it (temperature, max_tokens, stop and seed are the settings a request may give)"
+NO_TOOLS = "answers cite law articles and call no tools"
 NOT_HONOURED = {
     "response_format": 'answers are wetqa\'s cited text (send no response_format, or {"type": "text"})',
-    "tools": "answers cite law articles and call no tools",
+    "tools": NO_TOOLS,
+    "tool_choice": NO_TOOLS + ' (send none, or "none")',
+    "parallel_tool_calls": NO_TOOLS,
+    "functions": NO_TOOLS,
+    "function_call": NO_TOOLS + ' (send none, or "none")',
     "logprobs": "the response carries no log-probabilities",
     "top_logprobs": "the response carries no log-probabilities",
+    "top_p": NO_SAMPLING + " (send none, or 1)",
+    "presence_penalty": NO_SAMPLING + " (send none, or 0)",
+    "frequency_penalty": NO_SAMPLING + " (send none, or 0)",
+    "logit_bias": NO_SAMPLING,
+    "reasoning_effort": NO_SAMPLING,
+    "modalities": 'answers are text (send none, or ["text"])',
+    "audio": "answers are text",
+    "prediction": "answers are written from the articles found, not predicted from a given text",
 }
 
 
 def not_honoured(req: ChatRequest) -> str | None:
-    """The first field of NOT_HONOURED the request asks for, or None."""
+    """The first field of NOT_HONOURED the request asks for (a value other than the field's neutral one, which
+    asks for nothing), or None."""
     asks = {
         "response_format": req.response_format not in (None, {"type": "text"}),
         "tools": bool(req.tools),
+        "tool_choice": req.tool_choice not in (None, "none"),
+        "parallel_tool_calls": bool(req.parallel_tool_calls),
+        "functions": bool(req.functions),
+        "function_call": req.function_call not in (None, "none"),
         "logprobs": bool(req.logprobs),
         "top_logprobs": bool(req.top_logprobs),
+        "top_p": req.top_p not in (None, 1),
+        "presence_penalty": req.presence_penalty not in (None, 0),
+        "frequency_penalty": req.frequency_penalty not in (None, 0),
+        "logit_bias": bool(req.logit_bias),
+        "reasoning_effort": req.reasoning_effort is not None,
+        "modalities": req.modalities not in (None, ["text"]),
+        "audio": req.audio is not None,
+        "prediction": req.prediction is not None,
     }
+    assert set(asks) == set(NOT_HONOURED)
     return next((name for name, asked in asks.items() if asked), None)
 
 
@@ -224,7 +253,9 @@ class ChatService:
                 400, f"{field} is not supported: {NOT_HONOURED[field]}", code="unsupported_parameter", param=field
             )
         if req.n is not None and req.n > 1:
-            raise APIError(400, "n > 1 is not supported: one answer per request", param="n")
+            raise APIError(
+                400, "n > 1 is not supported: one answer per request", code="unsupported_parameter", param="n"
+            )
         if req.max_tokens is not None and req.max_completion_tokens is not None:
             if req.max_tokens != req.max_completion_tokens:
                 raise APIError(400, "max_tokens and max_completion_tokens differ; give one of them", param="max_tokens")
@@ -256,6 +287,7 @@ class ChatService:
                 f"too many requests in progress (limit {self.config.max_concurrency}); retry shortly",
                 "rate_limit_error",
                 "concurrency_limit",
+                headers={"Retry-After": "1"},  # the openai clients wait this long before their retry
             )
 
     def too_slow(self, stage: str = "model") -> APIError:
@@ -420,6 +452,10 @@ class ChatService:
 
     def models(self) -> ModelList:
         return ModelList(data=[p.describe() for p in self.pipelines.values()])
+
+    def model(self, name: str) -> ModelCard:
+        """One served pipeline's entry of :meth:`models` (``GET /v1/models/{model}``), 404 when none is named so."""
+        return self.served(name).describe()
 
     def health(self) -> Health:
         return Health(models=list(self.pipelines))

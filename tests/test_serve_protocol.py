@@ -106,6 +106,7 @@ ROUTES = {  # each route and the model of its 200 response
     ("post", "/v1/chat/completions"): "ChatCompletion",
     ("post", "/v1/search"): "SearchResponse",
     ("get", "/v1/models"): "ModelList",
+    ("get", "/v1/models/{model}"): "ModelCard",
     ("get", "/v1/chunks/{chunk_id}"): "ChunkResponse",
     ("get", "/v1/articles/{law_id}/{article}/versions"): "ArticleVersions",
     ("get", "/health"): "Health",
