@@ -291,3 +291,81 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def _index_into(corpus, out) -> int:
+    return main(["index", "--corpus", str(corpus), "--retriever", "bm25s", "--out", str(out), "--no-progress"])
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.unit
+def test_a_build_never_replaces_a_wetqa_folder_of_another_kind(fixture_corpus, tmp_path, capsys):
+    # A defect hunt's data loss: `wetqa index --out CORPUS` replaced the corpus with an index (exit 0), and
+    # `corpus build --out INDEX` the index with a corpus; every file in them was wetqa's, so the owned-folder
+    # rule let them go.
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(fixture_corpus, corpus)
+    before = _tree(corpus)
+    assert _index_into(corpus, corpus) == 2
+    err = capsys.readouterr().err
+    assert "is a corpus wetqa built, not an index" in err and len(err.strip().splitlines()) == 1, err
+    assert _tree(corpus) == before
+    index = tmp_path / "index"
+    assert _index_into(corpus, index) == 0
+    indexed = _tree(index)
+    assert _build(index) == 2
+    assert "is an index wetqa built, not a corpus" in capsys.readouterr().err
+    assert _tree(index) == indexed
+    assert _index_into(corpus, index) == 0 and _build(corpus) == 0  # each kind still replaces its own
+    # A folder wetqa made to hold others (data/ holding corpus/ and index/) is not replaced by either.
+    home = tmp_path / "home"
+    assert _build(home / "corpus") == 0 and _index_into(home / "corpus", home / "index") == 0
+    held = _tree(home)
+    assert _index_into(home / "corpus", home) == 2
+    assert "not an index" in capsys.readouterr().err
+    assert _build(home) == 2 and _tree(home) == held
+
+
+@pytest.mark.unit
+def test_a_folder_an_older_wetqa_built_is_known_by_its_marker(fixture_corpus, tmp_path, capsys):
+    # Folders built before the kind was recorded: their list of files has no kind, their marker tells.
+    import json
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(fixture_corpus, corpus)
+    (corpus / OWNED).write_text(
+        json.dumps({"wetqa_format": "owned/1"})
+        + "\n"
+        + "".join(json.dumps(e.name) + "\n" for e in corpus.iterdir() if e.name != OWNED)
+    )
+    before = _tree(corpus)
+    assert _index_into(corpus, corpus) == 2
+    assert "not an index" in capsys.readouterr().err and _tree(corpus) == before
+    assert _build(corpus) == 0  # a corpus it is
+
+
+@pytest.mark.unit
+def test_no_other_output_is_written_into_a_folder_wetqa_built(bm25s_index, fixture_corpus, tmp_path, capsys):
+    # `eval retrieval --out INDEX` added its metrics and runs to the index, which then failed to open as
+    # damaged ("metrics.json was written by its build but index.json does not list it").
+    import shutil
+
+    dataset = tmp_path / "q.jsonl"
+    dataset.write_text(
+        '{"id": "1", "question": "Wanneer eindigt het gezag?", "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]}\n'
+    )
+    for built in (bm25s_index, fixture_corpus):
+        target = tmp_path / built.name
+        shutil.copytree(built, target)
+        before = _tree(target)
+        code = main(["eval", "retrieval", "--dataset", str(dataset), "--index", str(bm25s_index), "--out", str(target)])
+        err = capsys.readouterr().err
+        assert code == 2 and "wetqa built" in err and "writes no other output into it" in err, err
+        assert _tree(target) == before
+    assert main(["search", "gezag", "--index", str(tmp_path / bm25s_index.name)]) == 0

@@ -194,13 +194,40 @@ def owned_names(folder: Path) -> set[str] | None:
     return names
 
 
-def _note_owned(folder: Path, names: Iterable[str]) -> None:
-    """Add names to a folder's list of what wetqa wrote there, before they are written."""
+def _note_owned(folder: Path, names: Iterable[str], built: str | None = None) -> None:
+    """Add names to a folder's list of what wetqa wrote there, before they are written. ``built``: the kind of
+    folder :func:`atomic_dir` builds whole ("corpus", "index", "model"), recorded in a new list's header."""
     new = not (folder / OWNED).exists()
     with open(folder / OWNED, "a", encoding="utf-8") as fh:
         if new:
-            fh.write(json.dumps({FORMAT_KEY: "owned/1"}) + "\n")
+            fh.write(json.dumps({FORMAT_KEY: "owned/1", **({"built": built} if built else {})}) + "\n")
         fh.write("".join(json.dumps(n, ensure_ascii=False) + "\n" for n in names))
+
+
+# The marker of each kind of folder wetqa builds whole (atomic_dir), for folders an older wetqa built before
+# their kind was recorded in their list: no other output is written into them (own_folder).
+BUILT_MARKERS = {
+    "index.json": "index",
+    "manifest.json": "corpus",
+    "wetqa-model.json": "model",
+    "onnx.json": "ONNX export",
+}
+
+
+def built_kind(folder: Path) -> str | None:
+    """The kind of folder wetqa built whole that ``folder`` is (its list's header, or for an older wetqa's the
+    marker it holds, when wetqa wrote that marker), else None."""
+    try:
+        with open(folder / OWNED, encoding="utf-8", errors="replace") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        header = None
+    if isinstance(header, dict) and isinstance(header.get("built"), str):
+        return header["built"]
+    for marker, kind in BUILT_MARKERS.items():
+        if (folder / marker).is_file() and wetqa_made(folder / marker):
+            return kind
+    return None
 
 
 def _make_owned(path: Path) -> None:
@@ -265,6 +292,11 @@ def own_folder(
         raise OutputError(f"{path} is a file (or a link), not a folder; give a folder for the output")
     if not path.exists():
         _make_owned(path)
+    built = built_kind(path)
+    if built is not None:
+        raise OutputError(
+            f"{path} is {_a(built)} wetqa built, and wetqa writes no other output into it: give another --out"
+        )
     names = owned_names(path)
     if names is None:  # a folder without the list: empty, or an older wetqa's that the command recognises
         known = adopt(path) if adopt is not None else set()
@@ -314,6 +346,18 @@ def _check_replaceable(path: Path, marker: str | None, kind: str) -> None:
         foreign = _foreign(path, names)
         if foreign:
             _refuse_foreign(path, foreign, f"replacing {_a(kind)} would delete them; move them away")
+        # And it is this kind of folder: an index never replaces a corpus, nor either the folder holding both.
+        built = built_kind(path)
+        held = [e.name for e in path.iterdir() if e.name != OWNED]
+        if built is not None and built != kind:
+            raise OutputError(
+                f"{path} is {_a(built)} wetqa built, not {_a(kind)}: replacing it would delete it; choose another --out"
+            )
+        if built is None and held and not (path / marker).is_file():
+            raise OutputError(
+                f"{path} holds wetqa's files but is not {_a(kind)} (no {marker} in it): replacing it would delete "
+                "them; choose another --out"
+            )
         return
     if (path / marker).is_file():
         if wetqa_made(path / marker):
@@ -363,7 +407,7 @@ def atomic_dir(path: str | os.PathLike, marker: str | None = None, kind: str = "
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~_umask())
-        _note_owned(tmp, [])  # from the start: a killed build's leftover is known as wetqa's
+        _note_owned(tmp, [], built=kind if marker else None)  # from the start: a killed build's leftover is wetqa's
         yield tmp
         _note_owned(tmp, sorted(e.name for e in tmp.iterdir() if e.name != OWNED))
         for root, _dirs, files in os.walk(tmp):
