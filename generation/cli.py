@@ -115,7 +115,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     spec = PipelineSpec.from_cli_args(args)
     retriever = spec.retrieval.build()
     inputs = spec.inputs()
-    check_run_folder(args.out, inputs, args.force)  # before a model is loaded for nothing
+    check_run_folder(args.out, inputs, args.force, items)  # before a model is loaded for nothing
     pipeline = spec.build(retriever, make_backend(spec.generator))
     config = {
         # Absolute paths: the folder is evaluated correctly from any working directory.

@@ -128,12 +128,26 @@ def _settled(inputs: dict) -> dict:
     return {**inputs, "generator": generator}
 
 
-def check_run_folder(out: str | os.PathLike, inputs: dict, force: bool = False) -> None:
-    """Refuse (or with ``force`` clear) a run folder made with other inputs; call it before loading a model."""
-    _check_inputs(Path(out), inputs, force)
+def check_run_folder(
+    out: str | os.PathLike, inputs: dict, force: bool = False, items: Sequence[QAItem] | None = None
+) -> None:
+    """Refuse (or with ``force`` clear) a run folder made with other inputs, or whose answers answer other
+    questions than ``items`` under the same ids; call it before loading a model."""
+    _check_inputs(Path(out), inputs, force, items)
 
 
-def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
+def _other_question(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None:
+    """Where a run file holds an answer to another question than the dataset's under the same id (a dataset
+    edited, or another one of the same ids), said in a few words; None when every answer is to its question."""
+    asked = {it.id: it.question for it in items}
+    for path in runs:
+        for qid, rec in read_done(path).items():
+            if qid in asked and rec.get("question") is not None and rec["question"] != asked[qid]:
+                return f"{path.name} answers another question under id {qid}"
+    return None
+
+
+def _check_inputs(out: Path, inputs: dict, force: bool, items: Sequence[QAItem] | None = None) -> None:
     folder = run_folder(out)  # a folder holding files wetqa did not write is refused before anything else
     config = out / "config.json"
     if config.exists() and not wetqa_made(config):
@@ -142,18 +156,21 @@ def _check_inputs(out: Path, inputs: dict, force: bool) -> None:
     if not runs:
         return
     old = json.loads(config.read_text(encoding="utf-8")).get("inputs") if config.is_file() else None
-    if old is not None and _settled(old) == _settled(inputs):
+    same = old is not None and _settled(old) == _settled(inputs)
+    other = _other_question(runs, items) if same and items is not None else None
+    if same and other is None:
         return
-    changed = (
-        "no inputs recorded (an older wetqa)"
-        if old is None
-        else ", ".join(sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))) + " changed"
-    )
-    if not force:
-        raise GenerationError(
-            f"{out} holds runs made with other inputs ({changed}); give another --out, or --force to start "
-            "these runs again"
+    if not same:
+        changed = (
+            "no inputs recorded (an older wetqa)"
+            if old is None
+            else ", ".join(sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))) + " changed"
         )
+        other = f"{out} holds runs made with other inputs ({changed})"
+    else:
+        other = f"{out}: {other} than the dataset's"
+    if not force:
+        raise GenerationError(f"{other}; give another --out, or --force to start these runs again")
     for path in runs:  # wetqa's own run files (the folder holds nothing else), made with what is no longer asked for
         if path.name in folder.names:
             path.unlink()
@@ -179,7 +196,7 @@ def generate_runs(
     out = Path(out)
     folder = run_folder(out)
     if inputs is not None:
-        _check_inputs(out, inputs, force)  # a no-op when check_run_folder already ran
+        _check_inputs(out, inputs, force, items)  # a no-op when check_run_folder already ran
     write_owned_json(
         out / "config.json",
         {

@@ -109,3 +109,28 @@ def test_force_clears_only_run_files(index, tmp_path):
         with pytest.raises(OutputError, match="wetqa did not write"):
             check_run_folder(mine, inputs, force=force)
     assert (mine / "run-1.jsonl").is_file() and (mine / "notes.md").read_text() == "mine"
+
+
+def test_a_folder_is_resumed_only_for_the_questions_its_answers_answer(index, tmp_path, capsys):
+    # A defect hunt: the same folder resumed with a dataset whose question 1 had another text kept the old
+    # answer (and `eval generation` scored it against the new reference), while config.json claimed the new
+    # dataset.
+    data, out = _dataset(tmp_path), tmp_path / "run"
+    base = ["--index", str(index), "--out", str(out)]
+    assert main(["generate", "--dataset", str(data), *base]) == 0
+    answers, config = (out / "run-1.jsonl").read_bytes(), (out / "config.json").read_bytes()
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text(json.dumps({"id": "1", "question": "Wanneer eindigt het ouderlijk gezag?"}) + "\n")
+    capsys.readouterr()
+    assert main(["generate", "--dataset", str(changed), *base]) == 2
+    err = capsys.readouterr().err
+    assert "run-1.jsonl answers another question under id 1" in err and "--force" in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert (out / "run-1.jsonl").read_bytes() == answers and (out / "config.json").read_bytes() == config
+    # A part of the same questions is resumed (nothing to do), and --force answers the new question.
+    part = tmp_path / "part.jsonl"
+    part.write_text(data.read_text().splitlines()[1] + "\n")
+    assert main(["generate", "--dataset", str(part), *base]) == 0
+    assert main(["generate", "--dataset", str(changed), *base, "--force"]) == 0
+    done = read_done(out / "run-1.jsonl")
+    assert list(done) == ["1"] and done["1"]["question"] == "Wanneer eindigt het ouderlijk gezag?"

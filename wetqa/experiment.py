@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
-from wetqa.corpus.dataset import load_dataset
+from wetqa.corpus.dataset import QAItem, load_dataset
 from wetqa.generation import GenerationError, PipelineSpec, make_backend
 from wetqa.generation.runs import check_run_folder, generate_runs
 from wetqa.retrieval import RetrievalSpec, build_index, chunks_of
@@ -106,7 +107,7 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
     # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
     # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
     for gspec in cfg.generators:
-        cells = _cells(cfg, gspec, specs, out, force)
+        cells = _cells(cfg, gspec, specs, out, force, items)
         backend = make_backend(cells[0][1].generator)
         try:
             for rspec, spec, run_dir in cells:
@@ -137,7 +138,12 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
 
 
 def _cells(
-    cfg: ExperimentConfig, gspec: GeneratorSpec, specs: dict[str, RetrievalSpec], out: Path, force: bool
+    cfg: ExperimentConfig,
+    gspec: GeneratorSpec,
+    specs: dict[str, RetrievalSpec],
+    out: Path,
+    force: bool,
+    items: Sequence[QAItem],
 ) -> list:
     """(retriever spec, pipeline spec, run folder) of one generator's cells, each refused before an engine
     is started for nothing when its folder holds runs of other inputs."""
@@ -146,7 +152,7 @@ def _cells(
         for k in cfg.k:
             spec = _cell_spec(specs[rspec.name], gspec, k, cfg.language)
             run_dir = out / "runs" / f"{rspec.name}__{gspec.name}__k{k}"
-            check_run_folder(run_dir, spec.inputs(), force)
+            check_run_folder(run_dir, spec.inputs(), force, items)
             cells.append((rspec, spec, run_dir))
     return cells
 
