@@ -282,3 +282,20 @@ def test_a_pipelines_first_stage_searches_a_batch_with_the_threads_asked(bm25s_i
     one = pipeline.batch_search(questions, k=3)
     assert seen == [2, 1]
     assert [[h.id for h in hits] for hits in many] == [[h.id for h in hits] for hits in one]
+
+
+@pytest.mark.unit
+def test_fused_article_hits_keep_their_article(articles_index, fixture_corpus, tmp_path, capsys):
+    # A defect hunt: two articles indexes fused gave hits without their article's paragraphs, so the
+    # extractive answer ran two articles' texts together with no "law, article:" lead to tell them apart.
+    from wetqa.cli import main
+
+    other = tmp_path / "other"
+    build_index(fixture_corpus, "articles", other, {"heading_weight": 0.0}, progress=False)
+    single = open_index(articles_index).search(QUESTION, 3)
+    for fusion in ("rrf", "interpolate"):
+        fused = open_retriever([articles_index, other], fusion=fusion).search(QUESTION, 3)
+        top = next(h for h in single if h.id == fused[0].id)
+        assert fused[0].article_paragraphs == top.article_paragraphs and fused[0].article_chunks == top.article_chunks
+    assert main(["ask", QUESTION, "--index", str(articles_index), "--index", str(other)]) == 0
+    assert capsys.readouterr().out.startswith("Wet fictief gezag, Artikel 266:\n")

@@ -10,6 +10,13 @@ from .._base import Hit, RetrievalError, Retriever, check_k, minmax, search_in
 from ..scope import Scope
 
 
+def _fused(hit: Hit, score: float, rank: int, retriever: str) -> Hit:
+    """A fused hit: its fused score and rank, and the article it stands for (its chunks and paragraphs, which
+    the extractive answer quotes), from the first ranking that had it. Its features stay with that ranking:
+    they were that retriever's evidence, not the fusion's."""
+    return Hit(hit.chunk, score, rank, retriever, hit.article_chunks, hit.article_paragraphs)
+
+
 def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list[Hit]:
     """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (rrf_k + rank)."""
     scores: dict[str, float] = {}
@@ -19,7 +26,7 @@ def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list
             scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (rrf_k + hit.rank)
             first.setdefault(hit.id, hit)
     order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-    return [Hit(first[i].chunk, scores[i], r, "hybrid-rrf") for r, i in enumerate(order, 1)]
+    return [_fused(first[i], scores[i], r, "hybrid-rrf") for r, i in enumerate(order, 1)]
 
 
 def _minmax(hits: Sequence[Hit]) -> dict[str, float]:
@@ -40,7 +47,7 @@ def interpolate(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k: 
         for hit in ranking:
             first.setdefault(hit.id, hit)
     order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-    return [Hit(first[i].chunk, scores[i], r, "hybrid-interpolate") for r, i in enumerate(order, 1)]
+    return [_fused(first[i], scores[i], r, "hybrid-interpolate") for r, i in enumerate(order, 1)]
 
 
 class HybridRetriever:
