@@ -132,9 +132,9 @@ def _attribute(answers, index, out, *extra):
     return subprocess.run([*cmd, "--out", str(out), *extra], cwd=ROOT, capture_output=True, text=True)
 
 
-def _one_line_error(r) -> str:
+def _one_line_error(r, code: int = 2) -> str:
     lines = r.stderr.strip().splitlines()
-    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == code and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     return lines[0]
 
 
@@ -174,7 +174,8 @@ def test_attribute_refuses_evidence_made_with_other_inputs(bm25s_index, tmp_path
     assert "other inputs (k changed)" in _one_line_error(_attribute(run, bm25s_index, out, "-k", "1"))
     assert out.read_text() == made
     # --force empties it only once everything has loaded: a model that is not there leaves it whole.
-    _one_line_error(_attribute(run, bm25s_index, out, "-k", "1", "--force", "--nli-model", str(tmp_path / "none")))
+    missing = _attribute(run, bm25s_index, out, "-k", "1", "--force", "--nli-model", str(tmp_path / "none"))
+    assert "NLI model not found" in _one_line_error(missing, 3)  # a missing component
     assert out.read_text() == made
     again = _attribute(run, bm25s_index, out, "-k", "1", "--force")
     assert again.returncode == 0, again.stderr

@@ -94,12 +94,19 @@ def test_options_that_do_not_apply_are_rejected(capsys, fixture_index):
 
 
 @pytest.mark.unit
-def test_missing_model_paths_are_named(capsys, tmp_path):
+def test_missing_model_paths_are_named(capsys, tmp_path, bm25s_index, fixture_corpus):
+    # A model that is not there is a missing component (exit 3), as the reader's is: the re-scoring model's
+    # and a generator's were exit 2 (two defect hunts found the codes differ).
     run = tmp_path / "run-1.jsonl"
     run.write_text('{"id": "1", "answer": "x"}\n')
-    assert main(["ask", "q?", "--generator", "transformers", "--model", "/nonexistent/model.gguf"]) == EXIT_USAGE
+    assert main(["ask", "q?", "--generator", "transformers", "--model", "/nonexistent/model.gguf"]) == EXIT_UNAVAILABLE
     assert "model not found: /nonexistent/model.gguf" in _err(capsys)
-    data = FIXTURES.parent / "nope.jsonl"
+    assert main(["search", "gezag", "--index", str(bm25s_index), "--rescore", "/nonexistent/e5"]) == EXIT_UNAVAILABLE
+    assert "dense model not found: /nonexistent/e5" in _err(capsys)
+    assert main(["search", "gezag", "--index", str(bm25s_index), "--rerank", "cross-encoder:/nonexistent/ce"]) == 3
+    assert "re-ranker not found: /nonexistent/ce" in _err(capsys)
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "1", "question": "q?", "answer": "x"}\n')
     code = main(
         [
             "eval",
@@ -112,10 +119,12 @@ def test_missing_model_paths_are_named(capsys, tmp_path):
             "nli",
             "--nli-model",
             "/nonexistent",
+            "--corpus",
+            str(fixture_corpus),
         ]
     )
-    assert code == EXIT_USAGE
-    assert "not found" in _err(capsys)
+    assert code == EXIT_UNAVAILABLE
+    assert "NLI model not found: /nonexistent" in _err(capsys)
 
 
 @pytest.mark.unit

