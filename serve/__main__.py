@@ -2,6 +2,6 @@
 
 import sys
 
-from wetqa.cli import main
+from wetqa.cli import run
 
-sys.exit(main(["serve", *sys.argv[1:]]))
+run(["serve", *sys.argv[1:]])

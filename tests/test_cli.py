@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from wetqa.cli import main
-from wetqa.console import EXIT_PARTIAL, EXIT_PIPE, EXIT_UNAVAILABLE, EXIT_USAGE
+from wetqa.console import EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_PIPE, EXIT_UNAVAILABLE, EXIT_USAGE
 
 from .conftest import FIXTURES, ROOT
 
@@ -493,3 +493,44 @@ def test_a_generator_that_will_not_run_is_not_checked_against_the_hub(monkeypatc
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     assert resolve_generator("transformers", model="Qwen/not-cached-here").model == "Qwen/not-cached-here"
+
+
+SECOND_CTRL_C = """
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+import argparse
+import wetqa.cli as cli
+
+def work(args):
+    ThreadPoolExecutor(1).submit(time.sleep, 60)  # a worker busy (a model call) when Ctrl-C comes
+    raise KeyboardInterrupt
+
+class Parser:
+    def parse_args(self, words):
+        return argparse.Namespace(func=work, debug=False, output="text")
+
+cli.build_parser = lambda words: Parser()
+cli.run(["anything"])
+"""
+
+
+@pytest.mark.integration
+def test_a_second_ctrl_c_while_wetqa_winds_down_ends_it_at_once_and_quietly(tmp_path):
+    # A defect hunt: Ctrl-C during `generate`, then another (or `timeout -s INT`, which signals the process
+    # and its group) while Python joined the worker threads at exit: a traceback from threading's exit hook,
+    # then "terminate called without an active exception" and exit 134 from a native thread left running.
+    import os
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", SECOND_CTRL_C], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert first == "wetqa: interrupted\n", first
+    time.sleep(0.3)  # winding down: joining the busy worker
+    t0 = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    code = proc.wait(timeout=30)
+    rest = proc.stderr.read()
+    assert code == EXIT_INTERRUPTED and rest == "", (code, rest)
+    assert time.monotonic() - t0 < 10

@@ -10,12 +10,14 @@ the exit codes are those of :mod:`wetqa.console`. ``--debug`` (or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import __version__
 from .console import (
@@ -163,6 +165,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def run(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``wetqa`` command (the console script, ``python -m wetqa``): :func:`main`, and its exit code.
+
+    After Ctrl-C (or SIGTERM) Python still joins, as it exits, the worker threads a model call left busy. A
+    second Ctrl-C meanwhile interrupted that join: a traceback from threading's exit hook, and a native
+    thread left running then aborted the process (exit 134). It now ends the process at once, quietly, with
+    the first signal's exit code. (Not in :func:`main`: a program that calls it keeps its own handlers.)"""
+    code = main(argv)
+    if code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+
+        def at_once(signum, frame):
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+
+        with contextlib.suppress(ValueError):  # not the main thread: nothing to set
+            signal.signal(signal.SIGINT, at_once)
+            signal.signal(signal.SIGTERM, at_once)
+    sys.exit(code)
 
 
 class Terminated(KeyboardInterrupt):
