@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wetqa.cli import main
-from wetqa.console import EXIT_USAGE
+from wetqa.console import EXIT_UNAVAILABLE, EXIT_USAGE
 
 QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
@@ -103,7 +103,7 @@ def test_a_damaged_index_is_refused_clearly(case, articles_index, tmp_path, caps
 def test_an_index_is_not_built_with_a_rescoring_model_that_is_not_there(fixture_corpus, tmp_path, capsys):
     out = tmp_path / "idx"
     argv = ["index", "--corpus", str(fixture_corpus), "--out", str(out), "--rescore", str(tmp_path / "no-such-model")]
-    assert main([*argv, "--no-progress"]) == EXIT_USAGE
+    assert main([*argv, "--no-progress"]) == EXIT_UNAVAILABLE  # a missing component, as every missing model
     assert "no-such-model" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(SystemExit) as refused:
