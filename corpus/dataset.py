@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,6 +109,8 @@ def load_dataset(path: str | Path) -> list[QAItem]:
     seen: set[str] = set()
     with open(path, "rb") as fh:  # bytes, decoded line by line: an invalid byte is named with its line
         for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # saved as "UTF-8 with BOM": UTF-8 it is
+                raw = raw[len(codecs.BOM_UTF8) :]
             where = f"{path}:{lineno}"
             line = _text(raw, where)
             if not line.strip():

@@ -369,3 +369,24 @@ def test_no_other_output_is_written_into_a_folder_wetqa_built(bm25s_index, fixtu
         assert code == 2 and "wetqa built" in err and "writes no other output into it" in err, err
         assert _tree(target) == before
     assert main(["search", "gezag", "--index", str(tmp_path / bm25s_index.name)]) == 0
+
+
+@pytest.mark.unit
+def test_a_corpus_file_that_is_not_utf8_and_an_out_under_a_file_are_named(fixture_corpus, tmp_path, capsys):
+    # A defect hunt: the codec's bare "'utf-8' codec can't decode byte 0xac in position 0", naming no file,
+    # and "[Errno 20] Not a directory: '.../notes.txt/sub'".
+    import shutil
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(fixture_corpus, corpus)
+    lines = (corpus / "chunks.jsonl").read_bytes().splitlines(keepends=True)
+    (corpus / "chunks.jsonl").write_bytes(b"".join(lines[:2]) + b"\xac" + b"".join(lines[2:]))
+    assert _index_into(corpus, tmp_path / "idx") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"wetqa: error: {corpus / 'chunks.jsonl'}:3: not UTF-8 text", err
+    notes = tmp_path / "notes.txt"
+    notes.write_text("keep me")
+    assert _index_into(fixture_corpus, notes / "sub") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"wetqa: error: cannot make {notes / 'sub'}: {notes} is a file, not a folder", err
+    assert notes.read_text() == "keep me"

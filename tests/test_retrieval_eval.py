@@ -145,3 +145,17 @@ def test_a_question_without_gold_articles_is_named_not_scored_zero(tmp_path, art
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "question b names no gold article" in err, err
     assert not out.exists()
+
+
+@pytest.mark.unit
+def test_a_dataset_saved_with_a_byte_order_mark_is_read(tmp_path):
+    # A defect hunt: a file saved by a Windows editor as "UTF-8 with BOM" was refused at line 1 as "not a
+    # JSON object line". The mark says the file is UTF-8; the questions are read as written.
+    p = tmp_path / "bom.jsonl"
+    p.write_bytes(
+        b'\xef\xbb\xbf{"id": "1", "question": "Wanneer eindigt het gezag?"}\n{"id": "2", "question": "En dan?"}\n'
+    )
+    assert [(i.id, i.question) for i in load_dataset(p)] == [("1", "Wanneer eindigt het gezag?"), ("2", "En dan?")]
+    p.write_bytes(b'{"id": "1", "question": "Wanneer?"}\n\xef\xbb\xbf{"id": "2", "question": "En?"}\n')
+    with pytest.raises(DatasetError, match=rf"^{p}:2: not a JSON object line"):  # only a file's first bytes
+        load_dataset(p)

@@ -236,6 +236,13 @@ def _message(exc: BaseException) -> str:
         return f"internal error ({type(exc).__name__}: {text}); rerun with --debug for the traceback"
     if isinstance(exc, (ImportError, ModuleNotFoundError)) and getattr(exc, "name", None):
         return missing_package_message(str(exc.name))
+    if isinstance(exc, NotADirectoryError) and exc.filename:  # an output under a file ("notes.txt/sub")
+        from pathlib import Path
+
+        wanted = Path(str(exc.filename))
+        file = next((p for p in (wanted, *wanted.parents) if p.is_file()), None)
+        if file is not None:
+            return f"cannot make {wanted}: {file} is a file, not a folder"
     return text
 
 
@@ -251,4 +258,4 @@ def _classify(exc: BaseException) -> tuple[int, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -6,6 +6,7 @@ place, so an interrupted build or run leaves the previous result intact.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import fnmatch
@@ -442,8 +443,14 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+    with open(path, "rb") as fh:  # bytes, decoded line by line: an invalid byte is named with its line
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # an editor's "UTF-8 with BOM"
+                raw = raw[len(codecs.BOM_UTF8) :]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path}:{lineno}: not UTF-8 text") from None
             if not line.strip():
                 continue
             try:
