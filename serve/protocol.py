@@ -40,8 +40,8 @@ class TextPart(BaseModel):
 
 
 class Message(BaseModel):
-    role: Literal["system", "user", "assistant", "tool", "developer"] = Field(
-        description="who wrote it; the last user message is the question"
+    role: Literal["system", "user", "assistant", "tool", "developer", "function"] = Field(
+        description="who wrote it (function: the old form of tool); the last user message is the question"
     )
     content: Text | list[TextPart] | None = Field(default=None, description="the text, or its text parts")
 

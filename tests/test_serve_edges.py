@@ -151,3 +151,11 @@ def test_a_body_that_is_no_json_object_is_named_so(server):
             r.text
         )
         assert _error(r)["param"] is None
+
+
+@pytest.mark.integration
+def test_a_conversation_holding_a_function_message_is_answered(server):
+    # OpenAI still takes the old "function" role in a conversation's history; it was a 400 on messages.0.role.
+    history = [{"role": "function", "name": "lookup", "content": "x"}, *ASKED]
+    resp = client(server).chat.completions.create(model=MODEL, messages=history)
+    assert "[1]" in resp.choices[0].message.content
