@@ -390,3 +390,41 @@ def test_a_corpus_file_that_is_not_utf8_and_an_out_under_a_file_are_named(fixtur
     err = capsys.readouterr().err.strip()
     assert err == f"wetqa: error: cannot make {notes / 'sub'}: {notes} is a file, not a folder", err
     assert notes.read_text() == "keep me"
+
+
+@pytest.mark.unit
+def test_no_output_is_made_inside_a_folder_wetqa_built(fixture_corpus, bm25s_index, tmp_path, capsys):
+    # The review of the rule above: an output *below* a built folder was listed in it and made there
+    # (`eval retrieval --out INDEX/eval`: the index then failed to open as damaged, and a rebuild deleted the
+    # eval folder without a word; `index --out CORPUS/idx`, deleted by the next corpus build).
+    import shutil
+
+    corpus, index = tmp_path / "corpus", tmp_path / "index"
+    shutil.copytree(fixture_corpus, corpus)
+    shutil.copytree(bm25s_index, index)
+    before = {"corpus": _tree(corpus), "index": _tree(index)}
+    dataset = tmp_path / "q.jsonl"
+    dataset.write_text(
+        '{"id": "1", "question": "Wanneer eindigt het gezag?", "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]}\n'
+    )
+    for argv in (
+        ["eval", "retrieval", "--dataset", str(dataset), "--index", str(index), "--out", str(index / "eval")],
+        ["generate", "--dataset", str(dataset), "--index", str(index), "--out", str(index / "runs" / "a")],
+        ["index", "--corpus", str(corpus), "--retriever", "bm25s", "--out", str(corpus / "idx"), "--no-progress"],
+        [
+            "corpus",
+            "build",
+            "--source",
+            str(FIXTURES / "bwb"),
+            "--out",
+            str(index / "c"),
+            "--workers",
+            "1",
+            "--no-progress",
+        ],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "is inside" in err and "wetqa built" in err and len(err.strip().splitlines()) == 1, err
+    assert {"corpus": _tree(corpus), "index": _tree(index)} == before
+    assert main(["search", "gezag", "--index", str(index)]) == 0

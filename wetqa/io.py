@@ -134,7 +134,7 @@ def _remove_stale(path: Path) -> None:
 
 
 def _a(noun: str) -> str:
-    return ("an " if noun[:1] in "aeiou" else "a ") + noun
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
 
 
 # The key every marker file wetqa writes carries: the format of what it marks, e.g. "corpus/2".
@@ -197,7 +197,8 @@ def owned_names(folder: Path) -> set[str] | None:
 
 def _note_owned(folder: Path, names: Iterable[str], built: str | None = None) -> None:
     """Add names to a folder's list of what wetqa wrote there, before they are written. ``built``: the kind of
-    folder :func:`atomic_dir` builds whole ("corpus", "index", "model"), recorded in a new list's header."""
+    folder :func:`atomic_dir` builds whole ("corpus", "index", "model", "ONNX export"), recorded in a new list's
+    header."""
     new = not (folder / OWNED).exists()
     with open(folder / OWNED, "a", encoding="utf-8") as fh:
         if new:
@@ -213,6 +214,23 @@ BUILT_MARKERS = {
     "wetqa-model.json": "model",
     "onnx.json": "ONNX export",
 }
+
+
+# A folder built whole that another may be built inside: a model's ONNX export (MODEL/onnx).
+BUILT_INSIDE = {("ONNX export", "model")}
+
+
+def _refuse_inside_built(path: Path, kind: str | None) -> None:
+    """Refuse an output below a folder wetqa built whole (an index, a corpus, a model): it would be listed in
+    that folder and then fail its checks (an index opens as damaged), or be deleted with it by its next
+    build. ``kind``: the kind of folder the output is, when it is one built whole."""
+    for above in Path(os.path.abspath(path)).parents:
+        built = built_kind(above) if above.is_dir() else None
+        if built is not None and (kind, built) not in BUILT_INSIDE:
+            raise OutputError(
+                f"{path} is inside {above}, {_a(built)} wetqa built, and wetqa writes no other output into it: "
+                "give another --out"
+            )
 
 
 def built_kind(folder: Path) -> str | None:
@@ -291,6 +309,7 @@ def own_folder(
     _refuse_special(path)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputError(f"{path} is a file (or a link), not a folder; give a folder for the output")
+    _refuse_inside_built(path, None)
     if not path.exists():
         _make_owned(path)
     built = built_kind(path)
@@ -398,6 +417,7 @@ def atomic_dir(path: str | os.PathLike, marker: str | None = None, kind: str = "
         path = path.resolve()
     _refuse_special(path)
     _check_replaceable(path, marker, kind)
+    _refuse_inside_built(path, kind if marker else None)
     if not path.parent.exists():
         _make_owned(path.parent)
     above = owned_names(path.parent)
