@@ -299,3 +299,14 @@ def test_fused_article_hits_keep_their_article(articles_index, fixture_corpus, t
         assert fused[0].article_paragraphs == top.article_paragraphs and fused[0].article_chunks == top.article_chunks
     assert main(["ask", QUESTION, "--index", str(articles_index), "--index", str(other)]) == 0
     assert capsys.readouterr().out.startswith("Wet fictief gezag, Artikel 266:\n")
+
+
+@pytest.mark.unit
+def test_fused_hits_keep_their_article_whichever_index_comes_first(articles_index, bm25s_index):
+    # The review: the article came from the first ranking that had the hit, so a chunk index listed first
+    # lost it.
+    article_first = open_retriever([articles_index, bm25s_index]).search(QUESTION, 3)
+    chunk_first = open_retriever([bm25s_index, articles_index]).search(QUESTION, 3)
+    with_article = {h.id: h for h in article_first if h.article_paragraphs}
+    shared = [h for h in chunk_first if h.id in with_article]
+    assert shared and all(h.article_paragraphs == with_article[h.id].article_paragraphs for h in shared)

@@ -10,23 +10,36 @@ from .._base import Hit, RetrievalError, Retriever, check_k, minmax, search_in
 from ..scope import Scope
 
 
-def _fused(hit: Hit, score: float, rank: int, retriever: str) -> Hit:
+def _fused(hit: Hit, score: float, rank: int, retriever: str, article: Hit | None = None) -> Hit:
     """A fused hit: its fused score and rank, and the article it stands for (its chunks and paragraphs, which
-    the extractive answer quotes), from the first ranking that had it. Its features stay with that ranking:
-    they were that retriever's evidence, not the fusion's."""
-    return Hit(hit.chunk, score, rank, retriever, hit.article_chunks, hit.article_paragraphs)
+    the extractive answer quotes) from ``article``, a ranking's hit of it that carries them (an articles
+    index's, whichever index came first). Its features stay with their ranking: they were that retriever's
+    evidence, not the fusion's."""
+    source = article or hit
+    return Hit(hit.chunk, score, rank, retriever, source.article_chunks, source.article_paragraphs)
+
+
+def _first_hits(rankings: Sequence[Sequence[Hit]]) -> tuple[dict[str, Hit], dict[str, Hit]]:
+    """Each hit id's first hit over the rankings, and its first hit that carries its article."""
+    first: dict[str, Hit] = {}
+    article: dict[str, Hit] = {}
+    for ranking in rankings:
+        for hit in ranking:
+            first.setdefault(hit.id, hit)
+            if hit.article_paragraphs:
+                article.setdefault(hit.id, hit)
+    return first, article
 
 
 def rrf(rankings: Sequence[Sequence[Hit]], k: int = 10, rrf_k: int = 60) -> list[Hit]:
     """Reciprocal rank fusion: score(d) = sum over rankings of 1 / (rrf_k + rank)."""
     scores: dict[str, float] = {}
-    first: dict[str, Hit] = {}
     for ranking in rankings:
         for hit in ranking:
             scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (rrf_k + hit.rank)
-            first.setdefault(hit.id, hit)
+    first, article = _first_hits(rankings)
     order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-    return [_fused(first[i], scores[i], r, "hybrid-rrf") for r, i in enumerate(order, 1)]
+    return [_fused(first[i], scores[i], r, "hybrid-rrf", article.get(i)) for r, i in enumerate(order, 1)]
 
 
 def _minmax(hits: Sequence[Hit]) -> dict[str, float]:
@@ -40,14 +53,12 @@ def interpolate(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k: 
     if len(weights) != len(rankings):
         raise RetrievalError(f"{len(weights)} weights for {len(rankings)} retrievers")
     scores: dict[str, float] = {}
-    first: dict[str, Hit] = {}
     for ranking, w in zip(rankings, weights):
         for doc, s in _minmax(ranking).items():
             scores[doc] = scores.get(doc, 0.0) + w * s
-        for hit in ranking:
-            first.setdefault(hit.id, hit)
+    first, article = _first_hits(rankings)
     order = sorted(scores, key=lambda i: (-scores[i], i))[:k]
-    return [_fused(first[i], scores[i], r, "hybrid-interpolate") for r, i in enumerate(order, 1)]
+    return [_fused(first[i], scores[i], r, "hybrid-interpolate", article.get(i)) for r, i in enumerate(order, 1)]
 
 
 class HybridRetriever:
