@@ -466,6 +466,12 @@ def test_a_hub_model_is_checked_against_the_hub_only_when_no_cache_holds_it(tmp_
     # "notamodel" spent the hub client's minute of retries before its error (exit 2).
     with pytest.raises(UnavailableError, match="re-ranker notamodel is not in the Hugging Face cache"):
         check_hub_model("notamodel", "re-ranker")
+    # sentence-transformers loads a bare name from its organisation ("all-MiniLM-L6-v2" is
+    # sentence-transformers/all-MiniLM-L6-v2, a CrossEncoder's "x" cross-encoder/x): cached there, it is here.
+    (tmp_path / "hub" / "models--sentence-transformers--all-MiniLM-L6-v2").mkdir(parents=True)
+    check_hub_model("all-MiniLM-L6-v2", "embedding model")
+    (tmp_path / "hub" / "models--cross-encoder--ms-marco-MiniLM-L6-v2").mkdir(parents=True)
+    check_hub_model("ms-marco-MiniLM-L6-v2", "re-ranker")
     for ref in ("./org/x", "a/b/c", "~/x", "not a name"):  # not a hub id: the loader's (or a path check's) to judge
         check_hub_model(ref, "dense model")
     monkeypatch.setenv("HTTPS_PROXY", f"http://127.0.0.1:{port}")

@@ -208,11 +208,12 @@ def check_model_ref(ref: str, what: str = "model") -> str:
 
 
 HUB_PROBE_SECONDS = 3.0
+BARE_NAME_ORGS = ("sentence-transformers", "cross-encoder")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def check_hub_model(ref: str, what: str = "model") -> None:
-    """Before a Hugging Face id (``org/name``) is loaded: when it is in no local cache and the hub cannot be
+    """Before a Hugging Face id (``org/name``, or a bare ``name``) is loaded: when it is in no local cache and the hub cannot be
     reached at all (no such host, connection refused, no route), one line and exit 3 now, not the hub
     client's minute of retries before its own error. Called where a model loads, never when a setting is
     read. Left to the loader: offline mode (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE: the client fails at once by
@@ -233,11 +234,16 @@ def check_hub_model(ref: str, what: str = "model") -> None:
         return
     if constants.HF_HUB_OFFLINE or urllib.request.getproxies():
         return
-    folder = f"models--{ref.replace('/', '--')}"
+    # A bare name is loaded by sentence-transformers from its own organisation too ("all-MiniLM-L6-v2" is
+    # sentence-transformers/all-MiniLM-L6-v2, a CrossEncoder's "x" cross-encoder/x): any of them cached will do.
+    refs = [ref] if "/" in ref else [ref, *(f"{org}/{ref}" for org in BARE_NAME_ORGS)]
     st_home = os.environ.get("SENTENCE_TRANSFORMERS_HOME")
-    cached = [Path(constants.HF_HUB_CACHE) / folder]
-    if st_home:  # sentence-transformers' own cache, in either layout
-        cached += [Path(st_home) / folder, Path(st_home) / ref.replace("/", "_")]
+    cached = []
+    for one in refs:
+        folder = f"models--{one.replace('/', '--')}"
+        cached.append(Path(constants.HF_HUB_CACHE) / folder)
+        if st_home:  # sentence-transformers' own cache, in either layout
+            cached += [Path(st_home) / folder, Path(st_home) / one.replace("/", "_")]
     if any(path.is_dir() for path in cached):
         return  # downloaded before (any of its files: the loader knows which it needs)
     endpoint = urlsplit(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
