@@ -83,7 +83,7 @@ async def on_validation_error(_: Request, exc: Exception) -> ModelResponse:
     msg = first.get("msg", "bad value")
     if where.endswith(".text") and "string" in msg:
         msg = "a text part's text must be a string"
-    if not where and first.get("type") in ("model_attributes_type", "dict_type"):  # the body itself
+    if not where and first.get("type") in ("model_attributes_type", "dict_type", "missing"):  # the body itself
         msg = "the body must be a JSON object"
     # OpenAI answers an invalid request with 400 (FastAPI's default would be 422).
     return ModelResponse(

@@ -154,8 +154,12 @@ def _as_json(scope, body: bytes):
     if media == FORM:
         try:
             parsed = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: a body nested thousands deep ("[[[[...")
+        except ValueError:
             parsed = None
+        except RecursionError:  # thousands deep ("[[[[..."): no request is
+            raise _Refused(
+                400, "the request body is nested too deeply", "invalid_request_error", "invalid_request"
+            ) from None
         if isinstance(parsed, dict):
             return _labelled_json(scope)
     got = media.decode("latin-1") + (" that is not a JSON object" if media == FORM else "")

@@ -154,6 +154,14 @@ class ChatRequest(ScopeFields):
     )
     logit_bias: dict[str, float] | None = Field(default=None, description="unsupported, but {}")
     reasoning_effort: str | None = Field(default=None, description="unsupported")
+    # vLLM's sampling fields, which its clients send: the same.
+    top_k: int | None = Field(default=None, strict=True, description="unsupported, but -1 or 0")
+    min_p: float | None = Field(
+        default=None, ge=0, le=1, strict=True, allow_inf_nan=False, description="unsupported, but 0"
+    )
+    repetition_penalty: float | None = Field(
+        default=None, gt=0, strict=True, allow_inf_nan=False, description="unsupported, but 1"
+    )
     modalities: list[str] | None = Field(default=None, description='unsupported, but ["text"]')
     audio: dict[str, Any] | None = Field(default=None, description="unsupported")
     prediction: dict[str, Any] | None = Field(default=None, description="unsupported")

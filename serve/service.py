@@ -170,6 +170,9 @@ NOT_HONOURED = {
     "frequency_penalty": NO_SAMPLING + " (send none, or 0)",
     "logit_bias": NO_SAMPLING,
     "reasoning_effort": NO_SAMPLING,
+    "top_k": NO_SAMPLING + " (send none, or -1)",
+    "min_p": NO_SAMPLING + " (send none, or 0)",
+    "repetition_penalty": NO_SAMPLING + " (send none, or 1)",
     "modalities": 'answers are text (send none, or ["text"])',
     "audio": "answers are text",
     "prediction": "answers are written from the articles found, not predicted from a given text",
@@ -193,12 +196,22 @@ def not_honoured(req: ChatRequest) -> str | None:
         "frequency_penalty": req.frequency_penalty not in (None, 0),
         "logit_bias": bool(req.logit_bias),
         "reasoning_effort": req.reasoning_effort is not None,
+        "top_k": req.top_k not in (None, -1, 0),
+        "min_p": req.min_p not in (None, 0),
+        "repetition_penalty": req.repetition_penalty not in (None, 1),
         "modalities": req.modalities not in (None, ["text"]),
         "audio": req.audio is not None,
         "prediction": req.prediction is not None,
     }
-    assert set(asks) == set(NOT_HONOURED)
     return next((name for name, asked in asks.items() if asked), None)
+
+
+# Each refused field is a field of the request, and each is judged (a field added to one and not the other
+# would be accepted and ignored, or refused by a KeyError): checked once, when the module is imported.
+if set(NOT_HONOURED) - set(ChatRequest.model_fields):
+    raise TypeError(
+        f"ChatRequest lacks the refused field(s) {sorted(set(NOT_HONOURED) - set(ChatRequest.model_fields))}"
+    )
 
 
 class ChatService:
