@@ -137,13 +137,13 @@ def check_run_folder(
 
 
 def _other_question(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None:
-    """Where a run file holds an answer to another question than the dataset's under the same id (a dataset
-    edited, or another one of the same ids), said in a few words; None when every answer is to its question."""
+    """Where a run file answers, under an id, another question than the dataset's of that id (a dataset edited,
+    or another one with the same ids), said in a few words; None when every answer is to its question."""
     asked = {it.id: it.question for it in items}
     for path in runs:
         for qid, rec in read_done(path).items():
             if qid in asked and rec.get("question") is not None and rec["question"] != asked[qid]:
-                return f"{path.name} answers another question under id {qid}"
+                return f"{path.name} answers another question under id {qid} than the dataset asks"
     return None
 
 
@@ -168,7 +168,7 @@ def _check_inputs(out: Path, inputs: dict, force: bool, items: Sequence[QAItem] 
         )
         other = f"{out} holds runs made with other inputs ({changed})"
     else:
-        other = f"{out}: {other} than the dataset's"
+        other = f"{out}: {other}"
     if not force:
         raise GenerationError(f"{other}; give another --out, or --force to start these runs again")
     for path in runs:  # wetqa's own run files (the folder holds nothing else), made with what is no longer asked for
