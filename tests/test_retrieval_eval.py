@@ -159,3 +159,36 @@ def test_a_dataset_saved_with_a_byte_order_mark_is_read(tmp_path):
     p.write_bytes(b'{"id": "1", "question": "Wanneer?"}\n\xef\xbb\xbf{"id": "2", "question": "En?"}\n')
     with pytest.raises(DatasetError, match=rf"^{p}:2: not a JSON object line"):  # only a file's first bytes
         load_dataset(p)
+
+
+@pytest.mark.unit
+def test_eval_retrieval_says_when_gold_articles_lie_outside_the_index(tmp_path, articles_index, capsys):
+    # A defect hunt: gold articles of a law the index does not hold were counted as misses without a word.
+    import json
+
+    from wetqa.cli import main
+
+    p = tmp_path / "d.jsonl"
+    rows = [
+        {"id": "in", "question": "Wanneer eindigt het gezag?", "articles": [{"bwb_id": "BWBR9990001", "article": "Artikel 266"}]},
+        {"id": "out", "question": "Wanneer eindigt de huur?", "articles": [{"bwb_id": "BWBR9999999", "article": "Artikel 1"}]},
+    ]  # fmt: skip
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert (
+        main(["eval", "retrieval", "--dataset", str(p), "--index", str(articles_index), "--out", str(tmp_path / "e")])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert "warning: 1 of 2 questions ask about laws the index does not hold" in err and "out (BWBR9999999)" in err, err
+    metrics = json.loads((tmp_path / "e" / "metrics.json").read_text())
+    assert metrics["gold_outside_index"] == ["out"]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("k", ["1,,3", ",", "3,"])
+def test_an_empty_cut_off_is_refused(k, tmp_path, articles_index, capsys):
+    # A defect hunt: "-k 1,,3" was read as 1,3 while "--kind ," was refused as an empty value.
+    from wetqa.cli import main
+
+    assert main(["eval", "retrieval", "--dataset", str(DEV), "--index", str(articles_index), "-k", k]) == 2
+    assert "an empty value" in capsys.readouterr().err
