@@ -520,6 +520,30 @@ def test_fetch_refuses_a_folder_of_the_users_before_downloading_anything(chunked
 
 
 @pytest.mark.unit
+def test_fetch_does_not_replace_a_model_trained_or_converted_here_without_force(chunked_model, tmp_path):
+    # The review: every model folder is of the kind "model", so `models fetch --out TRAINED` replaced a
+    # trained reader (minutes or hours of training) with the fetched one, unasked.
+    import json as _json
+
+    from wetqa.io import OutputError
+    from wetqa.retrieval.models import fetch
+
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    (trained / ".wetqa-owned").write_text(
+        _json.dumps({"wetqa_format": "owned/1", "built": "model"}) + "\n" + '"wetqa-model.json"\n"weights.bin"\n'
+    )
+    (trained / "wetqa-model.json").write_text(_json.dumps({"wetqa_format": "model/1", "kind": "wetqa-trained-reader"}))
+    (trained / "weights.bin").write_bytes(b"hours of training")
+    with pytest.raises(OutputError, match="a wetqa-trained-reader, not a fetched model.*--force"):
+        fetch.fetch("tinygemma", out=trained, progress=False)
+    assert (trained / "weights.bin").read_bytes() == b"hours of training"
+    assert not (tmp_path / ".trained.parts").exists()  # nothing staged, nothing downloaded
+    assert fetch.fetch("tinygemma", out=trained, force=True, progress=False) == trained  # asked for: replaced
+    assert not (trained / "weights.bin").exists()
+
+
+@pytest.mark.unit
 def test_train_reader_fine_tunes_within_its_budget_and_keeps_the_users_folders(tiny_gemma, articles_index, tmp_path):
     """`wetqa models train-reader DATA`: triplets from the index's articles, a few steps within the time budget,
     the trained model saved with its ONNX export (a reader reads with it); a folder of the user's is refused

