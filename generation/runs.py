@@ -156,21 +156,20 @@ def _check_inputs(out: Path, inputs: dict, force: bool, items: Sequence[QAItem] 
     if not runs:
         return
     old = json.loads(config.read_text(encoding="utf-8")).get("inputs") if config.is_file() else None
-    same = old is not None and _settled(old) == _settled(inputs)
-    other = _other_question(runs, items) if same and items is not None else None
-    if same and other is None:
-        return
-    if not same:
+    if old is None or _settled(old) != _settled(inputs):
         changed = (
             "no inputs recorded (an older wetqa)"
             if old is None
             else ", ".join(sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))) + " changed"
         )
-        other = f"{out} holds runs made with other inputs ({changed})"
+        problem = f"{out} holds runs made with other inputs ({changed})"
     else:
-        other = f"{out}: {other}"
+        other = _other_question(runs, items) if items is not None else None
+        if other is None:
+            return
+        problem = f"{out}: {other}"
     if not force:
-        raise GenerationError(f"{other}; give another --out, or --force to start these runs again")
+        raise GenerationError(f"{problem}; give another --out, or --force to start these runs again")
     for path in runs:  # wetqa's own run files (the folder holds nothing else), made with what is no longer asked for
         if path.name in folder.names:
             path.unlink()

@@ -156,58 +156,41 @@ def _find(store, chunk_id: str):
 # ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
 NO_SAMPLING = "no generator here takes it (temperature, max_tokens, stop and seed are the settings a request may give)"
 NO_TOOLS = "answers cite law articles and call no tools"
-NOT_HONOURED = {
-    "response_format": 'answers are wetqa\'s cited text (send no response_format, or {"type": "text"})',
-    "tools": NO_TOOLS,
-    "tool_choice": NO_TOOLS + ' (send none, or "none")',
-    "parallel_tool_calls": NO_TOOLS,
-    "functions": NO_TOOLS,
-    "function_call": NO_TOOLS + ' (send none, or "none")',
-    "logprobs": "the response carries no log-probabilities",
-    "top_logprobs": "the response carries no log-probabilities",
-    "top_p": NO_SAMPLING + " (send none, or 1)",
-    "presence_penalty": NO_SAMPLING + " (send none, or 0)",
-    "frequency_penalty": NO_SAMPLING + " (send none, or 0)",
-    "logit_bias": NO_SAMPLING,
-    "reasoning_effort": NO_SAMPLING,
-    "top_k": NO_SAMPLING + " (send none, or -1)",
-    "min_p": NO_SAMPLING + " (send none, or 0)",
-    "repetition_penalty": NO_SAMPLING + " (send none, or 1)",
-    "modalities": 'answers are text (send none, or ["text"])',
-    "audio": "answers are text",
-    "prediction": "answers are written from the articles found, not predicted from a given text",
+NO_LOGPROBS = "the response carries no log-probabilities"
+# Each field: (the values that ask for nothing, why any other is refused).
+NOT_HONOURED: dict[str, tuple[tuple, str]] = {
+    "response_format": (
+        (None, {"type": "text"}),
+        'answers are wetqa\'s cited text (send no response_format, or {"type": "text"})',
+    ),
+    "tools": ((None, []), NO_TOOLS),
+    "tool_choice": ((None, "none"), NO_TOOLS + ' (send none, or "none")'),
+    "parallel_tool_calls": ((None, False), NO_TOOLS),
+    "functions": ((None, []), NO_TOOLS),
+    "function_call": ((None, "none"), NO_TOOLS + ' (send none, or "none")'),
+    "logprobs": ((None, False), NO_LOGPROBS),
+    "top_logprobs": ((None, 0), NO_LOGPROBS),
+    "top_p": ((None, 1), NO_SAMPLING + " (send none, or 1)"),
+    "presence_penalty": ((None, 0), NO_SAMPLING + " (send none, or 0)"),
+    "frequency_penalty": ((None, 0), NO_SAMPLING + " (send none, or 0)"),
+    "logit_bias": ((None, {}), NO_SAMPLING),
+    "reasoning_effort": ((None,), NO_SAMPLING),
+    "top_k": ((None, -1, 0), NO_SAMPLING + " (send none, or -1)"),
+    "min_p": ((None, 0), NO_SAMPLING + " (send none, or 0)"),
+    "repetition_penalty": ((None, 1), NO_SAMPLING + " (send none, or 1)"),
+    "modalities": ((None, ["text"]), 'answers are text (send none, or ["text"])'),
+    "audio": ((None,), "answers are text"),
+    "prediction": ((None,), "answers are written from the articles found, not predicted from a given text"),
 }
 
 
 def not_honoured(req: ChatRequest) -> str | None:
-    """The first field of NOT_HONOURED the request asks for (a value other than the field's neutral one, which
-    asks for nothing), or None."""
-    asks = {
-        "response_format": req.response_format not in (None, {"type": "text"}),
-        "tools": bool(req.tools),
-        "tool_choice": req.tool_choice not in (None, "none"),
-        "parallel_tool_calls": bool(req.parallel_tool_calls),
-        "functions": bool(req.functions),
-        "function_call": req.function_call not in (None, "none"),
-        "logprobs": bool(req.logprobs),
-        "top_logprobs": bool(req.top_logprobs),
-        "top_p": req.top_p not in (None, 1),
-        "presence_penalty": req.presence_penalty not in (None, 0),
-        "frequency_penalty": req.frequency_penalty not in (None, 0),
-        "logit_bias": bool(req.logit_bias),
-        "reasoning_effort": req.reasoning_effort is not None,
-        "top_k": req.top_k not in (None, -1, 0),
-        "min_p": req.min_p not in (None, 0),
-        "repetition_penalty": req.repetition_penalty not in (None, 1),
-        "modalities": req.modalities not in (None, ["text"]),
-        "audio": req.audio is not None,
-        "prediction": req.prediction is not None,
-    }
-    return next((name for name, asked in asks.items() if asked), None)
+    """The first field of NOT_HONOURED the request asks for (a value other than the field's neutral ones, which
+    ask for nothing), or None."""
+    return next((name for name, (neutral, _) in NOT_HONOURED.items() if getattr(req, name) not in neutral), None)
 
 
-# Each refused field is a field of the request, and each is judged (a field added to one and not the other
-# would be accepted and ignored, or refused by a KeyError): checked once, when the module is imported.
+# Each refused field is a field of the request (else getattr fails on every request): checked at import.
 if set(NOT_HONOURED) - set(ChatRequest.model_fields):
     raise TypeError(
         f"ChatRequest lacks the refused field(s) {sorted(set(NOT_HONOURED) - set(ChatRequest.model_fields))}"
@@ -263,7 +246,7 @@ class ChatService:
         field = not_honoured(req)
         if field is not None:
             raise APIError(
-                400, f"{field} is not supported: {NOT_HONOURED[field]}", code="unsupported_parameter", param=field
+                400, f"{field} is not supported: {NOT_HONOURED[field][1]}", code="unsupported_parameter", param=field
             )
         if req.n is not None and req.n > 1:
             raise APIError(

@@ -213,9 +213,9 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def check_hub_model(ref: str, what: str = "model") -> None:
-    """Before a Hugging Face id (``org/name``, or a bare ``name``) is loaded: when it is in no local cache and the hub cannot be
-    reached at all (no such host, connection refused, no route), one line and exit 3 now, not the hub
-    client's minute of retries before its own error. Called where a model loads, never when a setting is
+    """Before a Hugging Face id (``org/name``, or a bare ``name``) is loaded: when it is in no local cache and
+    the hub cannot be reached at all (no such host, connection refused, no route), one line and exit 3 now, not
+    the hub client's minute of retries before its own error. Called where a model loads, never when a setting is
     read. Left to the loader: offline mode (HF_HUB_OFFLINE, TRANSFORMERS_OFFLINE: the client fails at once by
     itself), a proxy (the client goes through it; a direct connection says nothing), and a slow answer."""
     import errno
