@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from http import HTTPStatus
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
@@ -97,10 +98,19 @@ async def on_validation_error(_: Request, exc: Exception) -> ModelResponse:
     )
 
 
+def status_code_name(status: int) -> str:
+    """An HTTP status as an error code in the style of the app's own (404 -> ``not_found``, 405 ->
+    ``method_not_allowed``), so a client reads one kind of code whether a route or the router answered."""
+    try:
+        return re.sub(r"\W+", "_", HTTPStatus(status).phrase.lower()).strip("_")
+    except ValueError:
+        return f"http_{status}"
+
+
 async def on_http_error(_: Request, exc: Exception) -> ModelResponse:
     assert isinstance(exc, StarletteHTTPException)
     return ModelResponse(
-        error_body(str(exc.detail), "invalid_request_error", str(exc.status_code)),
+        error_body(str(exc.detail), "invalid_request_error", status_code_name(exc.status_code)),
         status_code=exc.status_code,
         headers=exc.headers,  # a 405's Allow: the methods the route takes (RFC 9110 says it must be sent)
     )

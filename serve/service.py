@@ -56,11 +56,20 @@ from .responses import ClosingStreamingResponse, ModelResponse
 from .streaming import ChunkWriter, UpstreamSource, WorkerSource, sse_events
 
 
-def word_usage(answer: Answer, question: str, content: str) -> Usage:
+def word_usage(answer: Answer, question: str) -> Usage:
+    """The backend's token counts; the extractive backend has no tokenizer, so its words. Either way what the
+    generator wrote (at most max_tokens), not the source list wetqa appends to the content."""
     prompt, completion = answer.usage.prompt_tokens, answer.usage.completion_tokens
-    if prompt + completion == 0:  # the extractive backend has no tokenizer: count words
-        prompt, completion = len(question.split()), len(content.split())
+    if prompt + completion == 0:
+        prompt, completion = len(question.split()), len(answer.answer.split())
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the first of the request's stop strings: the content a client reads never holds one,
+    the appended source list included (the backend cut its own text already)."""
+    ends = [at for at in (text.find(s) for s in stops) if at >= 0]
+    return text[: min(ends)] if ends else text
 
 
 def answer_fields(answer: Answer, cited: Cited) -> dict[str, Any]:
@@ -347,13 +356,13 @@ class ChatService:
         answer, cited = await self.run_limited(
             self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
         )
-        content = content_of(cited)
+        content = cut_at_stop(content_of(cited), sampling.stop)
         completion = ChatCompletion(
             id=writer.id,
             created=writer.created,
             model=served.name,
             choices=[Choice(index=0, message=AssistantMessage(content=content), finish_reason=answer.finish_reason)],
-            usage=word_usage(answer, question, content),
+            usage=word_usage(answer, question),
             **answer_fields(answer, cited),
         )
         return ModelResponse(completion)
@@ -387,7 +396,7 @@ class ChatService:
             raise first[1]
 
         def final(answer: Answer, streamed: str) -> list[str]:
-            return self.final_events(writer, answer, question, streamed, include_usage)
+            return self.final_events(writer, answer, question, streamed, include_usage, sampling.stop)
 
         return ClosingStreamingResponse(
             sse_events(first, source, writer, final),
@@ -417,12 +426,18 @@ class ChatService:
 
     @staticmethod
     def final_events(
-        writer: ChunkWriter, answer: Answer, question: str, streamed: str, include_usage: bool
+        writer: ChunkWriter,
+        answer: Answer,
+        question: str,
+        streamed: str,
+        include_usage: bool,
+        stops: Sequence[str] = (),
     ) -> list[str]:
         cited = cite(answer)
         tail = f"\n\n{cited.references}" if cited.references else ""
+        tail = cut_at_stop(streamed + tail, stops)[len(streamed) :]  # a stop may start in the streamed text
         out = [writer.event(Delta(content=tail))] if tail else []
-        usage = word_usage(answer, question, streamed + tail)
+        usage = word_usage(answer, question)
         fields = answer_fields(answer, cited)
         if not include_usage:
             return [*out, writer.event(Delta(), answer.finish_reason, usage=usage, **fields)]

@@ -58,6 +58,15 @@ def test_a_method_a_route_does_not_take_is_405_with_the_methods_it_takes(server)
     assert r.status_code == 405 and r.headers.get("allow") == "POST", r.headers
     r = httpx.delete(server.url + "/v1/models")
     assert r.status_code == 405 and r.headers.get("allow") == "GET", r.headers
+    assert _error(r)["code"] == "method_not_allowed", r.text  # was the status as a string, "405"
+
+
+@pytest.mark.integration
+def test_a_route_that_does_not_exist_is_named_not_found_as_the_apps_own_404s_are(server):
+    r = httpx.get(server.url + "/v1/no-such-route")
+    assert r.status_code == 404 and _error(r)["code"] == "not_found", r.text  # was "404"
+    r = httpx.get(server.url + "/v1/chunks/no-such-chunk")
+    assert r.status_code == 404 and _error(r)["code"] == "not_found", r.text
     assert _error(r)["type"] == "invalid_request_error"
 
 

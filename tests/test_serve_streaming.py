@@ -137,6 +137,43 @@ def test_transformers_tokens_stream_as_they_are_generated(index, tmp_path):
         assert short.usage.completion_tokens == 3 and short.choices[0].finish_reason == "length"
 
 
+def unmarked(text: str) -> str:
+    return re.sub(r" \[\d+\]", "", text)
+
+
+def test_stop_and_max_tokens_hold_for_the_whole_content_streamed_or_not(index):
+    """The returned text never holds a stop string, the source list wetqa appends included, and
+    completion_tokens counts what the generator wrote (at most max_tokens), not the appended list."""
+    with LiveServer(make_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())])) as server:
+        c = client(server)
+        ask = dict(model="wetqa-test", messages=[{"role": "user", "content": QUESTION}])
+        full = c.chat.completions.create(**ask).choices[0].message.content
+        assert "\n\nBronnen:\n[1] " in full
+        for stop in ("Bronnen", "[1] "):
+            whole = c.chat.completions.create(**ask, stop=[stop])
+            pieces = [
+                ch.choices[0].delta.content or ""
+                for ch in c.chat.completions.create(**ask, stop=[stop], stream=True)
+                if ch.choices
+            ]
+            for text in (whole.choices[0].message.content, "".join(pieces)):  # the stream has no [n] markers
+                assert stop not in text and unmarked(full).startswith(unmarked(text).rstrip()[:200])
+        for stream in (False, True):
+            r = httpx.post(
+                server.url + "/v1/chat/completions",
+                json={**ask, "max_tokens": 5, "stream": stream, "stream_options": {"include_usage": True}}
+                if stream
+                else {**ask, "max_tokens": 5},
+            )
+            if stream:
+                events = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+                usage = events[-1]["usage"]
+            else:
+                usage = r.json()["usage"]
+            assert usage["completion_tokens"] == 5, (stream, usage)
+            assert usage["total_tokens"] == usage["prompt_tokens"] + 5
+
+
 def test_per_request_settings_are_honoured_or_refused_with_400(index):
     with LiveServer(make_app([served(index, GeneratorConfig("extractive"), backend=ExtractiveBackend())])) as server:
         c = client(server)
