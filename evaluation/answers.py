@@ -46,7 +46,7 @@ class _RunRecord(BaseModel):
 def load_run(path: Path) -> tuple[list[dict], list[dict]]:
     """(records, problems): malformed or incomplete lines become problems, never a crash."""
     records, problems = [], []
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # a leading BOM skipped
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

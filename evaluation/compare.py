@@ -182,7 +182,7 @@ def ranx_name(name: str) -> str:
 def _read_trec(path: Path, problems: list[str]) -> dict[str, dict[str, float]]:
     """A TREC run; a line that is not ``query Q0 doc rank score tag`` with a finite score is named in ``problems``."""
     run: dict[str, dict[str, float]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), 1):  # a leading BOM skipped
         if not line.strip():
             continue
         parts = line.split()
@@ -199,7 +199,7 @@ def _read_trec(path: Path, problems: list[str]) -> dict[str, dict[str, float]]:
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
     qrels: dict[str, dict[str, int]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8-sig").splitlines():
         parts = line.split()
         if len(parts) == 4:
             qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])

@@ -80,7 +80,7 @@ def load_claims(path: str | Path) -> tuple[list[ClaimItem], list[dict]]:
     items: list[ClaimItem] = []
     problems: list[dict] = []
     for f in files:
-        with f.open(encoding="utf-8") as fh:
+        with f.open(encoding="utf-8-sig") as fh:  # a leading BOM skipped
             for n, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

@@ -49,7 +49,7 @@ def load_reference_items(folder: str | Path) -> tuple[list[RefItem], list[dict]]
     problems: list[dict] = []
     for f in files:
         try:
-            rows = json.loads(f.read_text(encoding="utf-8"))
+            rows = json.loads(f.read_text(encoding="utf-8-sig"))  # a leading BOM skipped
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             problems.append({"file": f.name, "problem": f"not JSON: {exc}"})
             continue

@@ -529,7 +529,7 @@ def read_toml(path: str | os.PathLike, error: type[Exception] = ValueError) -> d
 
     path = Path(path)
     try:
-        return _dates_as_text(tomllib.loads(path.read_text(encoding="utf-8")))
+        return _dates_as_text(tomllib.loads(path.read_text(encoding="utf-8-sig")))  # a BOM is not TOML
     except FileNotFoundError:
         raise error(f"config file not found: {path}") from None
     except IsADirectoryError:
