@@ -196,7 +196,15 @@ NOT_HONOURED: dict[str, tuple[tuple, str]] = {
 def not_honoured(req: ChatRequest) -> str | None:
     """The first field of NOT_HONOURED the request asks for (a value other than the field's neutral ones, which
     ask for nothing), or None."""
-    return next((name for name, (neutral, _) in NOT_HONOURED.items() if getattr(req, name) not in neutral), None)
+    return next(
+        (name for name, (neutral, _) in NOT_HONOURED.items() if not _neutral(name, getattr(req, name), neutral)), None
+    )
+
+
+def _neutral(name: str, value: object, neutral: tuple) -> bool:
+    if name == "logit_bias" and isinstance(value, dict):
+        return not any(value.values())  # a bias of 0 moves no token
+    return value in neutral
 
 
 # Each refused field is a field of the request (else getattr fails on every request): checked at import.

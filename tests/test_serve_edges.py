@@ -123,6 +123,9 @@ def test_the_neutral_values_of_those_fields_are_answered(server):
                "top_k": -1, "min_p": 0, "repetition_penalty": 1, "metadata": {"run": "a"}, "store": False}  # fmt: skip
     resp = client(server).chat.completions.create(model=MODEL, messages=ASKED, extra_body=neutral)
     assert "[1]" in resp.choices[0].message.content
+    # A bias of 0 moves no token (a client may send its default table of zeros); it was refused.
+    resp = client(server).chat.completions.create(model=MODEL, messages=ASKED, logit_bias={"1234": 0, "99": 0.0})
+    assert "[1]" in resp.choices[0].message.content
 
 
 @pytest.mark.integration
