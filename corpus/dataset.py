@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
+
+from wetqa.io import text_lines
 
 
 class DatasetError(ValueError):
@@ -92,13 +93,11 @@ def first_problem(exc: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid value')}"
 
 
-def _text(raw: bytes, where: str) -> str:
+def _lines(path: Path):
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DatasetError(
-            f"{where}: not UTF-8 text ({raw[exc.start]:#04x} at byte {exc.start + 1} of the line); save it as UTF-8"
-        ) from None
+        yield from text_lines(path)  # an invalid byte is named with its line
+    except ValueError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def load_dataset(path: str | Path) -> list[QAItem]:
@@ -107,36 +106,32 @@ def load_dataset(path: str | Path) -> list[QAItem]:
         raise DatasetError(f"dataset not found: {path}")
     items: list[QAItem] = []
     seen: set[str] = set()
-    with open(path, "rb") as fh:  # bytes, decoded line by line: an invalid byte is named with its line
-        for lineno, raw in enumerate(fh, 1):
-            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # saved as "UTF-8 with BOM": UTF-8 it is
-                raw = raw[len(codecs.BOM_UTF8) :]
-            where = f"{path}:{lineno}"
-            line = _text(raw, where)
-            if not line.strip():
-                continue
-            try:
-                row = _QARecord.model_validate_json(line)
-            except ValidationError as exc:
-                if exc.errors()[0].get("type", "").startswith("json"):
-                    raise DatasetError(f"{where}: not a JSON object line") from None
-                raise DatasetError(f"{where}: {first_problem(exc)}") from None
-            if not row.question.strip():
-                raise DatasetError(f"{where}: question: must not be blank")
-            qid = str(row.id if row.id is not None else lineno)
-            if qid in seen:
-                raise DatasetError(f"{where}: duplicate question id {qid!r}")
-            seen.add(qid)
-            items.append(
-                QAItem(
-                    id=qid,
-                    question=row.question.strip(),
-                    answer=row.answer or "",
-                    articles=[GoldArticle(a.law_id, a.article, a.law or "") for a in row.articles],
-                    paper_chunk_ids=list(row.paper_chunk_ids),
-                    laws=list(row.laws),
-                )
+    for lineno, line in _lines(path):
+        where = f"{path}:{lineno}"
+        if not line.strip():
+            continue
+        try:
+            row = _QARecord.model_validate_json(line)
+        except ValidationError as exc:
+            if exc.errors()[0].get("type", "").startswith("json"):
+                raise DatasetError(f"{where}: not a JSON object line") from None
+            raise DatasetError(f"{where}: {first_problem(exc)}") from None
+        if not row.question.strip():
+            raise DatasetError(f"{where}: question: must not be blank")
+        qid = str(row.id if row.id is not None else lineno)
+        if qid in seen:
+            raise DatasetError(f"{where}: duplicate question id {qid!r}")
+        seen.add(qid)
+        items.append(
+            QAItem(
+                id=qid,
+                question=row.question.strip(),
+                answer=row.answer or "",
+                articles=[GoldArticle(a.law_id, a.article, a.law or "") for a in row.articles],
+                paper_chunk_ids=list(row.paper_chunk_ids),
+                laws=list(row.laws),
             )
+        )
     if not items:
         raise DatasetError(f"{path}: no questions")
     return items

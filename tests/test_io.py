@@ -383,7 +383,10 @@ def test_a_corpus_file_that_is_not_utf8_and_an_out_under_a_file_are_named(fixtur
     (corpus / "chunks.jsonl").write_bytes(b"".join(lines[:2]) + b"\xac" + b"".join(lines[2:]))
     assert _index_into(corpus, tmp_path / "idx") == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"wetqa: error: {corpus / 'chunks.jsonl'}:3: not UTF-8 text", err
+    assert (
+        err
+        == f"wetqa: error: {corpus / 'chunks.jsonl'}:3: not UTF-8 text (0xac at byte 1 of the line); save it as UTF-8"
+    ), err
     notes = tmp_path / "notes.txt"
     notes.write_text("keep me")
     assert _index_into(fixture_corpus, notes / "sub") == 2

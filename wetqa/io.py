@@ -462,21 +462,30 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
         fh.write("\n")
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    with open(path, "rb") as fh:  # bytes, decoded line by line: an invalid byte is named with its line
+def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """A text file's lines, numbered from 1, each decoded as UTF-8 on its own (a leading BOM, an editor's
+    "UTF-8 with BOM", skipped): a byte that is not UTF-8 is a ValueError naming its line and byte."""
+    with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
-            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):  # an editor's "UTF-8 with BOM"
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
                 raw = raw[len(codecs.BOM_UTF8) :]
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ValueError(f"{path}:{lineno}: not UTF-8 text") from None
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(
+                    f"{path}:{lineno}: not UTF-8 text ({raw[exc.start]:#04x} at byte {exc.start + 1} of the line); "
+                    "save it as UTF-8"
+                ) from None
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not a JSON line ({exc.msg})") from None
 
 
 def read_journal(path: str | os.PathLike, problems: list[dict] | None = None) -> list[dict]:
