@@ -100,6 +100,12 @@ def test_two_articles_sharing_a_label_in_one_version_are_not_each_others_version
     two_places = [*one_each, chunk("2024-01-01", "Bijlage 3", "ander artikel")]
     with pytest.raises(RetrievalError, match="names 2 articles of one version .*Bijlage 2; Bijlage 3"):
         article_versions(two_places, "B", "Artikel 1")
+    # A defect hunt: the page's versions of Wet op de kansspelen art. 30v were a 400, the label also naming
+    # the expired 30v left in another paragraph. An expired article beside a live one of its label is its
+    # old place, not another article: the live one's versions are listed.
+    moved = [*one_each, Chunk("B_old", "D", "B", "2024-01-01", "Wet", "Artikel 1", 1, "vervallen", path_label="Bijlage 9",
+                              expired=True)]  # fmt: skip
+    assert [v.text for v in article_versions(moved, "B", "Artikel 1")] == ["oud", "nieuw"]
 
 
 @pytest.mark.integration

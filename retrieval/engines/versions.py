@@ -103,6 +103,10 @@ def article_versions(store, law_id: str, article: str) -> list[ArticleVersion]:
     else:  # a plain list of chunks (small indexes): one scan
         rows = _scan(store, law_id, label)
     versions = sorted((ArticleVersion(*row) for row in rows), key=lambda v: v.version_date)
+    # An expired article beside a live one of the same label in one version is the article's old place
+    # (renumbered or moved, its "vervallen" stub left behind), not another article: the live one is meant.
+    live = {v.version_date for v in versions if not v.expired}
+    versions = [v for v in versions if not v.expired or v.version_date not in live]
     # A label may name two articles of one version (an "Artikel 1" in each of two chapters that number
     # afresh): their texts are not versions of each other.
     places: dict[str, set[str]] = {}
