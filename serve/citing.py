@@ -41,6 +41,27 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
     return rows
 
 
+# A sentence most of whose word 4-grams stand in one cited text, in order, is quoted from it (the extractive
+# generator quotes; a chunk boundary may split a quoted sentence, leaving its words spread over the chunks):
+# its marker points at that text even when another shares more of its words.
+QUOTE_SHARE = 0.5
+
+
+def _shingles(text: str, n: int = 4) -> set[tuple[str, ...]]:
+    words = text.lower().split()
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def quoted_from(sentence: str, texts: list[str]) -> int | None:
+    """The position of the text ``sentence`` is quoted from (the most of its 4-grams, at least QUOTE_SHARE), or None."""
+    grams = _shingles(sentence)
+    if not grams:
+        return None
+    shares = [len(grams & _shingles(t)) / len(grams) for t in texts]
+    best = max(range(len(texts)), key=lambda i: shares[i], default=None)
+    return best if best is not None and shares[best] >= QUOTE_SHARE else None
+
+
 @dataclass(slots=True)
 class Cited:
     answer: str  # with inline [n] markers
@@ -112,6 +133,11 @@ def _attributed_sentences(
             marked.append(sentence)
             continue
         best_n, support = _support(matrix[k], flat, threshold) if flat else (None, [])
+        quoted = quoted_from(sentence, [c.text for c in citations]) if flat else None
+        if quoted is not None and citations[quoted].index != best_n:
+            n, within = _support(matrix[k], flat, threshold, only=citations[quoted].index)
+            if n is not None:
+                best_n, support = n, within
         out_sentences.append(
             SentenceSupport(
                 text=sentence,

@@ -755,3 +755,34 @@ def test_response_format_tools_and_logprobs_are_refused_not_ignored(server):
     for field, value in [("response_format", {"type": "text"}), ("tools", []), ("logprobs", False)]:
         r = httpx.post(server.url + "/v1/chat/completions", json={**body, field: value})
         assert r.status_code == 200, (field, r.text)
+
+
+@pytest.mark.unit
+def test_a_quoted_sentence_split_over_two_chunks_points_at_the_chunk_that_holds_it():
+    """A defect hunt on the page: the extractive answer quotes an article whose chunking split a list item
+    ("b. de werknemer wiens werkloosheid ... van het Buitengewoon" | "Besluit Arbeidsverhoudingen 1945
+    ontheffing is verleend, en"); its marker went to another chunk that shares more of its words ("l. werkloos
+    ... ontheffing is verleend ... Besluit Arbeidsverhoudingen 1945") but holds none of the quote."""
+    from wetqa.corpus.records import Chunk
+    from wetqa.generation import Answer, Citation
+    from wetqa.retrieval import Hit
+    from wetqa.serve.citing import cite
+
+    def hit(part: int, text: str) -> Hit:
+        return Hit(Chunk(f"W_{part}", f"DOC{part}", "BWBR0004045", "2024-01-01", "Werkloosheidswet", "Artikel 19",
+                         part, text), 1.0, part)  # fmt: skip
+
+    other = hit(2, "l. werkloos is ten gevolge van werkstaking of uitsluiting, tenzij voor de werknemer een ontheffing "
+                   "is verleend op grond van artikel 8, derde lid, van het Buitengewoon Besluit Arbeidsverhoudingen 1945;")  # fmt: skip
+    head = hit(6, "12. Het eerste lid is niet van toepassing op:\na. de werknemer, bedoeld in artikel 18;\nb. de "
+                  "werknemer wiens werkloosheid uitsluitend het gevolg is van verkorting van de werktijd waarvoor "
+                  "op grond van artikel 8, derde lid, van het Buitengewoon")  # fmt: skip
+    tail = hit(7, "Besluit Arbeidsverhoudingen 1945 ontheffing is verleend, en\nc. de werknemer die herleeft.")
+    quote = (
+        "b. de werknemer wiens werkloosheid uitsluitend het gevolg is van verkorting van de werktijd waarvoor op "
+        "grond van artikel 8, derde lid, van het Buitengewoon Besluit Arbeidsverhoudingen 1945 ontheffing is verleend, en"
+    )
+    hits = [other, head, tail]
+    out = cite(Answer("?", quote, [Citation.from_hit(h) for h in hits], hits))
+    assert out.sentences[0].citation == 2, out.sentences  # head: the chunk the quote starts in
+    assert out.citations[1].sentences[out.sentences[0].support[0]].startswith("b. de werknemer wiens")
