@@ -13,18 +13,49 @@ function showSource(citation, support, marker) {
   if (citation.version_date) body.append(el("div", `Tekst zoals geldend op ${citation.version_date}`, "path"));
   body.append(technical(citation));
   const wanted = new Set(support || []);
+  const cited = el("div", null, "cited");
   citation.sentences.forEach((s, i) => {
     const span = el("span", null, "sentence");
     if (wanted.has(i)) { const m = el("mark", s); m.dataset.support = "1"; span.append(m); } else { span.textContent = s; }
-    body.append(span);
+    cited.append(span);
   });
+  body.append(cited);
   const link = el("a", "Bekijk de officiële tekst"); link.href = citation.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
-  otherVersions(citation, body);
+  if (marker) intoView($("source"));
+  wholeArticle(citation, body, cited);
+  otherVersions(citation, body, support);
+}
+
+// On a narrow screen the article stands below the answer: a marker's click brings it into view.
+function intoView(box) {
+  const top = box.getBoundingClientRect().top;
+  if (top < 0 || top > window.innerHeight - 80) box.scrollIntoView({ block: "start", behavior: "smooth" });
+}
+
+// A citation names one chunk of its article: the rest of the article is put around it (muted), so the pane
+// shows the whole article with the cited part marked, never a piece cut mid-sentence.
+async function wholeArticle(citation, body, cited) {
+  let data;
+  try {
+    const r = await api(`/v1/chunks/${encodeURIComponent(citation.id)}`);
+    if (!r.ok) return;
+    data = await r.json();
+  } catch (e) { return; }
+  const at = data.article_text.indexOf(data.text);
+  if (at < 0 || data.article_text === data.text || !cited.isConnected || $("source-body") !== body) return;
+  const context = (text) => {
+    const box = el("div", null, "context");
+    text.split("\n").filter((line) => line.trim()).forEach((line) => box.append(el("span", line, "sentence")));
+    return box;
+  };
+  const before = data.article_text.slice(0, at), after = data.article_text.slice(at + data.text.length);
+  if (before.trim()) cited.before(context(before));
+  if (after.trim()) cited.after(context(after));
 }
 
 // The article's other versions in the index: each opens its text and the words that changed.
-async function otherVersions(citation, body) {
+async function otherVersions(citation, body, support) {
   let data;
   try {
     const path = `/v1/articles/${encodeURIComponent(citation.law_id)}/${encodeURIComponent(citation.article)}/versions`;
@@ -37,13 +68,13 @@ async function otherVersions(citation, body) {
   const box = el("div", "Andere versies: ", "versions");
   others.forEach((v) => {
     const a = el("a", `tekst van ${v.version_date || "onbekende datum"}`); a.href = "#"; a.className = "version";
-    a.addEventListener("click", (ev) => { ev.preventDefault(); showVersion(citation, v); });
+    a.addEventListener("click", (ev) => { ev.preventDefault(); showVersion(citation, v, support); });
     box.append(a);
   });
   body.append(box);
 }
 
-async function showVersion(citation, version) {
+async function showVersion(citation, version, support) {
   const body = $("source-body"); body.replaceChildren(); body.className = "";
   body.append(el("h3", `${version.law}, ${version.article}`));
   const until = version.valid_until ? ` tot ${version.valid_until}` : "";
@@ -66,7 +97,7 @@ async function showVersion(citation, version) {
     }
   } catch (e) { /* the text itself is shown; the difference is extra */ }
   const back = el("a", "Terug naar de aangehaalde tekst"); back.href = "#";
-  back.addEventListener("click", (ev) => { ev.preventDefault(); showSource(citation, [], null); });
+  back.addEventListener("click", (ev) => { ev.preventDefault(); showSource(citation, support || [], null); });
   body.append(back);
   const link = el("a", " · Bekijk de officiële tekst"); link.href = version.url; link.target = "_blank"; link.rel = "noopener";
   body.append(link);
@@ -142,6 +173,9 @@ function render(resp) {
 function dutch(status, body) {
   const code = body && body.error ? body.error.code : null;
   if (code === "question_too_long" || status === 413) return "de vraag is te lang; maak haar korter";
+  if (status === 400 && body && body.error && body.error.param === "date") {
+    return "deze datum bij ‘geldend op’ kan niet worden gebruikt (de wetten van dit corpus hebben dan geen tekst); kies een andere datum of laat het veld leeg";
+  }
   const byStatus = {
     400: "de vraag kon niet worden verwerkt; controleer de tekst",
     404: "dit model is op de server niet beschikbaar",
@@ -188,25 +222,41 @@ function request(model, q) {
   return body;
 }
 
+// A question asked while another is still answered replaces it: the earlier request is given up, so the
+// answer shown is always the answer to the question in the box.
+let asking = null;
+
 $("ask").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  const q = $("question").value.trim(); if (!q) return;
+  if (asking) asking.abort();
+  const q = $("question").value.trim();
+  if (!q) {
+    asking = null; clearSources(); $("answer").className = "";
+    $("answer").replaceChildren(el("p", "Typ eerst een vraag.", "error"));
+    return;
+  }
+  const mine = new AbortController(); asking = mine;
   clearSources();
-  $("submit").disabled = true; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
+  $("answer").className = ""; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
+  $("ask").setAttribute("aria-busy", "true");
   try {
-    const m = await api("/v1/models");
+    const m = await api("/v1/models", { signal: mine.signal });
     const models = await m.json();
     if (!m.ok) throw new Error(dutch(m.status, models));
     const r = await api("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(request(models.data[0].id, q)) });
+      body: JSON.stringify(request(models.data[0].id, q)), signal: mine.signal });
     const data = await r.json();
+    if (asking !== mine) return;
     if (!r.ok) throw new Error(dutch(r.status, data));
     render(data);
   } catch (e) {
+    if (asking !== mine) return;  // given up for a newer question: that one's answer is shown
     // fetch itself fails (TypeError) when the server cannot be reached at all.
     const text = e instanceof TypeError ? "de server is niet bereikbaar; probeer het later opnieuw" : e.message;
     clearSources();
     $("answer").className = "";
     $("answer").replaceChildren(el("p", "Fout: " + text, "error"));
-  } finally { $("submit").disabled = false; }
+  } finally {
+    if (asking === mine) { asking = null; $("ask").removeAttribute("aria-busy"); }
+  }
 });
