@@ -8,6 +8,7 @@ import httpx
 import openai
 import pytest
 
+import wetqa
 from wetqa.generation import GeneratorConfig, Pipeline
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.retrieval import open_index
@@ -361,6 +362,10 @@ def test_openapi_documents_the_chat_responses_and_errors(extractive_served):
     schemas = spec["components"]["schemas"]
     assert {"citations", "sentences"} <= set(schemas["ChatCompletion"]["properties"])
     assert "ChatRequest" in schemas and "error" in schemas["ErrorResponse"]["properties"]
+    # /docs showed the module docstring, Sphinx roles and all (":mod:`.protocol`"), to API users.
+    info = spec["info"]
+    assert ":mod:" not in info["description"] and "``" not in info["description"]
+    assert "/v1/chat/completions" in info["description"] and info["version"] == wetqa.__version__
 
 
 def _garbage_upstream(content_type: str, body: bytes):
