@@ -66,11 +66,37 @@ def load_run(path: Path) -> tuple[list[dict], list[dict]]:
     return list(latest.values()), problems
 
 
+def other_question(path: Path, rec: dict, item: QAItem) -> str | None:
+    """The one-line problem when an answer answers another question under its id than the dataset asks (run
+    with another dataset or an edited one), or None."""
+    asked = rec.get("question")
+    if asked is None or asked == item.question:
+        return None
+    return (
+        f"{path}: answers another question under id {item.id} than the dataset asks (the run was made with "
+        "another or an edited dataset); score it with the dataset it answered"
+    )
+
+
+def asked_runs(folder: Path) -> list[Path]:
+    """A run folder's run files: the runs its config.json says were asked (``generate --runs 2`` and then
+    ``--runs 1`` leaves run-2.jsonl behind, no longer part of the folder's runs), or every run-*.jsonl."""
+    files = sorted(folder.glob("run-*.jsonl"), key=lambda f: (len(f.name), f.name))
+    try:
+        runs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("runs")
+    except (OSError, ValueError, AttributeError):
+        runs = None
+    if isinstance(runs, int) and not isinstance(runs, bool) and runs > 0:
+        asked = {f"run-{i}.jsonl" for i in range(1, runs + 1)}
+        files = [f for f in files if f.name in asked]
+    return files
+
+
 def find_run_files(paths: Sequence[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(p.glob("run-*.jsonl"))
+            files += asked_runs(p)
         elif p.is_file():
             files.append(p)
         else:
@@ -239,6 +265,13 @@ def evaluate_runs(
     out = Path(out)
     if not isinstance(scoring, Scoring):
         scoring = Scoring(scoring, folder=out / "cache")
+    # Scored against the gold answer: a dataset without any (everyday questions with gold articles alone) gives
+    # them nothing to compare with, and a 0 would read as a measured score.
+    no_reference = (
+        [n for n in REFERENCE_METRICS if n in scoring.metrics] if not any(it.answer.strip() for it in items) else []
+    )
+    if no_reference:
+        scoring = scoring.without(no_reference)
     eval_folder(out)  # refused before anything is written when it holds files wetqa did not write
     files = find_run_files(run_paths)
     book = _ScoreBook(out / "scores.jsonl", scoring, corpus, {it.id: it for it in items})
@@ -248,8 +281,11 @@ def evaluate_runs(
     book.write_local()
     book.score_models()
     name = (extra_config or {}).get("name", "run")
+    scores, left_out = complete_runs(book.scores)
     result = {
-        **_summary(book.scores, len(items), scoring),
+        **_summary(scores, len(items), scoring),
+        "left_out_runs": left_out,
+        "not_scored": {n: "the dataset has no gold answers" for n in no_reference},
         "runs": [str(f) for f in files],
         "n_questions": len(items),
         "problems": book.problems,
@@ -258,6 +294,21 @@ def evaluate_runs(
     }
     _write_results(out, result, name)
     return result
+
+
+REFERENCE_METRICS = ("rouge", "meteor")  # the metrics that compare an answer with the gold answer
+
+
+def complete_runs(scores: dict[str, list[dict]]) -> tuple[dict[str, list[dict]], list[dict]]:
+    """The runs a mean over runs may take: those that answer every question some run answers. A run over
+    fewer (interrupted, or made with ``--limit``) would move the mean by the questions it lacks, not by what
+    it answered; it is left out and named ({run, answered, of}). When no run answers them all, all stay."""
+    asked = {r["id"] for rows in scores.values() for r in rows}
+    whole = {run for run, rows in scores.items() if {r["id"] for r in rows} == asked}
+    if not whole or len(whole) == len(scores):
+        return scores, []
+    left = [{"run": run, "answered": len(rows), "of": len(asked)} for run, rows in scores.items() if run not in whole]
+    return {run: rows for run, rows in scores.items() if run in whole}, left
 
 
 class _ScoreBook:
@@ -285,6 +336,9 @@ class _ScoreBook:
                     {"file": str(path), "id": str(rec["id"]), "problem": "question id not in the dataset"}
                 )
                 continue
+            problem = other_question(path, rec, item)
+            if problem:
+                raise RunFileError(problem)
             rows.append(self._row(run, rec, item))
 
     def _row(self, run: str, rec: dict, item: QAItem) -> dict:

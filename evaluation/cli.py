@@ -235,6 +235,14 @@ def cmd_eval_generation(args: argparse.Namespace) -> int:
     name = args.name or (first.name if first.is_dir() else first.parent.name)
     config = {"name": name, "dataset": str(args.dataset), **scoring.to_json()}
     result = evaluate_runs(args.runs, items, corpus, out, scoring, extra_config=config, force=args.force)
+    for left in result["left_out_runs"]:
+        print(
+            f"wetqa: warning: {left['run']} answers {left['answered']} of the {left['of']} questions the other runs "
+            "answer; left out of the mean over runs (finish it: run `wetqa generate` on its folder again)",
+            file=sys.stderr,
+        )
+    for metric_name, why in result.get("not_scored", {}).items():
+        print(f"wetqa: warning: {metric_name} not scored: {why}", file=sys.stderr)
 
     emit(args, result, lambda: _generation_text(result, name, out))
     return _generation_exit(args, result, out, scoring.unavailable())

@@ -28,7 +28,7 @@ import numpy as np
 from wetqa.console import install_command
 from wetqa.corpus.dataset import QAItem
 
-from .answers import CorpusMap, find_run_files, load_run, question_means, score_record
+from .answers import CorpusMap, find_run_files, load_run, other_question, question_means, score_record
 from .metrics import metric, metrics
 from .significance import DEFAULT_CORRECTION, LEGEND, RESAMPLES, SEED, bootstrap_ci, correct, mark, randomization_p
 
@@ -102,6 +102,9 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
             qid = str(rec["id"])
             if qid not in items:
                 continue
+            problem = other_question(f, rec, items[qid])
+            if problem:
+                raise CompareError(problem)
             if rec.get("error"):
                 failed.add(qid)
                 continue

@@ -89,6 +89,14 @@ class Scoring:
             n: m.make_scorer(self.settings.get(n), folder) for n, m in self.metrics.items() if m.make_scorer
         }
 
+    def without(self, names: Sequence[str]) -> Scoring:
+        """The same scoring without these metrics (their scorers, made already, are kept unused)."""
+        out = object.__new__(Scoring)
+        out.metrics = {n: m for n, m in self.metrics.items() if n not in names}
+        out.settings = {n: v for n, v in self.settings.items() if n in out.metrics}
+        out.scorers = {n: v for n, v in self.scorers.items() if n in out.metrics}
+        return out
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(self.metrics)

@@ -147,6 +147,20 @@ def _other_question(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None
     return None
 
 
+def _other_dataset(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None:
+    """When the runs answer questions the dataset does not ask while it asks questions they do not answer, the
+    folder was made for another dataset (a part of the same questions, or more of them, is resumed)."""
+    answered = {qid for path in runs for qid in read_done(path)}
+    asked = {it.id for it in items}
+    foreign, new = sorted(answered - asked), asked - answered
+    if not foreign or not new:
+        return None
+    return (
+        f"its runs answer {len(foreign)} question(s) the dataset does not ask (e.g. id {foreign[0]}) and not "
+        f"{len(new)} it asks: they were made for another dataset"
+    )
+
+
 def _check_inputs(out: Path, inputs: dict, force: bool, items: Sequence[QAItem] | None = None) -> None:
     folder = run_folder(out)  # a folder holding files wetqa did not write is refused before anything else
     config = out / "config.json"
@@ -164,7 +178,7 @@ def _check_inputs(out: Path, inputs: dict, force: bool, items: Sequence[QAItem] 
         )
         problem = f"{out} holds runs made with other inputs ({changed})"
     else:
-        other = _other_question(runs, items) if items is not None else None
+        other = (_other_question(runs, items) or _other_dataset(runs, items)) if items is not None else None
         if other is None:
             return
         problem = f"{out}: {other}"

@@ -82,7 +82,13 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         argv = sys.argv[1:] if _ARGV is None else _ARGV
         json_out = "json" in argv and "--output" in argv or "--output=json" in argv
-        report_error(argparse.Namespace(output="json" if json_out else "text"), "usage", f"{self.prog}: {message}")
+        # "wetqa: error: generate: argument -k: ..." (the top parser's own errors need no second "wetqa:")
+        where = self.prog.removeprefix("wetqa").strip()
+        report_error(
+            argparse.Namespace(output="json" if json_out else "text"),
+            "usage",
+            f"{where}: {message}" if where else message,
+        )
         sys.exit(EXIT_USAGE)
 
 

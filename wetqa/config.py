@@ -224,6 +224,12 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     for key, value in (overrides or {}).items():
         if value is None:
             continue
+        if key in ("only_retrievers", "only_generators"):
+            kind = key.removeprefix("only_").removesuffix("s")
+            names = [x.name for x in (cfg.retrievers if kind == "retriever" else cfg.generators)]
+            not_named = [v for v in value if v not in names]
+            if not_named:
+                raise ConfigError(f"unknown {kind} {not_named[0]!r}: {path} names {', '.join(names) or 'none'}")
         if key == "only_retrievers":
             cfg.retrievers = [
                 r

@@ -104,35 +104,37 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
 
     rows = _Rows()
     bar = progress_bar(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
-    # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
-    # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
-    for gspec in cfg.generators:
-        cells = _cells(cfg, gspec, specs, out, force, items)
-        backend = make_backend(cells[0][1].generator)
-        try:
-            for rspec, spec, run_dir in cells:
-                _generate(
-                    spec,
-                    spec.build(retrievers[rspec.name], backend),
-                    rspec.name,
-                    gspec.name,
-                    run_dir,
-                    items,
-                    cfg.runs,
-                    force,
-                )
-                label = f"{rspec.name}+{gspec.name}@k{spec.k}"
-                result = evaluate_runs(
-                    [run_dir], items, chunk_map, run_dir / "eval", scoring, False, {"name": label}, force
-                )
-                rows.add(label, result, run_dir / "eval" / "scores.jsonl")
-                bar.update()
-        finally:
-            close = getattr(backend, "close", None)
-            if close is not None:
-                close()
-            del backend
-    bar.close()
+    try:  # the bar is closed however the grid ends (a refused run folder, an interrupt)
+        # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
+        # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
+        for gspec in cfg.generators:
+            cells = _cells(cfg, gspec, specs, out, force, items)
+            backend = make_backend(cells[0][1].generator)
+            try:
+                for rspec, spec, run_dir in cells:
+                    _generate(
+                        spec,
+                        spec.build(retrievers[rspec.name], backend),
+                        rspec.name,
+                        gspec.name,
+                        run_dir,
+                        items,
+                        cfg.runs,
+                        force,
+                    )
+                    label = f"{rspec.name}+{gspec.name}@k{spec.k}"
+                    result = evaluate_runs(
+                        [run_dir], items, chunk_map, run_dir / "eval", scoring, False, {"name": label}, force
+                    )
+                    rows.add(label, result, run_dir / "eval" / "scores.jsonl")
+                    bar.update()
+            finally:
+                close = getattr(backend, "close", None)
+                if close is not None:
+                    close()
+                del backend
+    finally:
+        bar.close()
     table = _write_tables(cfg, out, len(items), rows, retrieval_rows)
     return {"table": table, "generation": rows.summary, "retrieval": retrieval_rows, "out": str(out)}
 
@@ -284,6 +286,11 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
     x.add_argument("--retrievers", help="only these retrievers (comma-separated names)")
     x.add_argument("--generators", help="only these generators (comma-separated names)")
     x.add_argument("--language", choices=("nl", "en"), help="override: prompt language")
+    x.add_argument(
+        "--force",
+        action="store_true",
+        help="start again the runs and scores made with other inputs (and rebuild a corpus built from other files)",
+    )
     x.set_defaults(func=cmd_experiment)
 
 
@@ -320,6 +327,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         scoring = cfg.scoring()  # a missing judge or model path is named before the grid runs
     except (ConfigError, ValueError) as exc:
         raise UsageError(str(exc)) from None
-    result = run_experiment(cfg, scoring)
+    result = run_experiment(cfg, scoring, force=args.force)
     emit(args, result, lambda: result["table"] + f"\n(results in {result['out']})")
     return 0
