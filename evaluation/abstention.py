@@ -15,7 +15,7 @@ from pathlib import Path
 
 def zeroed(rows: Sequence[dict], keys: frozenset[str]) -> list[dict]:
     """The rows with every score of an abstained answer set to 0 (the metrics "over all questions")."""
-    return [{**r, **{k: 0.0 for k in r if k in keys}} if r.get("abstained") else r for r in rows]
+    return [{**r, **{k: 0.0 for k in r if k in keys and r[k] is not None}} if r.get("abstained") else r for r in rows]
 
 
 def answered_only(rows: Sequence[dict]) -> list[dict]:

@@ -62,7 +62,9 @@ register(
         complete=("meteor",),
         prefixes=("meteor",),
         depends_on=lambda rec, item, corpus, settings: [item.answer],
-        compute=lambda rec, item, corpus: {"meteor": meteor(rec.get("answer") or "", item.answer)},
+        compute=lambda rec, item, corpus: {  # None without a gold answer, as ROUGE-L
+            "meteor": meteor(rec.get("answer") or "", item.answer) if item.answer.strip() else None
+        },
         columns=(("MET", "meteor", 4),),
         notes=lambda: {"meteor_variant": meteor_variant()},
     )

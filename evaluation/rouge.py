@@ -59,7 +59,10 @@ register(
         complete=("rougeL",),
         prefixes=("rougeL",),
         depends_on=lambda rec, item, corpus, settings: [item.answer],
-        compute=lambda rec, item, corpus: {"rougeL": rouge_l(rec.get("answer") or "", item.answer).fmeasure},
+        # A question without a gold answer (gold articles alone) has nothing to compare with: None, not a 0.
+        compute=lambda rec, item, corpus: {
+            "rougeL": rouge_l(rec.get("answer") or "", item.answer).fmeasure if item.answer.strip() else None
+        },
         columns=(("ROU", "rougeL", 3),),
     )
 )

@@ -9,6 +9,7 @@ its flags and keys with it.
 from __future__ import annotations
 
 import argparse
+import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ class Scoring:
 
     def without(self, names: Sequence[str]) -> Scoring:
         """The same scoring without these metrics (their scorers, made already, are kept unused)."""
-        out = object.__new__(Scoring)
+        out = copy.copy(self)
         out.metrics = {n: m for n, m in self.metrics.items() if n not in names}
         out.settings = {n: v for n, v in self.settings.items() if n in out.metrics}
         out.scorers = {n: v for n, v in self.scorers.items() if n in out.metrics}

@@ -142,18 +142,20 @@ def _other_question(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None
     asked = {it.id: it.question for it in items}
     for path in runs:
         for qid, rec in read_done(path).items():
-            if qid in asked and rec.get("question") is not None and rec["question"] != asked[qid]:
+            said = rec.get("question")
+            if qid in asked and isinstance(said, str) and said.split() != asked[qid].split():
                 return f"{path.name} answers another question under id {qid} than the dataset asks"
     return None
 
 
 def _other_dataset(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None:
-    """When the runs answer questions the dataset does not ask while it asks questions they do not answer, the
-    folder was made for another dataset (a part of the same questions, or more of them, is resumed)."""
+    """When most of the runs' answers are to questions the dataset does not ask and it asks questions they do
+    not answer, the folder was made for another dataset (a part of the same questions, more of them, or an
+    edited dataset is resumed)."""
     answered = {qid for path in runs for qid in read_done(path)}
     asked = {it.id for it in items}
     foreign, new = sorted(answered - asked), asked - answered
-    if not foreign or not new:
+    if not new or 2 * len(foreign) <= len(answered):  # an edited dataset (a question dropped, one added) resumes
         return None
     return (
         f"its runs answer {len(foreign)} question(s) the dataset does not ask (e.g. id {foreign[0]}) and not "

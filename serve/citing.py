@@ -47,19 +47,34 @@ def support_matrix(sentences: list[str], sources: list[str]) -> list[list[float]
 QUOTE_SHARE = 0.5
 
 
-def _shingles(text: str, n: int = 4) -> set[tuple[str, ...]]:
+def _shingles(text: str, n: int = 4) -> list[tuple[str, ...]]:
     words = text.lower().split()
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def quoted_from(sentence: str, texts: list[str]) -> int | None:
-    """The position of the text ``sentence`` is quoted from (the most of its 4-grams, at least QUOTE_SHARE), or None."""
-    grams = _shingles(sentence)
-    if not grams:
+def quoted_from(sentence: str, texts: list[str], articles: list[tuple]) -> int | None:
+    """The position of the text ``sentence`` is quoted from, or None. The share of its 4-grams is counted over
+    each article's texts together (a chunk boundary spreads a quote over two chunks); of the article holding at
+    least QUOTE_SHARE, the chunk holding the quote's first 4-gram that any of them holds: where it starts."""
+    order = _shingles(sentence)
+    grams = set(order)
+    if not grams or not texts:
         return None
-    shares = [len(grams & _shingles(t)) / len(grams) for t in texts]
-    best = max(range(len(texts)), key=lambda i: shares[i], default=None)
-    return best if best is not None and shares[best] >= QUOTE_SHARE else None
+    held = [set(_shingles(t)) for t in texts]
+    union: dict[tuple, set] = {}
+    for article, h in zip(articles, held):
+        union.setdefault(article, set()).update(h)
+    best = max(union, key=lambda a: len(grams & union[a]))
+    if len(grams & union[best]) < QUOTE_SHARE * len(grams):
+        return None
+    chunks = [i for i, a in enumerate(articles) if a == best]
+    return next((i for g in order for i in chunks if g in held[i]), None)
+
+
+def _starts_in(sentence: str, sources: list[str]) -> list[int]:
+    """The source sentence holding the first of ``sentence``'s 4-grams that any of them holds (as a list)."""
+    held = [set(_shingles(s)) for s in sources]
+    return next(([i] for g in _shingles(sentence) for i, h in enumerate(held) if g in h), [])
 
 
 @dataclass(slots=True)
@@ -133,11 +148,22 @@ def _attributed_sentences(
             marked.append(sentence)
             continue
         best_n, support = _support(matrix[k], flat, threshold) if flat else (None, [])
-        quoted = quoted_from(sentence, [c.text for c in citations]) if flat else None
+        quoted = (
+            quoted_from(
+                sentence, [c.text for c in citations], [(c.law_id, c.article, c.version_date) for c in citations]
+            )
+            if flat
+            else None
+        )
         if quoted is not None and citations[quoted].index != best_n:
             n, within = _support(matrix[k], flat, threshold, only=citations[quoted].index)
-            if n is not None:
-                best_n, support = n, within
+            # A quote's part in its chunk may hold too few of its words for the share threshold: it is still
+            # quoted from there, and marks the chunk's sentence the quote starts in.
+            best_n, support = (
+                (n, within)
+                if n is not None
+                else (citations[quoted].index, _starts_in(sentence, citations[quoted].sentences))
+            )
         out_sentences.append(
             SentenceSupport(
                 text=sentence,

@@ -432,6 +432,9 @@ class ChunkResponse(DocumentRef):
     path: str = Field(description="where the article stands in its law (Boek 1 > Titel 14 > ...)")
     text: str = Field(description="the chunk's text")
     article_text: str = Field(description="the whole article's text, its chunks in reading order")
+    text_start: int = Field(
+        description="where the chunk's text begins in article_text (a short chunk's words may stand earlier too)"
+    )
 
 
 class ArticleVersionModel(DocumentRef):

@@ -66,8 +66,8 @@ def word_usage(answer: Answer, question: str) -> Usage:
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    """``text`` up to the first of the request's stop strings: the content a client reads never holds one,
-    the appended source list included (the backend cut its own text already)."""
+    """``text`` up to the first of the request's stop strings (applied to what wetqa appends to an answer:
+    the source list never carries one past the backend's own cut)."""
     ends = [at for at in (text.find(s) for s in stops) if at >= 0]
     return text[: min(ends)] if ends else text
 
@@ -136,7 +136,10 @@ class ChunkLookup:
     def _describe(store, target) -> ChunkResponse:
         row, chunk = target
         article = store.article_of(row) if hasattr(store, "article_of") else None
-        parts = store.rows(article["chunks"]) if article else [chunk]
+        parts = sorted(store.rows(article["chunks"]) if article else [chunk], key=lambda c: c.part)
+        # The chunk's place among its article's parts, each joined by one line break: found by position, since
+        # a short last chunk's words ("van toepassing.") may occur earlier in the article as well.
+        before = next((i for i, c in enumerate(parts) if c.id == chunk.id), 0)
         return ChunkResponse(
             id=chunk.id,
             doc_id=chunk.doc_id,
@@ -145,7 +148,8 @@ class ChunkLookup:
             article=chunk.article,
             path=chunk.path_label,
             text=chunk.text,
-            article_text="\n".join(c.text for c in sorted(parts, key=lambda c: c.part)),
+            article_text="\n".join(c.text for c in parts),
+            text_start=sum(len(c.text) + 1 for c in parts[:before]),
         )
 
 
@@ -364,7 +368,9 @@ class ChatService:
         answer, cited = await self.run_limited(
             self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
         )
-        content = cut_at_stop(content_of(cited), sampling.stop)
+        # The stop strings cut what wetqa appends (the generator cut its own text): the answer's layout, its
+        # line breaks and [n] markers, is wetqa's, and a stop string in it would cut the answer itself.
+        content = cited.answer + cut_at_stop(content_of(cited)[len(cited.answer) :], sampling.stop)
         completion = ChatCompletion(
             id=writer.id,
             created=writer.created,

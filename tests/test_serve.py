@@ -763,7 +763,8 @@ def test_response_format_tools_and_logprobs_are_refused_not_ignored(server):
 
 
 @pytest.mark.unit
-def test_a_quoted_sentence_split_over_two_chunks_points_at_the_chunk_that_holds_it():
+@pytest.mark.parametrize("split", [8, 12, 16, 20, 24])
+def test_a_quoted_sentence_split_over_two_chunks_points_at_the_chunk_that_holds_it(split):
     """A defect hunt on the page: the extractive answer quotes an article whose chunking split a list item
     ("b. de werknemer wiens werkloosheid ... van het Buitengewoon" | "Besluit Arbeidsverhoudingen 1945
     ontheffing is verleend, en"); its marker went to another chunk that shares more of its words ("l. werkloos
@@ -779,15 +780,39 @@ def test_a_quoted_sentence_split_over_two_chunks_points_at_the_chunk_that_holds_
 
     other = hit(2, "l. werkloos is ten gevolge van werkstaking of uitsluiting, tenzij voor de werknemer een ontheffing "
                    "is verleend op grond van artikel 8, derde lid, van het Buitengewoon Besluit Arbeidsverhoudingen 1945;")  # fmt: skip
-    head = hit(6, "12. Het eerste lid is niet van toepassing op:\na. de werknemer, bedoeld in artikel 18;\nb. de "
-                  "werknemer wiens werkloosheid uitsluitend het gevolg is van verkorting van de werktijd waarvoor "
-                  "op grond van artikel 8, derde lid, van het Buitengewoon")  # fmt: skip
-    tail = hit(7, "Besluit Arbeidsverhoudingen 1945 ontheffing is verleend, en\nc. de werknemer die herleeft.")
     quote = (
         "b. de werknemer wiens werkloosheid uitsluitend het gevolg is van verkorting van de werktijd waarvoor op "
         "grond van artikel 8, derde lid, van het Buitengewoon Besluit Arbeidsverhoudingen 1945 ontheffing is verleend, en"
     )
+    # The review: split elsewhere, the marker went to the tail, or (in the middle) back to the other chunk.
+    words = quote.split()
+    head = hit(6, "12. Het eerste lid is niet van toepassing op:\na. de werknemer, bedoeld in artikel 18;\n"
+                  + " ".join(words[:split]))  # fmt: skip
+    tail = hit(7, " ".join(words[split:]) + "\nc. de werknemer die herleeft.")
     hits = [other, head, tail]
     out = cite(Answer("?", quote, [Citation.from_hit(h) for h in hits], hits))
     assert out.sentences[0].citation == 2, out.sentences  # head: the chunk the quote starts in
     assert out.citations[1].sentences[out.sentences[0].support[0]].startswith("b. de werknemer wiens")
+
+
+@pytest.mark.unit
+def test_the_source_view_places_a_chunk_by_its_position_not_by_its_words():
+    """The review: a short last chunk ("van toepassing.") whose words stand earlier in its article was put at
+    that earlier place by the page (indexOf): the article shown twice over, the mark in the wrong place."""
+    from wetqa.corpus.records import Chunk
+    from wetqa.serve.service import ChunkLookup
+
+    texts = ["1. Dit artikel is van toepassing.", "2. Het eerste lid is niet", "van toepassing."]
+    parts = [Chunk(f"A_{i}", f"DOC{i}", "B", "2024-01-01", "Wet", "Artikel 1", i, t) for i, t in enumerate(texts, 1)]
+
+    class Store:
+        def article_of(self, row):
+            return {"chunks": range(3)}
+
+        def rows(self, rows):
+            return [parts[r] for r in rows][::-1]  # in any order: the view orders them by part
+
+    out = ChunkLookup._describe(Store(), (2, parts[2]))
+    assert out.article_text == "\n".join(texts)
+    assert out.text_start == len(texts[0]) + len(texts[1]) + 2 != out.article_text.index(out.text)
+    assert out.article_text[out.text_start :] == "van toepassing."

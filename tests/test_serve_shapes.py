@@ -4,6 +4,8 @@
 nesting; not the values) as the API sent them before its responses were built as protocol models: recorded
 at commit dc2f9c1 with ``WETQA_RECORD_API_SHAPES=tests/fixtures/api_shapes.json pytest -m integration
 tests/test_serve_shapes.py``. The responses now come from the models; their shapes must be the same.
+Fields added since, each recorded with the same command and named in the CHANGELOG: the chunk view's
+``text_start``.
 """
 
 from __future__ import annotations

@@ -158,6 +158,13 @@ def test_stop_and_max_tokens_hold_for_the_whole_content_streamed_or_not(index):
             ]
             for text in (whole.choices[0].message.content, "".join(pieces)):  # the stream has no [n] markers
                 assert stop not in text and unmarked(full).startswith(unmarked(text).rstrip()[:200])
+                answer = unmarked(text).split("\n\nBronnen")[0]
+                assert unmarked(full).split("\n\nBronnen")[0].split() == answer.split(), text  # the answer whole
+        # A stop string in wetqa's own layout of the answer (its line breaks, its markers) cuts nothing of it:
+        # the review found "\n" cut the non-streamed answer after its first sentence, and " [" before its marker.
+        r = httpx.post(server.url + "/v1/chat/completions", json={**ask, "stop": [" ["]}).json()
+        written = " ".join(s["text"] for s in r["sentences"])
+        assert unmarked(r["choices"][0]["message"]["content"].split("\n\nBronnen")[0]).split() == written.split(), r
         for stream in (False, True):
             r = httpx.post(
                 server.url + "/v1/chat/completions",

@@ -2,6 +2,7 @@
 // All law text and model output is inserted with textContent: never parsed as HTML.
 const $ = (id) => document.getElementById(id);
 let current = null;
+let views = 0;  // each opening of an article in the pane
 
 function el(tag, text, cls) { const e = document.createElement(tag); if (text != null) e.textContent = text; if (cls) e.className = cls; return e; }
 
@@ -9,6 +10,7 @@ function showSource(citation, support, marker) {
   document.querySelectorAll(".marker.active").forEach((m) => m.classList.remove("active"));
   if (marker) marker.classList.add("active");
   const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.dataset.view = String(++views);  // what a late lookup checks before it adds to the pane
   body.append(el("h3", `${citation.law}, ${citation.article}`));
   if (citation.version_date) body.append(el("div", `Tekst zoals geldend op ${citation.version_date}`, "path"));
   body.append(technical(citation));
@@ -42,8 +44,9 @@ async function wholeArticle(citation, body, cited) {
     if (!r.ok) return;
     data = await r.json();
   } catch (e) { return; }
-  const at = data.article_text.indexOf(data.text);
-  if (at < 0 || data.article_text === data.text || !cited.isConnected || $("source-body") !== body) return;
+  const at = Number.isInteger(data.text_start) ? data.text_start : data.article_text.indexOf(data.text);
+  if (at < 0 || data.article_text.slice(at, at + data.text.length) !== data.text) return;
+  if (data.article_text === data.text || !cited.isConnected) return;
   const context = (text) => {
     const box = el("div", null, "context");
     text.split("\n").filter((line) => line.trim()).forEach((line) => box.append(el("span", line, "sentence")));
@@ -56,6 +59,7 @@ async function wholeArticle(citation, body, cited) {
 
 // The article's other versions in the index: each opens its text and the words that changed.
 async function otherVersions(citation, body, support) {
+  const view = body.dataset.view;
   let data;
   try {
     const path = `/v1/articles/${encodeURIComponent(citation.law_id)}/${encodeURIComponent(citation.article)}/versions`;
@@ -64,7 +68,7 @@ async function otherVersions(citation, body, support) {
     data = await r.json();
   } catch (e) { return; }
   const others = data.data.filter((v) => v.version_date !== citation.version_date);
-  if (!others.length || $("source-body") !== body || !body.isConnected) return;
+  if (!others.length || body.dataset.view !== view) return;  // another article was opened meanwhile
   const box = el("div", "Andere versies: ", "versions");
   others.forEach((v) => {
     const a = el("a", `tekst van ${v.version_date || "onbekende datum"}`); a.href = "#"; a.className = "version";
@@ -76,6 +80,7 @@ async function otherVersions(citation, body, support) {
 
 async function showVersion(citation, version, support) {
   const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.dataset.view = String(++views);
   body.append(el("h3", `${version.law}, ${version.article}`));
   const until = version.valid_until ? ` tot ${version.valid_until}` : "";
   const announced = version.announced ? " (aangekondigd, nog niet in werking)" : "";
@@ -113,6 +118,7 @@ function technical(c) {
 function showRelated(r) {
   document.querySelectorAll(".marker.active").forEach((m) => m.classList.remove("active"));
   const body = $("source-body"); body.replaceChildren(); body.className = "";
+  body.dataset.view = String(++views);
   body.append(el("h3", `${r.law}, ${r.article}`));
   body.append(el("div", "Mogelijk verwant; niet als antwoord aangehaald.", "path"));
   r.text.split("\n").forEach((line) => body.append(el("span", line, "sentence")));
@@ -211,6 +217,7 @@ function clearSources() {
   $("sources").querySelector("h2").textContent = "Bronnen";
   $("source-list").replaceChildren();
   const body = $("source-body"); body.className = "muted";
+  body.dataset.view = String(++views);
   body.replaceChildren("Klik op een bronverwijzing [n] om het artikel te zien.");
 }
 
@@ -228,13 +235,12 @@ let asking = null;
 
 $("ask").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  if (asking) asking.abort();
   const q = $("question").value.trim();
-  if (!q) {
-    asking = null; clearSources(); $("answer").className = "";
-    $("answer").replaceChildren(el("p", "Typ eerst een vraag.", "error"));
+  if (!q) {  // a stray Enter in an empty box: the answer being loaded is kept
+    if (!asking) { clearSources(); $("answer").className = ""; $("answer").replaceChildren(el("p", "Typ eerst een vraag.", "error")); }
     return;
   }
+  if (asking) asking.abort();
   const mine = new AbortController(); asking = mine;
   clearSources();
   $("answer").className = ""; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
