@@ -271,6 +271,11 @@ def evaluate_runs(
         [n for n in REFERENCE_METRICS if n in scoring.metrics] if not any(it.answer.strip() for it in items) else []
     )
     if no_reference:
+        if len(no_reference) == len(scoring.metrics):
+            raise RunFileError(
+                f"{', '.join(no_reference)}: the dataset has no gold answers to compare the answers with; "
+                "give a dataset with answers, or other --metrics"
+            )
         scoring = scoring.without(no_reference)
     eval_folder(out)  # refused before anything is written when it holds files wetqa did not write
     files = find_run_files(run_paths)

@@ -98,6 +98,9 @@ def test_no_gold_answers_means_no_rouge_or_meteor_not_zero(index, fixture_corpus
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert "rougeL" not in metrics["summary"] and "meteor" not in metrics["summary"], metrics["summary"]
     assert "article_hit" in metrics["summary"] and "gold answers" in json.dumps(metrics["not_scored"])
+    # Nothing else asked: refused, not an empty evaluation with exit 0 (the review).
+    assert main(["eval", "generation", "--runs", str(out), "--dataset", str(data), "--corpus", str(fixture_corpus),
+                 "--metrics", "rouge", "--out", str(tmp_path / "ev2")]) == 2  # fmt: skip
 
 
 def test_experiment_takes_force_and_names_an_unknown_retriever_or_generator(tmp_path, capsys):
