@@ -109,7 +109,9 @@ def load_answers(path: Path, items: dict[str, QAItem], corpus: CorpusMap, keys: 
                 failed.add(qid)
                 continue
             row = score_record(rec, items[qid], corpus, groups)
-            rows.append({"id": qid, **{k: 0.0 if rec.get("abstained") else float(row.get(k, 0.0)) for k in keys}})
+            # A score of None (ROUGE-L of a question without a gold answer) is no score: left out, not a 0.
+            scored = [k for k in keys if row.get(k, 0.0) is not None]
+            rows.append({"id": qid, **{k: 0.0 if rec.get("abstained") else float(row.get(k, 0.0)) for k in scored}})
     scores = _per_question(rows, keys, failed)
     return System(path.name, path, "answers", scores, sorted(failed), len(files), problems=problems)
 
@@ -342,6 +344,12 @@ def compare(
     base = _pick_baseline(systems, baseline)
     if systems[0].kind == "retrieval":
         return _compare_rankings(systems, items, keys, base, correction, level, seed, notes)
+    # A metric no question has a score of (ROUGE-L and METEOR over a dataset without gold answers) is left out,
+    # said in a note; the others are compared over their questions.
+    unscored = [k for k in keys if not any(s.scores.get(k) for s in systems)]
+    if unscored and len(unscored) < len(keys):
+        notes.append(f"{', '.join(unscored)}: no question has a score (no gold answers); left out")
+        keys = [k for k in keys if k not in unscored]
     questions = _intersect(systems, keys, by_id, notes)
     per_metric = {k: {s.name: np.asarray([s.scores[k][q] for q in questions]) for s in systems} for k in keys}
 

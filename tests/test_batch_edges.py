@@ -98,6 +98,10 @@ def test_no_gold_answers_means_no_rouge_or_meteor_not_zero(index, fixture_corpus
     metrics = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert "rougeL" not in metrics["summary"] and "meteor" not in metrics["summary"], metrics["summary"]
     assert "article_hit" in metrics["summary"] and "gold answers" in json.dumps(metrics["not_scored"])
+    # eval compare scores them too (the CI run found float(None) there): no ROUGE-L, the rest compared.
+    assert _generate(index, data, tmp_path / "run2") == 0
+    assert main(["eval", "compare", str(out), str(tmp_path / "run2"), "--dataset", str(data), "--corpus",
+                 str(fixture_corpus), "--out", str(tmp_path / "cmp")]) == 0  # fmt: skip
     # Nothing else asked: refused, not an empty evaluation with exit 0 (the review).
     assert main(["eval", "generation", "--runs", str(out), "--dataset", str(data), "--corpus", str(fixture_corpus),
                  "--metrics", "rouge", "--out", str(tmp_path / "ev2")]) == 2  # fmt: skip
