@@ -52,6 +52,11 @@ class QAItem:
     def gold_keys(self) -> set[str]:
         return {a.key for a in self.articles}
 
+    def asks(self, question: object) -> bool:
+        """Whether a run's recorded question is this item's (its words; spacing is no other question). A record
+        without one (an older wetqa's, a user's own run) is taken to be."""
+        return not isinstance(question, str) or question.split() == self.question.split()
+
 
 class _GoldRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")

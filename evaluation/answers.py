@@ -69,8 +69,7 @@ def load_run(path: Path) -> tuple[list[dict], list[dict]]:
 def other_question(path: Path, rec: dict, item: QAItem) -> str | None:
     """The one-line problem when an answer answers another question under its id than the dataset asks (run
     with another dataset or an edited one), or None."""
-    asked = rec.get("question")
-    if not isinstance(asked, str) or asked.split() == item.question.split():  # spacing is no other question
+    if item.asks(rec.get("question")):
         return None
     return (
         f"{path}: answers another question under id {item.id} than the dataset asks (the run was made with "

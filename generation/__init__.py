@@ -29,6 +29,7 @@ _EXPORTS = {
             "UnsupportedSetting",
             "Usage",
             "check_sampling",
+            "cut_at_stop",
         ],
         "._base",
     ),
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         UnsupportedSetting,
         Usage,
         check_sampling,
+        cut_at_stop,
     )
     from .parser import ParsedOutput, parse_output
     from .pipeline import Pipeline

@@ -34,6 +34,12 @@ class UnsupportedSetting(GenerationError):
         super().__init__(f"{setting} is not supported by the {backend} generator" + (f": {why}" if why else ""))
 
 
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the first of a request's stop strings (OpenAI's rule: the text returned holds none)."""
+    ends = [at for at in (text.find(s) for s in stops) if at >= 0]
+    return text[: min(ends)] if ends else text
+
+
 @dataclass(frozen=True, slots=True)
 class Sampling:
     """Settings one request may give (an API client's temperature, max_tokens, stop, seed).

@@ -139,11 +139,10 @@ def check_run_folder(
 def _other_question(runs: Sequence[Path], items: Sequence[QAItem]) -> str | None:
     """Where a run file answers, under an id, another question than the dataset's of that id (a dataset edited,
     or another one with the same ids), said in a few words; None when every answer is to its question."""
-    asked = {it.id: it.question for it in items}
+    by_id = {it.id: it for it in items}
     for path in runs:
         for qid, rec in read_done(path).items():
-            said = rec.get("question")
-            if qid in asked and isinstance(said, str) and said.split() != asked[qid].split():
+            if qid in by_id and not by_id[qid].asks(rec.get("question")):
                 return f"{path.name} answers another question under id {qid} than the dataset asks"
     return None
 

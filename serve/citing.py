@@ -52,15 +52,15 @@ def _shingles(text: str, n: int = 4) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
 
 
-def quoted_from(sentence: str, texts: list[str], articles: list[tuple]) -> int | None:
-    """The position of the text ``sentence`` is quoted from, or None. The share of its 4-grams is counted over
-    each article's texts together (a chunk boundary spreads a quote over two chunks); of the article holding at
-    least QUOTE_SHARE, the chunk holding the quote's first 4-gram that any of them holds: where it starts."""
+def quoted_from(sentence: str, held: list[set[tuple[str, ...]]], articles: list[tuple]) -> int | None:
+    """The position of the cited text ``sentence`` is quoted from, or None (``held``: each cited text's 4-grams,
+    ``articles``: the article each belongs to). The share of its 4-grams is counted over each article's texts
+    together (a chunk boundary spreads a quote over two chunks); of the article holding at least QUOTE_SHARE,
+    the chunk holding the quote's first 4-gram that any of them holds: where it starts."""
     order = _shingles(sentence)
     grams = set(order)
-    if not grams or not texts:
+    if not grams or not held:
         return None
-    held = [set(_shingles(t)) for t in texts]
     union: dict[tuple, set] = {}
     for article, h in zip(articles, held):
         union.setdefault(article, set()).update(h)
@@ -137,6 +137,9 @@ def _attributed_sentences(
     marked = []
     answer_sentences = split_sentences(answer.answer)
     matrix = support_matrix(answer_sentences, [s for _, _, s in flat]) if flat else []
+    # Each cited text's 4-grams and article, once for the answer: what a quoted sentence is looked up in.
+    held = [set(_shingles(c.text)) for c in citations]
+    articles = [(c.law_id, c.article, c.version_date) for c in citations]
     # A line that only names a cited article ("Wet X, Artikel 3:") introduces the quote: not a claim.
     leads = {f"{c.law}, {c.article}:": c.index for c in citations}
     for k, sentence in enumerate(answer_sentences):
@@ -148,13 +151,7 @@ def _attributed_sentences(
             marked.append(sentence)
             continue
         best_n, support = _support(matrix[k], flat, threshold) if flat else (None, [])
-        quoted = (
-            quoted_from(
-                sentence, [c.text for c in citations], [(c.law_id, c.article, c.version_date) for c in citations]
-            )
-            if flat
-            else None
-        )
+        quoted = quoted_from(sentence, held, articles) if flat else None
         if quoted is not None and citations[quoted].index != best_n:
             n, within = _support(matrix[k], flat, threshold, only=citations[quoted].index)
             # A quote's part in its chunk may hold too few of its words for the share threshold: it is still

@@ -26,6 +26,7 @@ from wetqa.generation import (
     Sampling,
     UnsupportedSetting,
     check_sampling,
+    cut_at_stop,
 )
 from wetqa.generation.pipeline import ScopedPipeline
 from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
@@ -65,13 +66,6 @@ def word_usage(answer: Answer, question: str) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
-def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    """``text`` up to the first of the request's stop strings (applied to what wetqa appends to an answer:
-    the source list never carries one past the backend's own cut)."""
-    ends = [at for at in (text.find(s) for s in stops) if at >= 0]
-    return text[: min(ends)] if ends else text
-
-
 def answer_fields(answer: Answer, cited: Cited) -> dict[str, Any]:
     """The fields wetqa's answer adds to OpenAI's, as keyword arguments of :class:`~.protocol.ChatCompletion`
     and of a stream's last :class:`~.protocol.ChatCompletionChunk`: the citations and each sentence's support,
@@ -88,8 +82,11 @@ def answer_fields(answer: Answer, cited: Cited) -> dict[str, Any]:
     )
 
 
-def content_of(cited: Cited) -> str:
-    return cited.answer + (f"\n\n{cited.references}" if cited.references else "")
+def appended(cited: Cited, stops: Sequence[str] = ()) -> str:
+    """What wetqa appends to an answer's text: its source list, cut at the request's stop strings (the
+    generator cut its own text; the answer's layout, its line breaks and [n] markers, is wetqa's, and a stop
+    string in it would cut the answer itself)."""
+    return cut_at_stop(f"\n\n{cited.references}", stops) if cited.references else ""
 
 
 class ChunkLookup:
@@ -368,9 +365,7 @@ class ChatService:
         answer, cited = await self.run_limited(
             self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
         )
-        # The stop strings cut what wetqa appends (the generator cut its own text): the answer's layout, its
-        # line breaks and [n] markers, is wetqa's, and a stop string in it would cut the answer itself.
-        content = cited.answer + cut_at_stop(content_of(cited)[len(cited.answer) :], sampling.stop)
+        content = cited.answer + appended(cited, sampling.stop)
         completion = ChatCompletion(
             id=writer.id,
             created=writer.created,
@@ -448,8 +443,7 @@ class ChatService:
         stops: Sequence[str] = (),
     ) -> list[str]:
         cited = cite(answer)
-        tail = f"\n\n{cited.references}" if cited.references else ""
-        tail = cut_at_stop(streamed + tail, stops)[len(streamed) :]  # a stop may start in the streamed text
+        tail = cut_at_stop(streamed + appended(cited), stops)[len(streamed) :]  # a stop may start in the streamed text
         out = [writer.event(Delta(content=tail))] if tail else []
         usage = word_usage(answer, question)
         fields = answer_fields(answer, cited)

@@ -103,8 +103,8 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
         retrieval_rows[name] = {**rows_of, "n_without_gold": len(items) - len(graded)}
 
     rows = _Rows()
-    bar = progress_bar(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config")
-    try:  # the bar is closed however the grid ends (a refused run folder, an interrupt)
+    # The bar is closed however the grid ends (a refused run folder, an interrupt).
+    with progress_bar(total=len(cfg.retrievers) * len(cfg.generators) * len(cfg.k), desc="grid", unit="config") as bar:
         # Generators outermost: one engine per generator spec serves every retriever, k and run, and is
         # shut down before the next generator's engine starts (two vLLM engines do not fit one GPU).
         for gspec in cfg.generators:
@@ -133,8 +133,6 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
                 if close is not None:
                     close()
                 del backend
-    finally:
-        bar.close()
     table = _write_tables(cfg, out, len(items), rows, retrieval_rows)
     return {"table": table, "generation": rows.summary, "retrieval": retrieval_rows, "out": str(out)}
 

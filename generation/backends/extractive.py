@@ -18,7 +18,7 @@ from wetqa.retrieval.dutch import frame_terms
 from wetqa.retrieval.engines.tokenization import cached_tokens
 from wetqa.settings import setting
 
-from .._base import Generation, Request, Sampling, UnsupportedSetting
+from .._base import Generation, Request, Sampling, UnsupportedSetting, cut_at_stop
 from ..registry import BackendInfo, register
 
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
@@ -202,10 +202,7 @@ class ExtractiveBackend:
         head, marker, ids = raw.rpartition("\nDOC IDS:")
         body = head.removeprefix("ANSWER: ")
         finish = "stop"
-        for stop in s.stop:
-            at = body.find(stop)
-            if at >= 0:
-                body = body[:at]
+        body = cut_at_stop(body, s.stop)
         words = list(re.finditer(r"\S+", body))
         if s.max_tokens is not None and len(words) > s.max_tokens:
             body, finish = body[: words[s.max_tokens - 1].end()], "length"
