@@ -47,6 +47,9 @@ class QAItem:
     articles: list[GoldArticle] = field(default_factory=list)
     paper_chunk_ids: list[str] = field(default_factory=list)
     laws: list[str] = field(default_factory=list)  # law-level gold (a question without gold articles)
+    # A conversation whose last user message is the question (a follow-up is read in its context): the chat
+    # messages as given, [] for a single question.
+    messages: list[dict] = field(default_factory=list)
 
     @property
     def gold_keys(self) -> set[str]:
@@ -77,12 +80,20 @@ class _GoldRecord(BaseModel):
         return data
 
 
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: StrictStr
+    content: StrictStr
+
+
 class _QARecord(BaseModel):
     """One dataset line as it must be: checked at the boundary, so later code can trust the types."""
 
     model_config = ConfigDict(extra="ignore")
     id: StrictStr | StrictInt | None = None
-    question: StrictStr = Field(min_length=1)
+    # A single question, or a conversation (``messages``: chat messages, the last user message the question).
+    question: StrictStr | None = None
+    messages: list[_Message] = []
     answer: StrictStr | None = ""
     articles: list[_GoldRecord] = []
     # Law-level gold, for a question a law answers rather than one article of it (``wetqa fit``: the right law
@@ -121,6 +132,15 @@ def load_dataset(path: str | Path) -> list[QAItem]:
             if exc.errors()[0].get("type", "").startswith("json"):
                 raise DatasetError(f"{where}: not a JSON object line") from None
             raise DatasetError(f"{where}: {first_problem(exc)}") from None
+        if row.messages:
+            users = [m for m in row.messages if m.role == "user"]
+            if not users:
+                raise DatasetError(f"{where}: messages: no user message (the last user message is the question)")
+            if row.question is not None and row.question.strip() != users[-1].content.strip():
+                raise DatasetError(f"{where}: question: not the last user message of messages")
+            row.question = users[-1].content
+        if row.question is None:
+            raise DatasetError(f"{where}: question: a question or messages is required")
         if not row.question.strip():
             raise DatasetError(f"{where}: question: must not be blank")
         qid = str(row.id if row.id is not None else lineno)
@@ -135,6 +155,7 @@ def load_dataset(path: str | Path) -> list[QAItem]:
                 articles=[GoldArticle(a.law_id, a.article, a.law or "") for a in row.articles],
                 paper_chunk_ids=list(row.paper_chunk_ids),
                 laws=list(row.laws),
+                messages=[{"role": m.role, "content": m.content} for m in row.messages],
             )
         )
     if not items:

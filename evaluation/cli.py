@@ -160,8 +160,12 @@ def cmd_eval_retrieval(args: argparse.Namespace) -> int:
     older = recognised("metrics.json", RETRIEVAL_FILES, lambda p: _has_keys(p, "chunk", "article", "retriever"))
     own_folder(out, RETRIEVAL_FILES, adopt=older)
     depth = max(max(ks), 10)  # nDCG@10 needs ten
-    hits = retriever.batch_search([i.question for i in items], depth, threads=args.threads)
-    results = {item.id: h for item, h in zip(items, hits)}
+    from wetqa.retrieval.conversation import contexts_of
+    from wetqa.retrieval.pipeline import rank
+
+    # A conversation's last user message is read in its context (a dataset of `messages`); a question alone.
+    rankings = rank(retriever, [i.question for i in items], depth, args.threads, contexts=contexts_of(items, retriever))
+    results = {item.id: r.hits for item, r in zip(items, rankings)}
     from wetqa.retrieval import chunks_of
 
     chunks = chunks_of(retriever)

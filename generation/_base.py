@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from wetqa.corpus.records import DEFAULT_COLLECTION
 from wetqa.corpus.sources import citation_url, document_fields
@@ -21,9 +21,39 @@ class GenerationError(RuntimeError):
 class ModelUnavailable(GenerationError, ConnectionError):
     """The model server cannot be reached: a missing component (exit 3), not bad input."""
 
+    failure = "unavailable"
+
 
 class ContextOverflowError(GenerationError):
-    pass
+    """The prompt does not fit the model's context window (the API answers 400, context_length_exceeded)."""
+
+    failure = "context_overflow"
+
+
+class UpstreamTimeout(ModelUnavailable):
+    """The model server did not answer in time (the API answers 504, upstream_timeout)."""
+
+    failure = "timeout"
+
+
+# What a backend says went wrong (``Generation.failure``), and the error an answer then raises: one table, so
+# that the server tells a timeout from an overflow by its type, never by the words of its message.
+FAILURES: dict[str, type[GenerationError]] = {
+    "context_overflow": ContextOverflowError,
+    "timeout": UpstreamTimeout,
+    "unavailable": ModelUnavailable,
+}
+
+
+def failure_of(exc: BaseException) -> str:
+    """The failure kind of an error a backend caught (``""``: another)."""
+    return str(getattr(exc, "failure", "")) if isinstance(exc, GenerationError) else ""
+
+
+def raise_failure(message: str, failure: str = "", unavailable: bool = False):
+    """The typed error of a failed generation (its ``failure``; the server's absence: ModelUnavailable)."""
+    kind = FAILURES.get(failure) or (ModelUnavailable if unavailable else GenerationError)
+    raise kind(message)
 
 
 class UnsupportedSetting(GenerationError):
@@ -96,13 +126,10 @@ OPEN_MODEL_DEFAULTS = {"temperature": 0.2, "top_k": 50, "max_tokens": 5000}
 
 def check_sampling(backend: Backend, sampling: Sampling) -> None:
     """Raise :class:`UnsupportedSetting` for the first setting given that the backend does not honour."""
-    supports: frozenset[str] = getattr(backend, "supports", frozenset())
     for name in sampling.given():
-        if name not in supports:
+        if name not in backend.supports:
             raise UnsupportedSetting(name, backend.name)
-    refuse = getattr(backend, "refuse", None)
-    if refuse is not None:
-        refuse(sampling)
+    backend.refuse(sampling)
 
 
 @dataclass(slots=True)
@@ -124,6 +151,10 @@ class Request:
     signals: dict = field(default_factory=dict)
     abstain: bool = False
     date: str | None = None  # the day the question is asked of (None: today)
+    # A conversation's follow-up: the question as it was read (the last message with the earlier questions: the
+    # prompt's and the extractive answer's question), and the context's record (``context`` of the answer).
+    asked: str = ""
+    context: dict | None = None
 
 
 @dataclass(slots=True)
@@ -155,19 +186,71 @@ class Generation:
     top_logprobs: dict[str, float] = field(default_factory=dict)
     # The server refused the request's answer schema (a 400 about response_format): ask again in text.
     rejected_schema: bool = False
+    failure: str = ""  # what kind of failure ``error`` is (a key of FAILURES; "": another)
 
 
 @runtime_checkable
 class Backend(Protocol):
     """Turns requests into raw model output (``ANSWER: ... DOC IDS: ...``, or JSON under ``request.schema``).
 
-    A backend that can hold its output to a request's schema says so with ``structured = True``; the
-    pipeline then builds structured requests for it.
+    A backend declares what it can do (:class:`BackendBase` gives the defaults); the pipeline, the server and
+    the runs read these, never probe for them.
     """
 
     name: str
+    supports: frozenset[str]  # the per-request settings of Sampling it honours (any other given is refused)
+    structured: bool  # it can hold its output to a request's JSON schema: the pipeline then asks for it
+    uses_model: bool  # it runs a language model (the extractive backend does not)
+    inline_safe: bool  # cheap enough to run on a server's event loop
+    schedules: bool  # it schedules many requests itself (``generate_stream``: vLLM's continuous batching)
+    model_name: str  # the model it runs, as a question set's writer records it ("" for none)
 
     def generate(self, requests: Sequence[Request]) -> list[Generation]: ...
+
+    def refuse(self, sampling: Sampling) -> None: ...
+
+    def close(self) -> None: ...
+
+
+DECLARED = ("name", "supports", "structured", "uses_model", "inline_safe", "schedules", "model_name")
+
+
+def check_backend(backend) -> None:
+    """A backend declares what it can do (:class:`Backend`): one line naming what it does not declare, once,
+    where it is handed to a pipeline (it is never probed for it afterwards)."""
+    missing = [name for name in DECLARED if not hasattr(backend, name)]
+    missing += [name for name in ("generate", "refuse", "close") if not callable(getattr(backend, name, None))]
+    if missing:
+        raise TypeError(
+            f"the backend {type(backend).__name__} does not declare {', '.join(missing)}: subclass "
+            "wetqa.generation.BackendBase (its defaults) or declare them"
+        )
+
+
+class BackendBase:
+    """The defaults of what a backend declares (:class:`Backend`): a model backend that honours no per-request
+    setting, answers in text, runs in a worker thread and is given requests in batches."""
+
+    name: str = ""
+    supports: frozenset[str] = frozenset()
+    structured: bool = False
+    uses_model: bool = True
+    inline_safe: bool = False
+    schedules: bool = False
+    model_name: str = ""
+
+    def generate(self, requests: Sequence[Request]) -> list[Generation]:
+        raise NotImplementedError
+
+    def generate_stream(self, requests: Sequence[Request]) -> Iterator[tuple[int, Generation]]:
+        """``(index, Generation)`` as each is ready (a backend that ``schedules`` yields them as they finish)."""
+        yield from enumerate(self.generate(requests))
+
+    def refuse(self, sampling: Sampling) -> None:
+        """Raise :class:`UnsupportedSetting` for a combination of settings it cannot honour (each alone it can)."""
+
+    def close(self) -> None:
+        """Give back what it holds (an engine's processes)."""
 
 
 @runtime_checkable
@@ -276,6 +359,7 @@ class Answer:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     unavailable: bool = False  # ``error`` says the model server could not be reached
+    failure: str = ""  # what kind of failure ``error`` is (generation's FAILURES; "": another)
     finish_reason: str = "stop"
     confidence: float | None = None  # that the first retrieved article answers the question, in [0, 1]
     abstained: bool = False  # no article found: the answer says so and cites nothing
@@ -288,6 +372,13 @@ class Answer:
     note: str | None = None  # what the reader should know about the answer (no sources, broken JSON)
     # One line when the answer rests on a text older than a year: the law may have changed since.
     validity_note: str | None = None
+    # A conversation's follow-up: the earlier turns read as its context and the question it was searched with
+    # (retrieval.conversation.Context.to_json); None for a question read alone.
+    context: dict | None = None
+
+    # The answer as people read it ([n] markers, the source list, each sentence's support): the cite stage's
+    # record (:func:`.citing.cite`), made once by the pipeline; the CLI, the API and the page read the same.
+    cited: Any = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict:
         return {
@@ -307,6 +398,10 @@ class Answer:
             "error": self.error,
             "date": self.date,
             "validity_note": self.validity_note,
+            "context": self.context,
+            # Each sentence with the citation it rests on and the source sentences that support it (the API's
+            # ``sentences``: one cite stage makes both).
+            "support": [s.to_json() for s in self.cited.sentences] if self.cited is not None else None,
         }
 
     def marker(self, doc_id: str) -> int | None:

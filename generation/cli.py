@@ -18,7 +18,29 @@ def register_ask(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
     a.add_argument("question")
     PipelineSpec.add_cli_args(a)
     a.add_argument("--stream", action="store_true", help="print the answer as the generator writes it (text output)")
+    a.add_argument(
+        "--context",
+        action="append",
+        metavar="EARLIER_QUESTION",
+        help="a question asked before this one (repeat for several, oldest first): the question is read as its "
+        'follow-up ("en als ik parttime werk?")',
+    )
     a.set_defaults(func=cmd_ask)
+
+
+def register_chat(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
+    from .spec import PipelineSpec
+
+    c = sub.add_parser(
+        "chat",
+        parents=[output],
+        help="a conversation: each question read in the context of the ones before (/nieuw starts afresh)",
+        description='Ask questions one after another; a follow-up ("en als ik 17 ben?") is read with the earlier '
+        "questions and the articles the answers cited. /nieuw starts a new conversation, /stop (or Ctrl-D) ends. "
+        "With --output json each answer is one JSON line.",
+    )
+    PipelineSpec.add_cli_args(c)
+    c.set_defaults(func=cmd_chat)
 
 
 def register_generate(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
@@ -52,10 +74,17 @@ def cmd_ask(args: argparse.Namespace) -> int:
     check_question(args.question)
     if args.stream and wants_json(args):
         raise UsageError("--stream prints text as it comes; leave out --output json (which prints one document)")
+    for earlier in args.context or ():
+        if not earlier.strip():
+            raise UsageError("--context: an earlier question must not be blank")
     pipeline = PipelineSpec.from_cli_args(args).build()
+    context = None
+    if args.context:
+        messages = [{"role": "user", "content": q} for q in [*args.context, args.question]]
+        context = pipeline.conversation_of(messages)[1]
     if args.stream:
         answer, sentences = None, 0
-        for item in pipeline.stream(args.question):
+        for item in pipeline.stream_request(pipeline.prepare(args.question, context=context)):
             if isinstance(item, Answer):
                 answer = item
             elif isinstance(item, StreamedSentence):  # structured: each sentence once written, with its [n]
@@ -66,8 +95,76 @@ def cmd_ask(args: argparse.Namespace) -> int:
         assert answer is not None  # a stream always ends with its Answer
         print("\n\n" + sources(answer))
         return 0
-    answer = pipeline.ask(args.question)
+    answer = pipeline.ask(args.question, context=context)
     print_answer(args, answer)
+    return 0
+
+
+NEW_CONVERSATION = ("/nieuw", "/new")
+END = ("/stop", "/exit", "/quit")
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """A conversation on the terminal: readline history (kept in the cache folder), /nieuw, /stop."""
+    import json
+
+    from wetqa.home import cache_root
+
+    from .spec import PipelineSpec
+
+    pipeline = PipelineSpec.from_cli_args(args).build()
+    interactive = sys.stdin.isatty()
+    history = None
+    if interactive:
+        try:
+            import readline
+
+            history = cache_root() / "chat_history"
+            if history.is_file():
+                readline.read_history_file(history)
+        except (ImportError, OSError):
+            history = None
+        print("wetqa chat: stel een vraag (/nieuw begint opnieuw, /stop of Ctrl-D stopt)", file=sys.stderr)
+    messages: list[dict] = []
+    try:
+        while True:
+            try:
+                line = input("vraag> " if interactive else "")
+            except EOFError:
+                break
+            question = line.strip()
+            if not question:
+                continue
+            if question.lower() in END:
+                break
+            if question.lower() in NEW_CONVERSATION:
+                messages = []
+                if interactive:
+                    print("(nieuw gesprek)", file=sys.stderr)
+                continue
+            messages.append({"role": "user", "content": question})
+            try:
+                request = pipeline.converse(messages)
+                answer = pipeline.answer_one(request)
+            except Exception:
+                messages.pop()  # the question was not answered: the next is not its follow-up
+                raise
+            messages.append({"role": "assistant", "content": answer.answer + "\n\n" + sources(answer)})
+            if wants_json(args):
+                print(json.dumps(answer.to_json(), ensure_ascii=False), flush=True)
+            else:
+                read = answer.context
+                if read:
+                    print(f"(gelezen als: {read['standalone_question']})")
+                print(answer.answer + "\n\n" + sources(answer) + "\n", flush=True)
+    finally:
+        if history is not None:
+            import contextlib
+            import readline
+
+            with contextlib.suppress(OSError):
+                history.parent.mkdir(parents=True, exist_ok=True)
+                readline.write_history_file(history)
     return 0
 
 

@@ -16,13 +16,14 @@ from ._base import (
     Citation,
     Generation,
     GenerationError,
-    ModelUnavailable,
     Request,
     Sampling,
     StreamedSentence,
     StreamingBackend,
     age_note,
+    check_backend,
     check_sampling,
+    raise_failure,
 )
 from .parser import AnswerStream, parse_output
 from .prompt import as_text, build_request
@@ -38,6 +39,20 @@ def check_question(question: str) -> str:
 
 
 def to_answer(request: Request, gen: Generation) -> Answer:
+    """The answer of a request's generation, through the cite stage (:func:`.citing.cite`)."""
+    return cited(_to_answer(request, gen))
+
+
+def cited(answer: Answer) -> Answer:
+    """The cite stage: the answer's [n] markers, source list and each sentence's support, made once."""
+    from .citing import cite
+
+    if answer.cited is None and not answer.error:
+        answer.cited = cite(answer)
+    return answer
+
+
+def _to_answer(request: Request, gen: Generation) -> Answer:
     if gen.error:
         return Answer(
             request.question,
@@ -49,8 +64,10 @@ def to_answer(request: Request, gen: Generation) -> Answer:
             usage=gen.usage,
             error=gen.error,
             unavailable=gen.unavailable,
+            failure=gen.failure,
             confidence=request.confidence,
             structured=request.schema is not None,
+            context=request.context,
         )
     if request.schema is not None:
         return _structured_answer(request, gen)
@@ -78,6 +95,7 @@ def _answer(request: Request, gen: Generation, text: str, citations: list[Citati
         date=request.date,
         validity_note=age_note(citations, request.date) or None,
         retrieved=request.hits,
+        context=request.context,
         raw=gen.text,
         usage=gen.usage,
         finish_reason=gen.finish_reason,
@@ -114,7 +132,7 @@ def _structured_answer(request: Request, gen: Generation) -> Answer:
     by_doc = hits_by_doc(request)
     parsed = parse_structured(gen.text, list(by_doc))
     if not parsed.sentences:
-        answer = to_answer(replace(request, schema=None), gen)
+        answer = _to_answer(replace(request, schema=None), gen)
         answer.format_ok = False  # JSON was asked for
         answer.note = f"the model did not answer in the JSON format ({parsed.problem}); read as text"
         return answer
@@ -195,15 +213,18 @@ def abstained_answer(request: Request) -> Answer:
         if key not in seen:
             seen.add(key)
             related.append(Citation.from_hit(h))
-    return Answer(
-        request.question,
-        abstention_text(request, related[:3]),
-        [],
-        request.hits,
-        confidence=request.confidence,
-        abstained=True,
-        related=related[:3],
-        date=request.date,
+    return cited(
+        Answer(
+            request.question,
+            abstention_text(request, related[:3]),
+            [],
+            request.hits,
+            confidence=request.confidence,
+            abstained=True,
+            related=related[:3],
+            date=request.date,
+            context=request.context,
+        )
     )
 
 
@@ -266,6 +287,7 @@ class Pipeline:
         min_confidence: float | None = None,
     ):
         """``min_confidence``: abstain below it (0: always answer; None: the calibrated threshold)."""
+        check_backend(backend)
         self.retriever = retriever
         self.backend = backend
         self.k = check_k(k)
@@ -273,27 +295,37 @@ class Pipeline:
         self.min_confidence = min_confidence
         # Structured answers when the backend can hold its output to a schema (and is set to);
         # turned off, once and with a warning, when the model server refuses the schema.
-        self.structured = bool(getattr(backend, "structured", False))
+        self.structured = bool(backend.structured)
         self._fallback_lock = threading.Lock()
 
     def requests(
-        self, questions: Sequence[str], threads: int = 1, sampling: Sampling | None = None, scope=None
+        self,
+        questions: Sequence[str],
+        threads: int = 1,
+        sampling: Sampling | None = None,
+        scope=None,
+        contexts: Sequence | None = None,
     ) -> list[Request]:
-        """Retrieval and prompts; ``scope`` (a :class:`~wetqa.retrieval.scope.Scope`) replaces the pipeline's."""
+        """Retrieval and prompts; ``scope`` (a :class:`~wetqa.retrieval.scope.Scope`) replaces the pipeline's;
+        ``contexts``: each question's conversation context (:class:`~wetqa.retrieval.conversation.Context` or
+        None), read by retrieval beside it and given to the prompt with it."""
         from wetqa.retrieval.pipeline import rank
 
         qs = [check_question(q) for q in questions]
         if sampling is not None:
             check_sampling(self.backend, sampling)  # before any retrieval or model work
         try:
-            rankings = rank(self.retriever, qs, self.k, threads, scope)
+            rankings = rank(self.retriever, qs, self.k, threads, scope, contexts)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
         day = scope.date if scope is not None else getattr(getattr(self.retriever, "scope", None), "date", None)
-        built = [
-            replace(_assess(r, build_request(q, r.hits, self.language, self.structured), self.min_confidence), date=day)
-            for q, r in zip(qs, rankings)
-        ]
+        built = []
+        for q, r in zip(qs, rankings):
+            asked = r.context.standalone(q) if r.context is not None else q
+            request = build_request(asked, r.hits, self.language, self.structured)
+            request = replace(request, question=q, asked=asked,
+                              context=r.context.to_json(q) if r.context is not None else None)  # fmt: skip
+            built.append(replace(_assess(r, request, self.min_confidence), date=day))
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
     def answer_requests(self, requests: Sequence[Request]) -> list[Answer]:
@@ -335,12 +367,11 @@ class Pipeline:
         for i, r in enumerate(requests):
             if r.abstain:
                 yield i, abstained_answer(r)
-        stream = getattr(self.backend, "generate_stream", None)
-        if stream is None:
+        if not self.backend.schedules:
             for i, answer in zip(todo, self.answer_requests([requests[i] for i in todo])):
                 yield i, answer
             return
-        for j, gen in stream([requests[i] for i in todo]):
+        for j, gen in self.backend.generate_stream([requests[i] for i in todo]):
             request, gen = self._in_text_if_refused([requests[todo[j]]], [gen])[0]
             if isinstance(requests, MutableSequence):
                 requests[todo[j]] = request  # what was asked in the end (a run records its prompt)
@@ -351,19 +382,37 @@ class Pipeline:
         in each answer's ``error``."""
         return self.answer_requests(self.requests(questions, threads))
 
-    def ask(self, question: str, sampling: Sampling | None = None, scope=None) -> Answer:
-        return self.answer_one(self.requests([question], sampling=sampling, scope=scope)[0])
+    def ask(self, question: str, sampling: Sampling | None = None, scope=None, context=None) -> Answer:
+        """The answer to one question (``context``: the conversation it is the last message of)."""
+        return self.answer_one(self.prepare(question, sampling, scope, context))
 
     def answer_one(self, request: Request) -> Answer:
         """The answer of one prepared request; a failed generation raises (ModelUnavailable: no server)."""
         answer = self.answer_requests([request])[0]
         if answer.error:
-            raise (ModelUnavailable if answer.unavailable else GenerationError)(answer.error)
+            raise_failure(answer.error, answer.failure, answer.unavailable)
         return answer
 
-    def prepare(self, question: str, sampling: Sampling | None = None, scope=None) -> Request:
+    def prepare(self, question: str, sampling: Sampling | None = None, scope=None, context=None) -> Request:
         """Retrieval and the prompt for one question (what comes before the model)."""
-        return self.requests([question], sampling=sampling, scope=scope)[0]
+        return self.requests([question], sampling=sampling, scope=scope, contexts=[context])[0]
+
+    def converse(self, messages: Sequence, sampling: Sampling | None = None, scope=None) -> Request:
+        """Retrieval and the prompt for a conversation's last user message, read in the context of the turns
+        before it (:mod:`wetqa.retrieval.conversation`; a question that changes the subject is read alone)."""
+        conversation, context = self.conversation_of(messages)
+        return self.prepare(conversation.question, sampling, scope, context)
+
+    def conversation_of(self, messages: Sequence):
+        """(the :class:`~wetqa.retrieval.conversation.Conversation` of chat messages, its context or None)."""
+        from wetqa.retrieval.conversation import Conversation, ConversationError
+
+        try:
+            conversation = Conversation.of(messages)
+        except ConversationError as exc:
+            raise GenerationError(str(exc)) from None
+        features = getattr(self.retriever, "features", None)
+        return conversation, conversation.context(getattr(features, "law_names", None))
 
     def stream(
         self, question: str, sampling: Sampling | None = None
@@ -443,7 +492,7 @@ class Pipeline:
             raise GenerationError(f"backend {self.backend.name} ended its stream without a result")
         answer = to_answer(request, gen)
         if answer.error:
-            raise GenerationError(answer.error)
+            raise_failure(answer.error, answer.failure, answer.unavailable)
         yield from reader.finish(answer)
         yield answer
 
@@ -460,11 +509,14 @@ class ScopedPipeline:
             raise AttributeError(name)
         return getattr(self.pipeline, name)
 
-    def prepare(self, question: str, sampling: Sampling | None = None) -> Request:
-        return self.pipeline.prepare(question, sampling, self.scope)
+    def prepare(self, question: str, sampling: Sampling | None = None, context=None) -> Request:
+        return self.pipeline.prepare(question, sampling, self.scope, context)
 
-    def ask(self, question: str, sampling: Sampling | None = None) -> Answer:
-        return self.pipeline.ask(question, sampling, self.scope)
+    def converse(self, messages: Sequence, sampling: Sampling | None = None) -> Request:
+        return self.pipeline.converse(messages, sampling, self.scope)
+
+    def ask(self, question: str, sampling: Sampling | None = None, context=None) -> Answer:
+        return self.pipeline.ask(question, sampling, self.scope, context)
 
     def stream(self, question: str, sampling: Sampling | None = None):
         return self.pipeline.stream_request(self.prepare(question, sampling))

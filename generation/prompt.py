@@ -115,7 +115,8 @@ def build_request(question: str, hits: Sequence[Hit], language: str = "nl", stru
 
 def as_text(request: Request) -> Request:
     """The same request in the text format (for a server that refused the answer schema)."""
-    return replace(request, messages=build_messages(request.question, request.hits, request.language), schema=None)
+    question = request.asked or request.question
+    return replace(request, messages=build_messages(question, request.hits, request.language), schema=None)
 
 
 def render_plain(messages: Sequence[dict]) -> str:

@@ -20,6 +20,7 @@ from wetqa import __version__
 from wetqa.console import progress_bar
 from wetqa.corpus.dataset import QAItem
 from wetqa.io import OwnedFolder, own_folder, read_journal, recognised, wetqa_made, write_owned_json
+from wetqa.retrieval.conversation import contexts_of
 
 from ._base import Answer, GenerationError, Request
 from .pipeline import Pipeline
@@ -235,7 +236,7 @@ def generate_runs(
             total=len(items), initial=len(items) - len(todo), desc=f"run {run}", unit="q", progress=progress
         )
         with open(path, "a", encoding="utf-8") as fh:
-            streaming = getattr(pipeline.backend, "generate_stream", None) is not None
+            streaming = pipeline.backend.schedules
             # An engine that schedules requests itself (continuous batching) gets every pending question at
             # once; others go by batches. Each answer is written the moment it is ready, so a killed run
             # loses at most those in flight.
@@ -243,7 +244,10 @@ def generate_runs(
             for start in range(0, len(todo), size):
                 batch = todo[start : start + size]
                 t0 = time.perf_counter()
-                requests = pipeline.requests([it.question for it in batch])
+                # A conversation's last user message is read in the context of the turns before it.
+                requests = pipeline.requests(
+                    [it.question for it in batch], contexts=contexts_of(batch, pipeline.retriever)
+                )
                 for i, ans in pipeline.generate_stream(requests):
                     seconds = time.perf_counter() - t0
                     rec = record(

@@ -197,11 +197,11 @@ class PipelineSpec:
 def completer(backend, max_tokens: int = 200):
     """Chat messages -> the backend's text, greedy (what a ``listwise`` re-ranker asks a language model); None
     for a backend that runs no language model (the extractive one)."""
-    if not getattr(backend, "uses_model", True) or backend.name == "extractive":
+    if not backend.uses_model:
         return None
     from ._base import GenerationError, Request, Sampling
 
-    supported: frozenset[str] = getattr(backend, "supports", frozenset())
+    supported = backend.supports
     sampling = Sampling(
         temperature=0.0 if "temperature" in supported else None,
         max_tokens=max_tokens if "max_tokens" in supported else None,

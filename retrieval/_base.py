@@ -105,6 +105,9 @@ class Ranking:
     snapshot: list[Hit] | None = None  # the hits as the fitted stages left them, when an unfitted stage followed
     vectors: dict = field(default_factory=dict)  # the question's vectors, by model role ("dense", "reader")
     allowed: Any = None  # the articles in the question's scope (a mask over the index's articles)
+    # The conversation the question is the last message of (:class:`~.conversation.Context`): what came before,
+    # read beside it; None for a single question (or one that changed the subject).
+    context: Any = None
 
     def to_json(self) -> dict:
         return {

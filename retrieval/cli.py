@@ -97,6 +97,8 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
                        help="questions with gold articles or gold laws, JSON lines; each file is a question set")  # fmt: skip
         p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
         p.add_argument("--reader", metavar="MODEL", help="also fit the pipelines that read with this model (none: not)")
+        p.add_argument("--no-questions", action="store_true",
+                       help="fit the pipelines that do not read the indexes' questions views (the +questions keys' twins)")  # fmt: skip
         p.add_argument("--out", type=Path, metavar="FILE",
                        help=f"the model file to merge the fitted models into (default the one wetqa ships: {name}.json)")  # fmt: skip
         p.add_argument("--no-progress", action="store_true")
@@ -151,7 +153,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
     _fit_inputs(args, "ranking")
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
-                                 progress=shows_progress(not args.no_progress))  # fmt: skip
+                                 progress=shows_progress(not args.no_progress), questions=not args.no_questions)  # fmt: skip
     out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"], "ranking")
     if args.per_question:
         rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
@@ -168,7 +170,8 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
 
     _fit_inputs(args, "confidence")
     progress = shows_progress(not args.no_progress)  # the ranking's bars: drawn only on a terminal
-    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=progress)
+    data = fitting.collect_signals(args.index, args.dataset, _reader_arg(args), progress=progress,
+                                   questions=not args.no_questions)  # fmt: skip
     budgets = (0.03, 0.05, 0.10, 0.15, 0.20) if args.sweep else (None,)
     out, lines = {}, []
     for budget in budgets:
@@ -254,6 +257,12 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         help="also read every article into the reader's cache now (a night's work for the whole BWB on a CPU; "
         "minutes on a GPU): no question then waits for the reader",
     )
+    p.add_argument(
+        "--questions",
+        metavar="FILE|none",
+        help="the questions each article answers, read beside it (an articles index): a question set from `wetqa "
+        "questions write` (JSONL, .gz too); default the set wetqa ships for the 272 laws; none: no questions",
+    )
     p.add_argument("--force", action="store_true", help="rebuild even when the index is up to date")
     p.add_argument(
         "--verify",
@@ -332,7 +341,16 @@ def cmd_index(args: argparse.Namespace) -> int:
         building = [f"--{k.replace('_', '-')}" for k in options]
         building += [
             f"--{name.replace('_', '-')}"
-            for name in ("corpus", "force", "rescore", "precompute", "precompute_kinds", "reader", "read_all")
+            for name in (
+                "corpus",
+                "force",
+                "rescore",
+                "precompute",
+                "precompute_kinds",
+                "reader",
+                "read_all",
+                "questions",
+            )
             if getattr(args, name) not in (None, False)
         ]
         if building:
@@ -367,6 +385,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError("--precompute-kinds takes kinds (soort values, comma-separated) and applies with --precompute")
     out = args.out or default_index()
     reader = _index_reader(args.reader, info.name, args.read_all)
+    if args.questions is not None and info.name != "articles":
+        raise UsageError(f"--questions applies to an articles index, not {info.name}")
     meta = build_index(
         args.corpus or default_corpus(),
         info.name,
@@ -379,6 +399,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         precompute_kinds=kinds,
         reader=reader,
         read_all=args.read_all,
+        questions=args.questions,
     )
     verb = "built" if meta["rebuilt"] else "up to date:"
     emit(

@@ -20,7 +20,7 @@ made that way (Sr, Sv, Zvw, Wsf...) are listed in :data:`CONVENTIONAL`: lawyers'
 from the questions wetqa is measured on.
 
 People ask "mag mijn baas mij ontslaan", "hoe lang krijg ik WW", "vanaf welke leeftijd mag ik alcohol
-kopen"; statutes say "werkgever", "opzegging", "duur", "alcoholhoudende drank". ``everyday.tsv`` (beside
+kopen"; statutes say "werkgever", "opzegging", "duur", "alcoholhoudende drank". ``rules/everyday.tsv`` (beside
 this module) lists such pairs, written from how Dutch legislation is drafted across every area of law;
 :func:`expand` gives the legal words of a question's everyday phrases, which the ranking searches
 beside the question's own words (a second BM25 query, and a second question vector for the dense
@@ -42,20 +42,18 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
-from importlib import resources
 
 from .engines.tokenization import DUTCH_STOPWORDS, dutch_analyzer
+from .rules import pairs as rule_pairs
+from .rules import text as rule_text
+from .rules import words as rule_words
 
 # --------------------------------------------------------------------------------- question frame words
 # The words that frame a question but carry no content, as people write them (the analyzer's stems of them
 # are :func:`frame_terms`). One list for every reader of questions: the confidence counts a question's
 # content without them, the announcing clause and the extractive answer match what remains, and the law
 # names never read them as a law's name or abbreviation.
-QUESTION_FRAMES = frozenset(
-    """wanneer welk welke voorwaarde voorwaarden onder hoe hoeveel hoelang lang waarom waar wat mag mogen moet
-    moeten kan kun kunnen hebt krijg krijgt word jouw geval gevallen situatie situaties omstandigheden bepaald
-    bepalen slechts""".split()
-)
+QUESTION_FRAMES = frozenset(rule_words("question_frames.tsv"))
 
 
 @cache
@@ -67,72 +65,10 @@ def frame_terms(stemmer: str = "dutch_porter") -> frozenset[str]:
 
 # ----------------------------------------------------------------------------------------------- law names
 # Abbreviations lawyers and the public use that a title's initials do not give.
-CONVENTIONAL = {
-    "awb": "algemene wet bestuursrecht",
-    "ww": "werkloosheidswet",
-    "aow": "algemene ouderdomswet",
-    "anw": "algemene nabestaandenwet",
-    "akw": "algemene kinderbijslagwet",
-    "awgb": "algemene wet gelijke behandeling",
-    "sr": "wetboek van strafrecht",
-    "wvsr": "wetboek van strafrecht",
-    "sv": "wetboek van strafvordering",
-    "wvsv": "wetboek van strafvordering",
-    "rv": "wetboek van burgerlijke rechtsvordering",
-    "bw": "burgerlijk wetboek",
-    "k": "wetboek van koophandel",
-    "gw": "grondwet",
-    "zvw": "zorgverzekeringswet",
-    "wsf": "wet studiefinanciering",
-    "wvw": "wegenverkeerswet",
-    "wlz": "wet langdurige zorg",
-    "wmo": "wet maatschappelijke ondersteuning",
-    "wft": "wet op het financieel toezicht",
-    "wor": "wet op de ondernemingsraden",
-    "wib": "wet inkomstenbelasting",
-    "wet ib": "wet inkomstenbelasting",
-    "ob": "wet op de omzetbelasting",
-    "wet ob": "wet op de omzetbelasting",
-    "awr": "algemene wet inzake rijksbelastingen",
-    "awir": "algemene wet inkomensafhankelijke regelingen",
-    "wia": "wet werk en inkomen naar arbeidsvermogen",
-    "wajong": "wet arbeidsongeschiktheidsvoorziening jonggehandicapten",
-    "vw": "vreemdelingenwet",
-    "fw": "faillissementswet",
-    "mw": "mededingingswet",
-    "arbowet": "arbeidsomstandighedenwet",
-    "atw": "arbeidstijdenwet",
-    "wazo": "wet arbeid en zorg",
-    "wav": "wet arbeid vreemdelingen",
-    "wpg": "wet politiegegevens",
-    "wwm": "wet wapens en munitie",
-    "wpo": "wet op het primair onderwijs",
-    "wvo": "wet voortgezet onderwijs",
-    "whw": "wet op het hoger onderwijs en wetenschappelijk onderzoek",
-    "web": "wet educatie en beroepsonderwijs",
-    "wwft": "wet ter voorkoming van witwassen en financieren van terrorisme",
-    "wvggz": "wet verplichte geestelijke gezondheidszorg",
-    "wzd": "wet zorg en dwang",
-    "avg": "uitvoeringswet algemene verordening gegevensbescherming",
-    "wob": "wet openbaarheid van bestuur",
-    "woo": "wet open overheid",
-    "wabo": "wet algemene bepalingen omgevingsrecht",
-    "wro": "wet ruimtelijke ordening",
-    "wbp": "wet bescherming persoonsgegevens",
-    "wgba": "wet gemeentelijke basisadministratie persoonsgegevens",
-    "brp": "wet basisregistratie personen",
-    "wet brp": "wet basisregistratie personen",
-    "awbz": "algemene wet bijzondere ziektekosten",
-    "wml": "wet minimumloon en minimumvakantiebijslag",
-    "wtp": "wet toekomst pensioenen",
-}
+CONVENTIONAL = dict(rule_pairs("law_abbreviations.tsv"))
 # Words that look like a made abbreviation but are ordinary Dutch (or too short to mean a law).
-_NOT_ABBREVIATIONS = frozenset(
-    "de het een en in op te om of al als dan dat die dit wat wie was wel we ze zo na nu ik je u hem haar mij "
-    "ons wij zij er be bij aan van voor met tot uit over door naar ja nee mag wet ook des der ten ter pas "
-    "is nog per vo".split()
-)
-_STOP_IN_TITLES = frozenset("van de het der den op en in inzake tot voor over met bij ter ten aan".split())
+_NOT_ABBREVIATIONS = frozenset(rule_words("not_abbreviations.tsv"))
+_STOP_IN_TITLES = frozenset(rule_words("title_stop_words.tsv"))
 _LAW_SUFFIXES = ("wetboek", "wet", "besluit", "regeling", "verordening")
 _WORD = re.compile(r"[\w'-]+", re.UNICODE)
 
@@ -255,17 +191,10 @@ class LawNames:
 
 # Words of a title that say what kind of regulation it is, not what it is about, and the months of the
 # dates that title a law without a short title ("Wet van 3 maart 1881").
-_GENERIC_IN_TITLES = frozenset(
-    "wet wetten wetboek besluit regeling verordening rijkswet reglement januari februari maart april mei juni "
-    "juli augustus september oktober november december".split()
-)
+_GENERIC_IN_TITLES = frozenset(rule_words("generic_title_words.tsv"))
 # One-word titles and names that only say what kind of regulation it is: a question with "besluit" or
 # "verdrag" in it names no law (the whole BWB has regulations titled "Besluit", "Regeling", "Verdrag").
-_KIND_ONLY = frozenset(
-    "wet wetten wetboek rijkswet besluit regeling verordening reglement verdrag beleidsregel beleidsregels "
-    "subsidieregeling instellingsbesluit uitvoeringsregeling uitvoeringsbesluit uitvoeringswet invoeringswet "
-    "kaderwet circulaire aanwijzing".split()
-)
+_KIND_ONLY = frozenset(rule_words("kind_only_titles.tsv"))
 # Words of a question that never name a law's subject: the analyzer's stop words and those that frame it.
 _QUESTION_STOP = _STOP_IN_TITLES | _NOT_ABBREVIATIONS | DUTCH_STOPWORDS | QUESTION_FRAMES
 
@@ -364,36 +293,7 @@ def law_mentions(question: str) -> list[str]:
 
 
 # Titles of laws people name that a corpus may lack (so that naming one says the corpus cannot answer).
-KNOWN_TITLES = (
-    "wetboek van strafrecht",
-    "wetboek van strafvordering",
-    "wetboek van burgerlijke rechtsvordering",
-    "burgerlijk wetboek boek 7",
-    "omgevingswet",
-    "wet milieubeheer",
-    "wet op de omzetbelasting",
-    "wet inkomstenbelasting",
-    "wet op de loonbelasting",
-    "wet op de vennootschapsbelasting",
-    "successiewet",
-    "wet langdurige zorg",
-    "wet maatschappelijke ondersteuning",
-    "pensioenwet",
-    "ziektewet",
-    "wet op de ondernemingsraden",
-    "wet minimumloon",
-    "woningwet",
-    "politiewet",
-    "paspoortwet",
-    "rijkswet op het nederlanderschap",
-    "telecommunicatiewet",
-    "mediawet",
-    "wet op het financieel toezicht",
-    "wet op de rechterlijke organisatie",
-    "wet open overheid",
-    "wet toekomst pensioenen",
-    "wet basisregistratie personen",
-)
+KNOWN_TITLES = rule_words("known_titles.tsv")
 
 
 # ------------------------------------------------------------------------------- everyday words -> legal
@@ -403,7 +303,7 @@ _WORD = re.compile(r"[\w'-]+", re.UNICODE)
 @cache
 def lexicon() -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(everyday phrase, legal words), longest phrases first."""
-    text = resources.files("wetqa.retrieval").joinpath("everyday.tsv").read_text(encoding="utf-8")
+    text = rule_text("everyday.tsv")
     pairs = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ._base import Hit, Ranking, RetrievalError, Retriever, check_k, check_query
+from .ranking.stage import Stage
 from .scope import DEFAULT_SCOPE, Scope
 
 log = logging.getLogger("wetqa.retrieval")
@@ -34,7 +35,7 @@ class RetrievalPipeline:
 
     def __init__(
         self,
-        stages: Sequence[Any],
+        stages: Sequence[Stage],
         *,
         name: str,
         chunks,
@@ -55,7 +56,7 @@ class RetrievalPipeline:
         self.retrievers = self.engines
         self.identity = identity or {}
         self.need = need  # the hits the stages after the first want to see (re-rankers' depth)
-        self._hit_stage = next((i for i, s in enumerate(self.stages) if s.kind in HIT_KINDS), len(self.stages))
+        self._hit_stage = next((i for i, s in enumerate(self.stages) if s.needs == "hits"), len(self.stages))
 
     @property
     def stage_names(self) -> list[str]:
@@ -70,7 +71,7 @@ class RetrievalPipeline:
 
         known = retrievers()
         engines_inline = all(e.name in known and known[e.name].inline for e in self.engines)
-        return engines_inline and not any(getattr(s, "calls_model", True) for s in self.stages)
+        return engines_inline and not any(s.calls_model for s in self.stages)
 
     @property
     def index(self):
@@ -85,20 +86,28 @@ class RetrievalPipeline:
         return law_table_of(self.index)
 
     def rank(
-        self, questions: Sequence[str], k: int = 10, threads: int = 1, scope: Scope | None = None
+        self,
+        questions: Sequence[str],
+        k: int = 10,
+        threads: int = 1,
+        scope: Scope | None = None,
+        contexts: Sequence | None = None,
     ) -> list[Ranking]:
-        """Each question through every stage; its first ``k`` hits kept."""
+        """Each question through every stage; its first ``k`` hits kept. ``contexts``: each question's
+        conversation context (:class:`~.conversation.Context`, or None for a question read alone)."""
         from .ranking.stages import materialize
 
         check_k(k)
         rankings = [Ranking(check_query(q)) for q in questions]
+        for r, context in zip(rankings, contexts or ()):
+            r.context = context
         if scope is None and not self.scope.is_default:
             scope = self.scope  # the pipeline's own (--kind, --laws, --jurisdiction, --date); None: the default
         need = max(k, self.need)
         # Work that needs only the questions (a model's question vectors) starts now, beside the first
         # stage: the model and the compiled search both release the GIL, so a question waits for the
         # slower of the two instead of both.
-        started = [stage.begin(rankings) for stage in self.stages if hasattr(stage, "begin")]
+        started = [stage.begin(rankings) for stage in self.stages]
         try:
             self._run(rankings, need, scope, threads)
         except BaseException:
@@ -114,12 +123,14 @@ class RetrievalPipeline:
         return rankings
 
     def _run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
-        from .ranking.stages import FusionStage, SearchStage, materialize
+        from .ranking.stages import FusionStage, SearchStage, materialize, snapshot
 
         for i, stage in enumerate(self.stages):
             if i == self._hit_stage:
                 for r in rankings:
                     materialize(r, need, self.features, self.name)
+            if i >= self._hit_stage and not stage.fitted:
+                snapshot(rankings)  # the hits as the fitted stages left them: what the confidence reads
             if threads > 1 and isinstance(stage, (SearchStage, FusionStage)):
                 stage.run(rankings, need, scope, threads=threads)  # a batch's questions searched in parallel
             else:
@@ -136,13 +147,11 @@ class RetrievalPipeline:
     def warm(self) -> None:
         """What a long-lived process prepares before its first questions (compiled search kernels)."""
         for stage in self.stages:
-            warm = getattr(stage, "warm", None)
-            if callable(warm):
-                warm()
+            stage.warm()
 
     def describe(self) -> list[dict]:
         """The stages in order: name and kind (``wetqa search --output json`` and the docs show them)."""
-        return [{"name": s.name, "kind": s.kind, "fitted": bool(getattr(s, "fitted", False))} for s in self.stages]
+        return [{"name": s.name, "kind": s.kind, "fitted": s.fitted} for s in self.stages]
 
 
 NO_DENSE = "none"  # --rescore none
@@ -157,18 +166,33 @@ def model_digests() -> dict:
     import hashlib
     from importlib import resources
 
+    from .questions import SHIPPED
+
     files = {
         "ranking": resources.files("wetqa.retrieval.ranking").joinpath("ranking.json"),
         "confidence": resources.files("wetqa.retrieval.ranking").joinpath("confidence.json"),
-        "lexicon": resources.files("wetqa.retrieval").joinpath("everyday.tsv"),
+        "lexicon": resources.files("wetqa.retrieval.rules").joinpath("everyday.tsv"),
+        "questions": resources.files("wetqa.retrieval").joinpath(SHIPPED),
     }
-    return {name: hashlib.sha256(f.read_bytes()).hexdigest()[:16] if f.is_file() else None for name, f in files.items()}
+    from .rules import digests as rule_digests
+
+    out = {name: hashlib.sha256(f.read_bytes()).hexdigest()[:16] if f.is_file() else None for name, f in files.items()}
+    # Every hand-written rule file too (word lists, law-name tables): a run notices when one changes.
+    return out | {"rules": rule_digests()}
 
 
-def rank(retriever, questions: Sequence[str], k: int, threads: int = 1, scope: Scope | None = None) -> list[Ranking]:
-    """Rankings from any retriever: a pipeline's own, or a plain retriever's hits (no confidence)."""
+def rank(
+    retriever,
+    questions: Sequence[str],
+    k: int,
+    threads: int = 1,
+    scope: Scope | None = None,
+    contexts: Sequence | None = None,
+) -> list[Ranking]:
+    """Rankings from any retriever: a pipeline's own, or a plain retriever's hits (no confidence; a
+    conversation's context is read by an articles pipeline only)."""
     if isinstance(retriever, RetrievalPipeline):
-        return retriever.rank(questions, k, threads, scope)
+        return retriever.rank(questions, k, threads, scope, contexts)
     from ._base import search_in
 
     found = search_in(retriever, questions, k, threads, scope)
@@ -207,7 +231,7 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     key = ""
     reader = _reader_of(spec)
     if len(engines) == 1 and engines[0].name == "articles":
-        features, model, key = _article_parts(engines[0], paths[0], dense_model)
+        features, model, key = _article_parts(engines[0], paths[0], dense_model, spec.questions)
     if features is not None and model is not None:
         second = None
         if reader is not None:
@@ -221,19 +245,24 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
             else:
                 features.laws_read = LawReader.load(paths[0], reader)  # the index's laws read whole, if it keeps them
         stages += [st.ArticleCandidates(features, reader if second is not None else None), st.ArticleFeatures(features)]
+        from .ranking.candidates import RankingModel, with_context
+
         if second is None:
-            stages.append(st.LearnedScorer(model, key))
+            stages.append(st.LearnedScorer(model, key, _fitted(with_context(key))))
         else:
-            from .ranking.candidates import RankingModel
             from .ranking.readers import ArticleReader
 
             # The first model is the one the reader's model was fitted after (it chose the candidates read).
             first = RankingModel(second.spec["first"], key) if "first" in second.spec else model
+            second_ctx = _fitted(with_context(read_key))
+            first_ctx = (
+                RankingModel(second_ctx.spec["first"], key) if second_ctx and "first" in second_ctx.spec else None
+            )
             depth = spec.read_depth if spec.read_depth is not None else second.spec.get("reader", {}).get("depth")
             stages += [
-                st.LearnedScorer(first, key),
+                st.LearnedScorer(first, key, first_ctx),
                 ArticleReader(reader, features, depth or spec.read_depth_or_default),
-                st.LearnedScorer(second, read_key),
+                st.LearnedScorer(second, read_key, second_ctx),
             ]
             key = read_key
     else:
@@ -254,7 +283,7 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     stages += make_rerankers(spec, complete)
     context = _confidence_context(engines[0], features)
     stages.append(st.ConfidenceStage(context, key))
-    need = max([getattr(s, "depth", 0) for s in stages if s.kind in HIT_KINDS or s.kind == "rescore"] + [0])
+    need = max([s.depth for s in stages if s.kind in HIT_KINDS or s.kind == "rescore"] + [0])
     return RetrievalPipeline(
         stages,
         name=_name(engines, dense_model, reader is not None, spec),
@@ -266,6 +295,13 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
         identity=spec.identity(),
         need=need,
     )
+
+
+def _fitted(key: str):
+    """The model fitted for exactly this key, or None (a follow-up without one is ranked as a single question)."""
+    from .ranking.candidates import shipped_models
+
+    return shipped_models().get(key)
 
 
 def _component(spec, path: Path):
@@ -289,16 +325,24 @@ def _reader_of(spec):
     return Reader(name, max_tokens=spec.read_tokens_or_default, dim=spec.reader_dim)
 
 
-def _article_parts(index, path: Path, dense_model: str | None):
-    """(candidate features, the shipped ranking model, its key) for an articles index; no model: (None,)*3."""
+def _article_parts(index, path: Path, dense_model: str | None, questions: bool = True):
+    """(candidate features, the shipped ranking model, its key) for an articles index; no model: (None,)*3.
+    ``questions``: read the index's questions view, when it keeps one and a model was fitted with it."""
     from .engines.index import dense_parts
+    from .engines.questions_view import QuestionsView
     from .ranking.candidates import RELATION_FEATURES, CandidateFeatures, model_for_key, model_key
     from .scope import holds_whole_bwb
 
     laws = getattr(index, "laws", None)
     whole = laws is not None and holds_whole_bwb(laws.held)
-    key = model_key(dense=dense_model is not None, whole=whole)
+    view = QuestionsView.load(path, index) if questions else None
+    key = model_key(dense=dense_model is not None, whole=whole, questions=view is not None)
     learned = model_for_key(key)
+    if learned is None and view is not None:
+        log.warning("wetqa: warning: no ranking model is fitted for %s: the index's questions are not read", key)
+        view = None
+        key = model_key(dense=dense_model is not None, whole=whole)
+        learned = model_for_key(key)
     if learned is None:
         return None, None, ""
     if learned.key != key:
@@ -319,7 +363,7 @@ def _article_parts(index, path: Path, dense_model: str | None):
         from .engines.index import check_rescore_probe
 
         check_rescore_probe(path, encoder, dense_model)
-    return CandidateFeatures(index, passages, encoder, cache), learned, key
+    return CandidateFeatures(index, passages, encoder, cache, questions=view), learned, key
 
 
 def _dense_rescore(spec, meta: dict, model: str):

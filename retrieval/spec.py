@@ -71,6 +71,11 @@ class RetrievalSpec:
         "default the model's)",
         minimum=32, maximum=4096,
     )  # fmt: skip
+    questions: bool = setting(
+        True,
+        "read the index's questions view (the questions each article answers, written by people who know the law); "
+        "--no-questions ranks without it",
+    )
     rerank: tuple[str, ...] = setting(
         (),
         "re-rank the first hits: a cross-encoder (a model id or folder, or cross-encoder:MODEL), listwise (the "

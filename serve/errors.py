@@ -9,7 +9,8 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from wetqa.generation import GenerationError, UnsupportedSetting
+from wetqa.generation import ContextOverflowError, GenerationError, UnsupportedSetting
+from wetqa.generation._base import UpstreamTimeout
 from wetqa.retrieval import RetrievalError
 
 from .protocol import ErrorDetail, ErrorResponse
@@ -44,9 +45,9 @@ def upstream_error(exc: GenerationError | RetrievalError) -> APIError:
     if isinstance(exc, UnsupportedSetting):
         return APIError(400, str(exc), code="unsupported_parameter", param=exc.setting)
     msg = _URL.sub("the upstream model server", str(exc))
-    if "timed out" in msg:
+    if isinstance(exc, UpstreamTimeout):
         return APIError(504, msg, "timeout_error", "upstream_timeout")
-    if "context overflow" in msg:
+    if isinstance(exc, ContextOverflowError):
         return APIError(400, msg, code="context_length_exceeded")
     return APIError(502, msg, "upstream_error", "upstream_error")
 

@@ -35,7 +35,7 @@ class ServedPipeline:
     @property
     def inline(self) -> bool:
         """Answer on the event loop: only a backend that declares itself ``inline_safe``, over inline retrieval."""
-        if self.pipeline is None or not getattr(self.pipeline.backend, "inline_safe", False):
+        if self.pipeline is None or not self.pipeline.backend.inline_safe:
             return False
         return self.inline_retrieval
 

@@ -309,6 +309,21 @@ class Choice(BaseModel):
     logprobs: None = Field(default=None, description="always null: no log-probabilities")
 
 
+def cite(answer):
+    from wetqa.generation.citing import cite as cite_stage
+
+    answer.cited = cite_stage(answer)
+    return answer.cited
+
+
+class ConversationContext(BaseModel):
+    turns: list[int] = Field(description="the messages read as the question's context (their indexes in messages)")
+    standalone_question: str = Field(
+        description="the question as it was searched: the last user message with the earlier questions it follows"
+    )
+    cited: list[str] = Field(description="the articles the earlier turns cite, as read from their text")
+
+
 class ChatCompletion(BaseModel):
     """A whole answer: OpenAI's fields, and wetqa's citations and per-sentence support."""
 
@@ -326,6 +341,37 @@ class ChatCompletion(BaseModel):
     date: str | None = Field(description="the day the question was asked of (the request's date; None: today)")
     validity_note: str | None = Field(
         description="one line when the answer rests on a text older than a year: the law may have changed since"
+    )
+    context: ConversationContext | None = Field(
+        default=None,
+        description="a follow-up in a conversation: the earlier turns it was read with; null when the last user "
+        "message was read alone (a single question, or one that changed the subject)",
+    )
+
+    @classmethod
+    def from_answer(cls, answer, *, id: str, created: int, model: str, content: str, usage: Usage) -> ChatCompletion:
+        """The completion of a generation :class:`~wetqa.generation.Answer`: OpenAI's fields around its text,
+        and wetqa's fields from the answer and its cite stage (:meth:`answer_fields`): one place, so a new answer
+        field is the answer's and this model's."""
+        choice = Choice(index=0, message=AssistantMessage(content=content), finish_reason=answer.finish_reason)
+        return cls(id=id, created=created, model=model, choices=[choice], usage=usage, **answer_fields(answer))
+
+
+def answer_fields(answer) -> dict[str, Any]:
+    """The fields wetqa's answer adds to OpenAI's (a :class:`ChatCompletion`'s, and a stream's last chunk's),
+    from the answer and its cite stage (``answer.cited``): the citations and each sentence's support, how sure it
+    is, whether it abstained (then the related articles it offers), the day asked of, the note on an old text and
+    the conversation context it was read in."""
+    cited = answer.cited if answer.cited is not None else cite(answer)
+    return dict(
+        citations=[CitationOut.model_validate(c.to_json()) for c in cited.citations],
+        sentences=[SentenceSupport.model_validate(s.to_json()) for s in cited.sentences],
+        confidence=None if answer.confidence is None else round(answer.confidence, 4),
+        abstained=answer.abstained,
+        related=[RelatedArticle.model_validate(c.to_json()) for c in cited.related],
+        date=answer.date,
+        validity_note=answer.validity_note,
+        context=answer.context,
     )
 
 
@@ -389,6 +435,7 @@ class ChatCompletionChunk(SparseModel):
     related: list[RelatedArticle] | None = Field(default=None, description="last chunk: as ChatCompletion.related")
     date: str | None = Field(default=None, description="last chunk: as ChatCompletion.date")
     validity_note: str | None = Field(default=None, description="last chunk: as ChatCompletion.validity_note")
+    context: ConversationContext | None = Field(default=None, description="last chunk: as ChatCompletion.context")
 
 
 class ModelCard(BaseModel):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import secrets
 import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from wetqa.corpus.sources import document_fields
 from wetqa.generation import (
@@ -28,20 +28,18 @@ from wetqa.generation import (
     check_sampling,
     cut_at_stop,
 )
+from wetqa.generation.citing import Cited
 from wetqa.generation.pipeline import ScopedPipeline
 from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
-from .citing import Cited, cite
 from .config import ServerConfig
 from .errors import APIError, upstream_error
 from .pipelines import ServedPipeline
 from .protocol import (
     ArticleVersions,
-    AssistantMessage,
     ChatCompletion,
     ChatRequest,
-    Choice,
     ChunkResponse,
     Delta,
     Health,
@@ -51,6 +49,8 @@ from .protocol import (
     SearchRequest,
     SearchResponse,
     Usage,
+    answer_fields,
+    cite,
     text_of,
 )
 from .responses import ClosingStreamingResponse, ModelResponse
@@ -66,20 +66,9 @@ def word_usage(answer: Answer, question: str) -> Usage:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
 
-def answer_fields(answer: Answer, cited: Cited) -> dict[str, Any]:
-    """The fields wetqa's answer adds to OpenAI's, as keyword arguments of :class:`~.protocol.ChatCompletion`
-    and of a stream's last :class:`~.protocol.ChatCompletionChunk`: the citations and each sentence's support,
-    how sure the answer is, whether it abstained (and then the related articles it offers), the day asked
-    of (None: today) and the note on an old text."""
-    return dict(
-        citations=cited.citations,
-        sentences=cited.sentences,
-        confidence=None if answer.confidence is None else round(answer.confidence, 4),
-        abstained=answer.abstained,
-        related=cited.related,
-        date=answer.date,
-        validity_note=answer.validity_note,
-    )
+def cited_of(answer: Answer) -> Cited:
+    """The answer's cite stage (made by the pipeline; once here for an answer made otherwise)."""
+    return answer.cited if answer.cited is not None else cite(answer)
 
 
 def appended(cited: Cited, stops: Sequence[str] = ()) -> str:
@@ -253,6 +242,15 @@ class ChatService:
         self._check_length(q, "question")
         return q
 
+    def context_of(self, req: ChatRequest, served: ServedPipeline):
+        """The conversation context the last user message is read in (None: read alone); a conversation over
+        the limits (:data:`~wetqa.retrieval.conversation.MAX_MESSAGES`, ``MAX_CONTEXT_CHARS``) is a 400."""
+        messages = [{"role": m.role, "content": text_of(m.content)} for m in req.messages]
+        try:
+            return served.loaded.conversation_of(messages)[1]
+        except GenerationError as exc:
+            raise APIError(400, str(exc), code="conversation_too_long", param="messages") from None
+
     def _check_length(self, text: str, what: str) -> None:
         limit = self.config.max_question_chars
         if len(text) > limit:
@@ -354,42 +352,46 @@ class ChatService:
         served = self.served(req.model)
         sampling = self.sampling_of(req, served)
         question = self.question_of(req)
+        context = self.context_of(req, served)
         pipeline, scope = self.scoped(req, served)
         if pipeline.scope is not None:
             served = dataclasses.replace(served, pipeline=pipeline)  # type: ignore[arg-type]  # a Pipeline in a scope
         writer = ChunkWriter(self.new_id(), int(time.time()), served.name)
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return await self.stream(served, question, sampling, writer, include_usage)
+            return await self.stream(served, question, sampling, writer, include_usage, context)
         progress = {"stage": "retrieval"}
-        answer, cited = await self.run_limited(
-            self.answer, served, question, sampling, progress, inline=served.inline, progress=progress
+        answer = await self.run_limited(
+            self.answer, served, question, sampling, progress, context, inline=served.inline, progress=progress
         )
-        content = cited.answer + appended(cited, sampling.stop)
-        completion = ChatCompletion(
-            id=writer.id,
-            created=writer.created,
-            model=served.name,
-            choices=[Choice(index=0, message=AssistantMessage(content=content), finish_reason=answer.finish_reason)],
-            usage=word_usage(answer, question),
-            **answer_fields(answer, cited),
+        content = cited_of(answer).answer + appended(cited_of(answer), sampling.stop)
+        usage = word_usage(answer, question)
+        completion = ChatCompletion.from_answer(
+            answer, id=writer.id, created=writer.created, model=served.name, content=content, usage=usage
         )
         return ModelResponse(completion)
 
     def answer(
-        self, served: ServedPipeline, question: str, sampling: Sampling, progress: dict | None = None
-    ) -> tuple[Answer, Cited]:
+        self, served: ServedPipeline, question: str, sampling: Sampling, progress: dict | None = None, context=None
+    ) -> Answer:
         try:
-            request = served.loaded.prepare(question, sampling)
+            request = served.loaded.prepare(question, sampling, context=context)
             if progress is not None:
                 progress["stage"] = "model"  # what a deadline now waits for
             answer = served.loaded.answer_one(request)
         except (GenerationError, RetrievalError) as exc:
             raise upstream_error(exc) from None
-        return answer, cite(answer)
+        cited_of(answer)  # the cite stage, in the worker (not on the event loop)
+        return answer
 
     async def stream(
-        self, served: ServedPipeline, question: str, sampling: Sampling, writer: ChunkWriter, include_usage: bool
+        self,
+        served: ServedPipeline,
+        question: str,
+        sampling: Sampling,
+        writer: ChunkWriter,
+        include_usage: bool,
+        context=None,
     ) -> ClosingStreamingResponse:
         """Server-sent events with the answer's text as the backend produces it.
 
@@ -398,7 +400,7 @@ class ChatService:
         last chunks. When the client goes away the work ends and only then is the slot given back.
         """
         self.take_slot()
-        source = await self._open_source(served, question, sampling)
+        source = await self._open_source(served, question, sampling, context)
         first = await source.next()
         if first[0] == "error":
             await source.close()
@@ -414,17 +416,20 @@ class ChatService:
             headers={"Cache-Control": "no-cache"},
         )
 
-    async def _open_source(self, served: ServedPipeline, question: str, sampling: Sampling):
+    async def _open_source(self, served: ServedPipeline, question: str, sampling: Sampling, context=None):
         """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
         pipeline, timeout = served.loaded, self.config.request_timeout
         if not isinstance(pipeline.backend, AsyncStreamingBackend):
-            return WorkerSource(pipeline, question, sampling, self.workers, timeout, self.too_slow, self.slots.release)
+            return WorkerSource(
+                pipeline, question, sampling, self.workers, timeout, self.too_slow, self.slots.release, context=context
+            )
         try:
+            prepare = functools.partial(pipeline.prepare, question, sampling, context=context)
             if served.inline_retrieval:
-                request = pipeline.prepare(question, sampling)
+                request = prepare()
             else:
                 loop = asyncio.get_running_loop()
-                request = await loop.run_in_executor(self.workers, pipeline.prepare, question, sampling)
+                request = await loop.run_in_executor(self.workers, prepare)
         except (GenerationError, RetrievalError) as exc:
             self.slots.release()
             raise upstream_error(exc) from None
@@ -442,11 +447,11 @@ class ChatService:
         include_usage: bool,
         stops: Sequence[str] = (),
     ) -> list[str]:
-        cited = cite(answer)
+        cited = cited_of(answer)
         tail = cut_at_stop(streamed + appended(cited), stops)[len(streamed) :]  # a stop may start in the streamed text
         out = [writer.event(Delta(content=tail))] if tail else []
         usage = word_usage(answer, question)
-        fields = answer_fields(answer, cited)
+        fields = answer_fields(answer)
         if not include_usage:
             return [*out, writer.event(Delta(), answer.finish_reason, usage=usage, **fields)]
         return [*out, writer.event(Delta(), answer.finish_reason, **fields), writer.usage(usage)]

@@ -89,8 +89,10 @@ class WorkerSource:
         too_slow: Callable[[str], APIError],
         release,
         window: int = STREAM_WINDOW,
+        context=None,
     ):
         self.loop = asyncio.get_running_loop()
+        self.context = context  # the conversation the question is the last message of (None: read alone)
         self.queue: asyncio.Queue[Event] = asyncio.Queue()
         self.leave = threading.Event()
         self.room = threading.Semaphore(window)
@@ -123,7 +125,7 @@ class WorkerSource:
         # before the last event is handed over: a client that asks again the moment its stream ends
         # finds its slot free.
         try:
-            request = self.pipeline.prepare(self.question, self.sampling)
+            request = self.pipeline.prepare(self.question, self.sampling, context=self.context)
             self.stage = "model"
             items = self.pipeline.stream_request(request)
             try:

@@ -38,7 +38,7 @@ def pytest_sessionfinish(session, exitstatus):
 # set-ups (a wheel built in the source tree, a server, a converted model) run once and never twice at once; the
 # vLLM modules share one worker (two vLLM engines at once would share 2 cores), and go first, so the other worker
 # runs everything else beside them instead of waiting at the end.
-VLLM_MODULES = ("test_vllm.py", "test_listwise.py")
+VLLM_MODULES = ("test_vllm.py", "test_listwise.py", "test_questions_vllm.py")
 
 
 def _worker_unit(nodeid: str) -> str:

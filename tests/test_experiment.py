@@ -159,11 +159,12 @@ def test_a_changed_chunking_is_refused_then_rebuilt_with_force(tmp_path):
 
 def test_one_backend_per_generator_released_before_the_next(tmp_path, monkeypatch):
     from wetqa import experiment
+    from wetqa.generation import BackendBase
     from wetqa.generation import make_backend as real_make_backend
 
     made, closed = [], []
 
-    class Tracked:
+    class Tracked(BackendBase):
         def __init__(self, cfg):
             self.inner = real_make_backend(cfg)
             self.name = self.inner.name

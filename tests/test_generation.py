@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wetqa.corpus.records import Chunk
-from wetqa.generation import GenerationError, Pipeline, build_messages, make_backend, parse_output, resolve_generator
+from wetqa.generation import (
+    BackendBase,
+    GenerationError,
+    Pipeline,
+    build_messages,
+    make_backend,
+    parse_output,
+    resolve_generator,
+)
 from wetqa.generation.backends.extractive import ExtractiveBackend
 from wetqa.generation.runs import generate_runs, read_done
 from wetqa.retrieval import Hit, open_index
@@ -414,7 +422,7 @@ def _json_answer(*sentences) -> str:
     return json.dumps({"answer": [{"sentence": s, "sources": list(ids)} for s, ids in sentences]}, ensure_ascii=False)
 
 
-class Scripted:
+class Scripted(BackendBase):
     """A backend that answers every request with the next of a list of outputs (the model's side of a test).
 
     ``refuse_schema``: a structured request is refused as a server that does not take the schema refuses it.

@@ -9,7 +9,7 @@ import pytest
 from wetqa.cli import main
 from wetqa.corpus.dataset import QAItem
 from wetqa.generation import GenerationError, Pipeline, make_backend, resolve_generator
-from wetqa.generation._base import Generation
+from wetqa.generation._base import BackendBase, Generation
 from wetqa.generation.runs import generate_runs, read_done, run_inputs
 from wetqa.retrieval import build_index, index_identity, open_index
 
@@ -55,7 +55,7 @@ def test_another_index_or_prompt_is_another_input(index, fixture_corpus, tmp_pat
     assert a != b and a["prompt"] != c["prompt"]
 
 
-class FlakyBackend:
+class FlakyBackend(BackendBase):
     """The extractive backend, except that its first call fails (a dead server coming back)."""
 
     name = "flaky"

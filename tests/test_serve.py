@@ -319,8 +319,8 @@ def test_an_upstream_answering_non_json_is_a_502_without_its_address(index):
 def test_support_is_marked_only_above_the_calibrated_threshold():
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
+    from wetqa.generation.citing import SUPPORT_THRESHOLD, cite
     from wetqa.retrieval import Hit
-    from wetqa.serve.citing import SUPPORT_THRESHOLD, cite
 
     chunk = Chunk(
         "X_1",
@@ -548,8 +548,8 @@ def test_the_lead_naming_the_source_is_not_a_claim_and_links_are_encoded_with_th
     from wetqa.corpus.bwb import official_url
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
+    from wetqa.generation.citing import cite
     from wetqa.retrieval import Hit
-    from wetqa.serve.citing import cite
 
     text = "De rechtbank kan het gezag van een ouder beëindigen indien de ouder het gezag misbruikt."
     chunk = Chunk("X_1", "DOC0001", "BWBR9990001", "2024-01-01", "Wet fictief gezag", "Artikel 266", 1, text)
@@ -771,8 +771,8 @@ def test_a_quoted_sentence_split_over_two_chunks_points_at_the_chunk_that_holds_
     ... ontheffing is verleend ... Besluit Arbeidsverhoudingen 1945") but holds none of the quote."""
     from wetqa.corpus.records import Chunk
     from wetqa.generation import Answer, Citation
+    from wetqa.generation.citing import cite
     from wetqa.retrieval import Hit
-    from wetqa.serve.citing import cite
 
     def hit(part: int, text: str) -> Hit:
         return Hit(Chunk(f"W_{part}", f"DOC{part}", "BWBR0004045", "2024-01-01", "Werkloosheidswet", "Artikel 19",

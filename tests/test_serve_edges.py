@@ -177,3 +177,21 @@ def test_a_conversation_holding_a_function_message_is_answered(server):
     history = [{"role": "function", "name": "lookup", "content": "x"}, *ASKED]
     resp = client(server).chat.completions.create(model=MODEL, messages=history)
     assert "[1]" in resp.choices[0].message.content
+
+
+@pytest.mark.unit
+def test_upstream_failures_are_told_apart_by_their_type_not_their_words():
+    """A model server's 500 whose message says "timed out" is its error (502), not our deadline; a timeout or an
+    overflow is known by its type whatever its message says."""
+    from wetqa.generation import ContextOverflowError, GenerationError
+    from wetqa.generation._base import UpstreamTimeout, raise_failure
+    from wetqa.serve.errors import upstream_error
+
+    assert upstream_error(GenerationError("model server error 500: the worker timed out")).status == 502
+    assert upstream_error(GenerationError("model server error: context overflow in a tool call")).status == 502
+    assert upstream_error(UpstreamTimeout("no answer from the model server")).status == 504
+    assert upstream_error(ContextOverflowError("the prompt is too long for the window")).status == 400
+    with pytest.raises(UpstreamTimeout):
+        raise_failure("the model server did not answer", "timeout")
+    with pytest.raises(ContextOverflowError):
+        raise_failure("too long", "context_overflow")

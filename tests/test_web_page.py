@@ -295,3 +295,46 @@ def test_a_second_question_asked_while_the_first_loads_is_the_one_answered(page_
     page.wait_for_timeout(500)
     assert "De rechtbank kan een ouder zijn gezag" in page.inner_text("#answer")
     assert "woord151" not in page.inner_text("#answer")
+
+
+def test_a_conversation_thread_two_follow_ups_then_a_new_question(page_server, browser):
+    """Follow-ups go under the answer they follow and are sent with the conversation before them; "Nieuwe vraag"
+    starts afresh. The conversation lives in the page only: each request carries it whole."""
+    import json
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    sent = []
+    page.on(
+        "request",
+        lambda r: sent.append(json.loads(r.post_data)) if r.url.endswith("/v1/chat/completions") else None,
+    )
+    page.goto(page_server.url + "/")
+
+    def ask(question: str, turns_before: int) -> None:
+        page.fill("#question", question)
+        page.click("#submit")
+        page.wait_for_function(
+            "n => document.querySelectorAll('#thread .turn').length === n && "
+            "document.querySelector('#answer .marker, #answer .notice') !== null",
+            arg=turns_before,
+            timeout=15000,
+        )
+
+    ask("Wanneer kan de rechtbank het gezag van een ouder beëindigen?", 0)
+    ask("en als de ouder het gezag misbruikt?", 1)
+    assert "Gelezen als vervolgvraag" in page.inner_text("#answer")
+    ask("geldt dat ook voor een voogd?", 2)
+    assert [len(body["messages"]) for body in sent] == [1, 3, 5]
+    assert [m["role"] for m in sent[-1]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert sent[-1]["messages"][0]["content"].startswith("Wanneer kan de rechtbank")
+    # An earlier answer's marker still opens its own article.
+    page.locator("#thread .turn .marker").first.click()
+    page.locator("#source-body mark").first.wait_for(timeout=10000)
+    assert "gezag" in page.inner_text("#source-body")
+    page.click("#new")
+    assert page.locator("#thread .turn").count() == 0 and "Stel een vraag" in page.inner_text("#answer")
+    ask("Wanneer heeft een vreemdeling rechtmatig verblijf?", 0)
+    assert len(sent[-1]["messages"]) == 1
+    assert "Gelezen als vervolgvraag" not in page.inner_text("#answer")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "conversation.png"), full_page=True)

@@ -44,7 +44,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "search": ("wetqa.retrieval.cli", "register_search", "retrieve chunks for a question"),
     "diff": ("wetqa.retrieval.cli", "register_diff", "an article's versions and the words that changed"),
     "fit": ("wetqa.retrieval.cli", "register_fit", "fit the learned ranking or the confidence, cross-validated"),
+    "questions": ("wetqa.generation.questions_cli", "register", "write and check the questions each article answers"),
     "ask": ("wetqa.generation.cli", "register_ask", "answer a question with cited law articles"),
+    "chat": ("wetqa.generation.cli", "register_chat", "a conversation: follow-ups read with the questions before"),
     "generate": (
         "wetqa.generation.cli",
         "register_generate",

@@ -129,9 +129,7 @@ def run_experiment(cfg: ExperimentConfig, scoring: Scoring | None = None, force:
                     rows.add(label, result, run_dir / "eval" / "scores.jsonl")
                     bar.update()
             finally:
-                close = getattr(backend, "close", None)
-                if close is not None:
-                    close()
+                backend.close()
                 del backend
     table = _write_tables(cfg, out, len(items), rows, retrieval_rows)
     return {"table": table, "generation": rows.summary, "retrieval": retrieval_rows, "out": str(out)}

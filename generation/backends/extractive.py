@@ -18,7 +18,7 @@ from wetqa.retrieval.dutch import frame_terms
 from wetqa.retrieval.engines.tokenization import cached_tokens
 from wetqa.settings import setting
 
-from .._base import Generation, Request, Sampling, UnsupportedSetting, cut_at_stop
+from .._base import BackendBase, Generation, Request, Sampling, UnsupportedSetting, cut_at_stop
 from ..registry import BackendInfo, register
 
 NO_ANSWER = "In de gevonden wetsartikelen staat geen antwoord op deze vraag."
@@ -79,10 +79,11 @@ class ExtractiveSettings:
     )
 
 
-class ExtractiveBackend:
+class ExtractiveBackend(BackendBase):
     name = "extractive"
     # About a millisecond of CPU and no I/O: a server may run it on its event loop.
     inline_safe = True
+    uses_model = False
 
     def __init__(self, settings: ExtractiveSettings | None = None, **overrides):
         s = settings or ExtractiveSettings(**overrides)
@@ -195,7 +196,7 @@ class ExtractiveBackend:
             )
 
     def _one(self, request: Request) -> Generation:
-        raw = self.answer(request.question, request.hits)
+        raw = self.answer(request.asked or request.question, request.hits)
         s = request.sampling
         if s.max_tokens is None and not s.stop:
             return Generation(text=raw)

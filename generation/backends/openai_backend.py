@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from wetqa.console import install_command
 from wetqa.settings import setting
 
-from .._base import Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
+from .._base import BackendBase, Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
 from ..registry import BackendInfo, register
 from ..structured import SCHEMA_NAME, portable
 
@@ -38,8 +38,9 @@ class OpenAISettings(ModelSettings):
     max_retries: int = setting(4, "retries of a failed request (connection errors, 429, 5xx)", minimum=0)
 
 
-class OpenAIBackend:
+class OpenAIBackend(BackendBase):
     def __init__(self, settings: OpenAISettings):
+        self.model_name = settings.model
         try:
             import openai
         except ImportError:
@@ -151,7 +152,11 @@ class OpenAIBackend:
         refused = self._refuses_schema(request, exc)
         if refused:  # one line: vLLM's grammar errors span several, with a caret under the fault
             msg = f"the model server at {self._where()} refused the answer schema ({' '.join(msg.split())})"
-        return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent, rejected_schema=refused)
+        kind = "timeout" if isinstance(exc, self._openai.APITimeoutError) else "unavailable" if absent else ""
+        if not refused and isinstance(exc, self._openai.BadRequestError) and msg.startswith("context overflow"):
+            kind = "context_overflow"
+        return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent, rejected_schema=refused,
+                          failure=kind)  # fmt: skip
 
     def _one(self, request: Request) -> Generation:
         t0 = time.perf_counter()

@@ -14,12 +14,14 @@ from wetqa.settings import setting
 
 from .._base import (
     OPEN_MODEL_DEFAULTS,
+    BackendBase,
     ContextOverflowError,
     Generation,
     GenerationError,
     ModelSettings,
     Request,
     Usage,
+    failure_of,
     template_kwargs,
 )
 from ..registry import BackendInfo, register
@@ -69,8 +71,9 @@ class TransformersSettings(ModelSettings):
     )
 
 
-class TransformersBackend:
+class TransformersBackend(BackendBase):
     def __init__(self, settings: TransformersSettings, device: str | None = None, gguf_file: str | None = None):
+        self.model_name = settings.model
         model, temperature, top_k, max_tokens, dtype = (
             settings.model,
             settings.temperature,
@@ -245,7 +248,7 @@ class TransformersBackend:
         if "error" in result:
             exc = result["error"]
             if isinstance(exc, GenerationError):
-                yield Generation(error=str(exc), seconds=time.perf_counter() - t0)
+                yield Generation(error=str(exc), seconds=time.perf_counter() - t0, failure=failure_of(exc))
                 return
             raise exc
         yield result["generation"]
@@ -256,7 +259,7 @@ class TransformersBackend:
             try:
                 out.append(self._one(r))
             except GenerationError as exc:  # a prompt over the window, a schema that does not compile
-                out.append(Generation(error=str(exc)))
+                out.append(Generation(error=str(exc), failure=failure_of(exc)))
         return out
 
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 
 from wetqa.settings import setting
 
-from .._base import OPEN_MODEL_DEFAULTS, Generation, GenerationError, ModelSettings, Request, Usage, template_kwargs
+from .._base import (
+    OPEN_MODEL_DEFAULTS,
+    BackendBase,
+    Generation,
+    GenerationError,
+    ModelSettings,
+    Request,
+    Usage,
+    template_kwargs,
+)
 from ..registry import BackendInfo, register
 from .transformers_backend import DTYPES, chat_prompt
 
@@ -87,8 +96,11 @@ def schema_error(exc: Exception) -> str:
     return f"the vLLM engine cannot use the answer schema: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
-class VLLMBackend:
+class VLLMBackend(BackendBase):
+    schedules = True  # continuous batching: every pending request at once (generate_stream)
+
     def __init__(self, settings: VLLMSettings, enforce_eager: bool = False):
+        self.model_name = settings.model
         s = settings
         self.settings = s
         model, temperature, top_k, max_tokens = s.model, s.temperature, s.top_k, s.max_tokens
@@ -161,7 +173,8 @@ class VLLMBackend:
             room = self.context - n_prompt
             if room <= 0:
                 errors[i] = Generation(
-                    error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}"
+                    error=f"context overflow: the prompt has {n_prompt} tokens, the context window {self.context}",
+                    failure="context_overflow",
                 )
                 continue
             s = r.sampling

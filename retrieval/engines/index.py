@@ -47,7 +47,7 @@ INDEX_FORMAT = 6
 SETTINGS = "settings.json"
 # What index.json says that changes an answer: checked at every open against settings.json, which the content
 # check covers (its hash is in index.json's list of files, which an edit of one field leaves as it was).
-ANSWER_SETTINGS = ("retriever", "options", "rescore", "chunking", "corpus_hash", "passages", "reader")
+ANSWER_SETTINGS = ("retriever", "options", "rescore", "chunking", "corpus_hash", "passages", "reader", "questions")
 
 
 def read_index_meta(path: str | Path) -> dict:
@@ -104,8 +104,13 @@ def build_index(
     precompute_kinds: Sequence[str] | None = None,
     reader: str | None = None,
     read_all: bool = False,
+    questions: str | None = None,
 ) -> dict:
     """Build (or keep, when up to date) an index; returns its metadata with ``"rebuilt"`` set.
+
+    ``questions`` (an articles index): the question set whose questions the index reads beside each article
+    (:mod:`..questions`: None the shipped one, "none" none, else a file); with ``rescore`` every question's
+    dense vector is kept too (:mod:`.questions_view`).
 
     ``reader`` (an articles index): every law is read whole by this model and its vectors kept with the index
     (:func:`~wetqa.retrieval.ranking.readers.read_laws`: the laws a question is about); ``read_all`` also
@@ -127,6 +132,9 @@ def build_index(
     rescore = resolve_rescore(rescore)
     reading = _reader(reader) if reader and retriever == "articles" else None
     read_ident = reading.identity() if reading is not None else None
+    from ..questions import resolve as question_set
+
+    qset = question_set(questions) if retriever == "articles" else None
     manifest = read_manifest(corpus_dir)
     precompute_kinds = sorted(set(precompute_kinds)) if precompute_kinds else None
     held = (manifest.get("holds") or {}).get("kinds")
@@ -142,6 +150,7 @@ def build_index(
             and old.get("options") == opts
             and old.get("rescore") == rescore
             and (old.get("reader") or {}).get("identity") == read_ident
+            and (old.get("questions") or {}).get("set") == (qset.digest[:16] if qset is not None else None)
             and old.get("corpus_hash") == manifest["corpus_hash"]
             and (
                 # Kept vectors stay unless other kinds are asked for (an index asked without --precompute
@@ -156,8 +165,11 @@ def build_index(
                 # --read-all on an index up to date: its articles read into the reader's cache now (the index
                 # itself is not touched; what was read before is kept).
                 from ..ranking.readers import read_all as read_articles
+                from ..ranking.readers import read_all_questions
 
-                kept["read_articles"] = read_articles(load_index(out), reading, progress)
+                loaded = load_index(out)
+                kept["read_articles"] = read_articles(loaded, reading, progress)
+                kept["read_questions"] = read_all_questions(out, loaded, reading, progress)
             return kept
     t0 = time.perf_counter()
     passages = None
@@ -169,6 +181,9 @@ def build_index(
                 passages = precompute_passages(
                     tmp, rescore["model"], progress, keep=retriever == "articles", kinds=precompute_kinds
                 )
+        asked = None
+        if qset is not None:
+            asked = _questions(tmp, cls, opts, qset, rescore, progress)
         read = None
         if reading is not None:
             read = _read(tmp, cls, opts, reading, progress, read_all)
@@ -188,6 +203,7 @@ def build_index(
             "build_seconds": round(time.perf_counter() - t0, 2),
             "passages": passages,
             "reader": read,
+            "questions": asked,
         }
         (tmp / SETTINGS).write_text(
             json.dumps({key: meta.get(key) for key in ANSWER_SETTINGS}, indent=2, ensure_ascii=False) + "\n",
@@ -207,15 +223,34 @@ def _reader(model: str):
 
 
 def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bool) -> dict:
-    """The laws of a just-built articles index read whole (kept in it); with ``read_all`` every article too."""
+    """The laws of a just-built articles index read whole (kept in it); with ``read_all`` every article and
+    every written question too."""
     from ..ranking.readers import read_all as read_articles
-    from ..ranking.readers import read_laws
+    from ..ranking.readers import read_all_questions, read_laws
 
     index = cls.load(folder, {"options": options}, ChunkStore(folder / STORE))
     out = {"identity": reader.identity(), "laws": read_laws(folder, index, reader, progress)}
     if read_all:
         out["articles"] = read_articles(index, reader, progress)
+        read_all_questions(folder, index, reader, progress)  # into the reader's cache only: not a setting
     return out
+
+
+def _questions(folder: Path, cls, options: dict, qset, rescore: dict | None, progress: bool) -> dict:
+    """The questions view of a just-built articles index (:mod:`.questions_view`), with the dense model's vector
+    of every question when the index has a dense model."""
+    from . import questions_view
+
+    index = cls.load(folder, {"options": options}, ChunkStore(folder / STORE))
+    encoder = cache = None
+    if rescore:
+        from ..models.encoders import make_encoder
+        from ..models.vectors import cache_of
+
+        encoder = make_encoder({"model": rescore["model"]}, purpose="build")
+        cache = cache_of(rescore["model"], encoder)
+    meta = questions_view.build(folder, index, qset, encoder, cache, progress)
+    return {k: v for k, v in meta.items() if k != "seconds"} | {"seconds": meta["seconds"]}
 
 
 def precompute_passages(
@@ -424,6 +459,8 @@ def index_identity(path: str | Path) -> dict:
     out["passages"] = {k: passages.get(k) for k in ("kinds", "clusters")} if passages else None
     reader = meta.get("reader") or {}
     out["reader"] = reader.get("identity")
+    questions = meta.get("questions") or {}
+    out["questions"] = {k: questions.get(k) for k in ("set", "questions", "dense")} if questions else None
     return out
 
 

@@ -295,6 +295,15 @@ class ChunkStore(Sequence[Chunk]):
             for b, law, a, day, until, p, e, place, unit, c in found
         ]
 
+    def article_rows(self, law_id: str, article: str) -> list[tuple[int, bool, str]]:
+        """Each version of one article: (its first chunk's row, expired, valid_until), newest first."""
+        found = self._query(
+            "SELECT first_chunk, expired, valid_until, version_date FROM articles WHERE law_id = ? AND article = ? "
+            "COLLATE NOCASE ORDER BY version_date DESC",
+            [law_id, article],
+        )
+        return [(int(first), bool(e), until or "") for first, e, until, _ in found]
+
     def law_titles(self) -> list[str]:
         """The titles of the laws in the store."""
         return [r[0] for r in self._query("SELECT DISTINCT law FROM articles")]

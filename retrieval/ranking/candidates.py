@@ -48,20 +48,16 @@ from wetqa.corpus.records import FORMAL_KINDS
 
 from .._base import Hit, minmax
 from ..dutch import expand, expanded_question, lead_overlap, question_terms
+from ..rules import pairs as rule_pairs
 from ..scope import names_bes
 
 DEPTH = 30  # candidates from each source
 TITLED_LAWS = 5  # the laws whose titles the question covers most, searched on their own
 TITLE_COVER = 0.5  # ... when it covers at least this share of the title
 SHARE_OF = 10  # the nearest candidates a law's share is counted over
-KIND_GROUPS = {
-    "wet": FORMAL_KINDS,
-    "amvb": ("AMvB", "AMvB-BES", "KB", "rijksKB"),
-    "regeling": ("ministeriele-regeling", "ministeriele-regeling-BES", "pbo", "zbo", "reglement"),
-    "beleid": ("beleidsregel", "beleidsregel-BES", "circulaire", "circulaire-BES"),
-    "archief": ("ministeriele-regeling-archiefselectielijst",),
-    "verdrag": ("verdrag",),
-}
+KIND_GROUPS: dict[str, tuple[str, ...]] = {"wet": FORMAL_KINDS}
+for _group, _kind in rule_pairs("kind_groups.tsv"):
+    KIND_GROUPS[_group] = (*KIND_GROUPS.get(_group, ()), _kind)
 KIND_FEATURES = tuple(f"kind_{g}" for g in KIND_GROUPS if g != "wet")
 _GROUP_OF = {kind: group for group, kinds in KIND_GROUPS.items() for kind in kinds}
 DENSE_FEATURES = ("de", "xde", "place", "law_de", "law_share")
@@ -78,7 +74,7 @@ LAW_READ_FEATURES = ("law_read",)
 # The hand-written signals (rules about Dutch legal language, not learned) and the features each makes: what
 # an ablation leaves out to measure whether it still adds beside the reader (wetqa fit ranking --without).
 HAND_SIGNALS = {
-    "lexicon": ("xbm", "xde"),  # everyday words -> legal words (everyday.tsv)
+    "lexicon": ("xbm", "xde"),  # everyday words -> legal words (rules/everyday.tsv)
     "frames": (),  # the question frame words, left out of the announcing clause's overlap
     "clause": ("clause",),  # the announcing clause (dutch.lead_overlap)
     "names": ("named",),  # laws named by title, reference name or abbreviation (dutch.LawNames)
@@ -89,6 +85,19 @@ HAND_SIGNALS = {
 }
 READ_LAWS = 8  # the laws the reader finds nearest the question, searched on their own (5: the right law among the
 # whole BWB's candidates for 228 of 241 everyday questions, 8: 229, 12: 229; docs/results.md)
+# The questions view (engines.questions_view): each candidate's best and second best written question by BM25
+# (over the best of all written questions) and, with the dense model, by cosine; how many of its questions
+# are near the best of all; the best cosine of any question of its law (its articles' and the regulation's).
+QUESTION_FEATURES = ("qbm", "qbm2")
+QUESTION_DENSE_FEATURES = ("qde", "qde2", "qde_near", "law_q")
+QUESTION_LAWS = 5  # the laws whose written questions are nearest the question, searched on their own
+NEAR = 0.03  # a written question within this cosine of the best of all is near
+# A conversation's context (retrieval.conversation): each candidate's BM25 and dense cosine for the earlier
+# questions, whether its law is one the earlier turns cite or name, whether it is an article cited before, and
+# how near it stands to one (the next article of the same law). Weighed by models of their own (``+context``),
+# fitted on conversations: a single question is ranked by the models without them.
+CONTEXT_FEATURES = ("ctx_bm", "ctx_law", "ctx_cited", "ctx_near")
+CONTEXT_DENSE_FEATURES = ("ctx_de",)
 
 
 def _law_best(values: np.ndarray, law: np.ndarray) -> np.ndarray:
@@ -141,9 +150,23 @@ def shipped_models() -> dict[str, RankingModel]:
     return {kind: RankingModel(spec, kind) for kind, spec in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
-def model_key(dense: bool, whole: bool = False, reader: bool = False) -> str:
-    """The key of the model for a pipeline: ``articles`` [``+dense``] [``+reader``] [``@whole``]."""
-    return "articles" + ("+dense" if dense else "") + ("+reader" if reader else "") + ("@whole" if whole else "")
+def model_key(
+    dense: bool, whole: bool = False, reader: bool = False, questions: bool = False, context: bool = False
+) -> str:
+    """The key of the model for a pipeline: ``articles`` [``+dense``] [``+questions``] [``+context``] [``+reader``]
+    [``@whole``]."""
+    return (
+        "articles" + ("+dense" if dense else "") + ("+questions" if questions else "") + ("+context" if context else "")
+        + ("+reader" if reader else "") + ("@whole" if whole else "")
+    )  # fmt: skip
+
+
+def with_context(key: str) -> str:
+    """The key of the model that ranks a conversation's follow-up in a pipeline of ``key``."""
+    base, at, scale = key.partition("@")
+    reader = base.endswith("+reader")
+    base = base.removesuffix("+reader")
+    return f"{base}+context" + ("+reader" if reader else "") + (f"@{scale}" if at else "")
 
 
 def model_for_key(key: str) -> RankingModel | None:
@@ -165,13 +188,14 @@ class CandidateFeatures:
 
     def __init__(
         self, articles, passages=None, encoder=None, cache=None, depth: int = DEPTH, laws_read=None,
-        without: frozenset[str] = frozenset(),
+        without: frozenset[str] = frozenset(), questions=None,
     ):  # fmt: skip
         from ..dutch import LawNames, TitleCover
 
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth
         self.laws_read = laws_read  # the reader's vectors of the index's laws (readers.LawReader), or None
+        self.questions = questions  # the index's questions view (engines.questions_view.QuestionsView), or None
         # Hand-written signals left out (an ablation: ``wetqa fit ranking --without lexicon,names``): HAND_SIGNALS.
         unknown = set(without) - set(HAND_SIGNALS)
         if unknown:
@@ -214,17 +238,44 @@ class CandidateFeatures:
         return np.asarray(self.encoder.encode_queries(texts), dtype=np.float32).reshape(len(questions), 2, -1)
 
     def candidates(
-        self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None, reader: np.ndarray | None = None
+        self,
+        question: str,
+        allowed: np.ndarray | None,
+        vectors: np.ndarray | None,
+        reader: np.ndarray | None = None,
+        context: dict | None = None,
     ) -> Candidates:
         """A question's candidates with all their features (:meth:`collect` then :meth:`featurize`)."""
-        return self.featurize(self.collect(question, allowed, vectors, reader), allowed, vectors)
+        return self.featurize(self.collect(question, allowed, vectors, reader, context), allowed, vectors)
+
+    def read_context(self, context, allowed: np.ndarray | None) -> dict:
+        """What a conversation's context (:class:`~..conversation.Context`) gives the ranking: the earlier
+        questions' words and dense vector, the articles cited before and the laws cited or named."""
+        from ..conversation import resolve
+
+        a = self.articles
+        cited, law_ids = resolve(context, a, self.law_names)
+        if allowed is not None:
+            cited = [x for x in cited if allowed[x]]
+        static = self.law_static()
+        out = {"terms": a.term_ids(context.text), "cited": np.asarray(cited, dtype=np.int64),
+               "laws": np.flatnonzero(np.isin(static["law_id"], sorted(law_ids))), "vector": None}  # fmt: skip
+        if self.encoder is not None:
+            out["vector"] = np.asarray(self.encoder.encode_queries([context.text]), dtype=np.float32)[0]
+        return out
 
     def collect(
-        self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None, reader: np.ndarray | None = None
+        self,
+        question: str,
+        allowed: np.ndarray | None,
+        vectors: np.ndarray | None,
+        reader: np.ndarray | None = None,
+        context: dict | None = None,
     ) -> Candidates:
         """The candidate articles of a question (the union of every source, in the order found); ``reader``: the
         question's reader vector (or its views, the query view first), which finds the laws it is about when
-        the index keeps its laws read."""
+        the index keeps its laws read; ``context``: a conversation's (:meth:`read_context`), whose earlier
+        questions, cited articles and laws bring candidates of their own."""
         a = self.articles
         terms = a.term_ids(question)
         legal = [] if "lexicon" in self.without else expand(question)
@@ -246,6 +297,22 @@ class CandidateFeatures:
             # The laws the reader finds nearest the question, searched on their own as the named ones are.
             law_read = self.laws_read.cosines(np.atleast_2d(reader)[0])
             scopes.append(self._read_articles(law_read, allowed))
+        asked = self._asked(question, allowed, vectors)
+        if asked is not None:
+            # The articles whose written questions are nearest the question, by words and by meaning, and the
+            # articles of the laws whose questions are nearest (a question about a regulation's subject).
+            found += [x for x in (asked.get("top_bm"), asked.get("top_de")) if x is not None]
+            if asked.get("laws") is not None:
+                scopes.append(self._articles_of(asked["laws"], allowed))
+        if context is not None:
+            # The question with the earlier questions' words, the articles cited before, the laws cited or named
+            # (searched with the question's words), and the passages nearest the earlier questions.
+            found.append(a.top(terms + context["terms"], self.depth, allowed)[0])
+            found.append(context["cited"])
+            if len(context["laws"]):
+                scopes.append(self._articles_of(context["laws"], allowed))
+            if context["vector"] is not None and self.passages is not None:
+                found.append(self.passages.top_articles(context["vector"], self.depth, allowed)[0])
         for scope in scopes:
             if scope is not None:
                 found.append(a.top(terms, self.depth, scope)[0])
@@ -254,8 +321,36 @@ class CandidateFeatures:
         union = np.asarray(list(dict.fromkeys(int(x) for f in found for x in f)), dtype=np.int64)
         c = Candidates(question, union)
         c.context = {"terms": terms, "xterms": xterms, "cover": cover, "named": named_laws, "first": found[0],
-                     "law_read": law_read}  # fmt: skip
+                     "law_read": law_read, "asked": asked, "conversation": context}  # fmt: skip
         return c
+
+    def _asked(self, question: str, allowed: np.ndarray | None, vectors: np.ndarray | None) -> dict | None:
+        """The questions view's scores of every written question for this question (by BM25 and, with the
+        dense model's vectors of them, by cosine) and the candidates they bring; None without the view."""
+        view = self.questions
+        if view is None:
+            return None
+        bm = view.bm25(question)
+        out: dict = {"bm": bm, "bm_top": float(bm.max()) if len(bm) else 0.0}
+        best, _ = view.by_article(bm, allowed)
+        out["top_bm"] = view.top_articles(best, self.depth)
+        cos = view.cosines(vectors[0]) if vectors is not None else None
+        if cos is not None:
+            if allowed is not None:
+                ok = (view.article < 0) | allowed[np.maximum(view.article, 0)]
+                cos = np.where(ok, cos, -1.0)
+            out["de"] = cos
+            out["de_top"] = float(cos.max()) if len(cos) else 0.0
+            best, _ = view.by_article(cos, allowed)
+            out["top_de"] = view.top_articles(best, self.depth)
+            by_law = view.by_law(cos)
+            out["law_de"] = by_law
+            order = np.argsort(-by_law, kind="stable")
+            order = order[np.isfinite(by_law[order])]
+            static = self.law_static()
+            ids = list(dict.fromkeys(static["law_id"][r] for r in order[: QUESTION_LAWS * 4]))[:QUESTION_LAWS]
+            out["laws"] = np.flatnonzero(np.isin(static["law_id"], ids)) if ids else None
+        return out
 
     def featurize(self, c: Candidates, allowed: np.ndarray | None, vectors: np.ndarray | None) -> Candidates:
         """Every feature of a question's candidates (:meth:`collect`'s), in place."""
@@ -278,12 +373,64 @@ class CandidateFeatures:
             for name in HAND_SIGNALS[signal]:
                 if name in c.values:
                     c.values[name] = np.zeros(len(c.articles))
+        asked = c.context.get("asked")
+        if asked is not None:
+            self._question_features(c, asked)
+        conversation = c.context.get("conversation")
+        if conversation is not None:
+            self._context_features(c, conversation, allowed)
         law_read = c.context.get("law_read")
         if law_read is not None:
             cos = np.asarray(law_read, dtype=np.float64)[self.ranked_law[c.articles]]
             c.raw["law_read"] = cos
             c.values["law_read"] = minmax(cos)
         return c
+
+    def _context_features(self, c: Candidates, context: dict, allowed: np.ndarray | None) -> None:
+        """:data:`CONTEXT_FEATURES` (and with a dense model :data:`CONTEXT_DENSE_FEATURES`) of the candidates."""
+        a = self.articles
+        n = len(c.articles)
+        terms = context["terms"]
+        c.values["ctx_bm"] = minmax(a.scores_of(terms, c.articles, allowed)[0]) if terms else np.zeros(n)
+        law = self.ranked_law[c.articles]
+        c.values["ctx_law"] = np.isin(law, context["laws"]).astype(np.float64)
+        cited = context["cited"]
+        c.values["ctx_cited"] = np.isin(c.articles, cited).astype(np.float64)
+        near = np.zeros(n)
+        for x in cited:
+            same = law == self.ranked_law[x]
+            near = np.maximum(near, np.where(same, 1.0 / (1.0 + np.abs(c.articles - x)), 0.0))
+        c.values["ctx_near"] = near
+        if context["vector"] is not None:
+            rows_of = [range(int(a.first[x]), int(a.first[x] + a.count[x])) for x in c.articles]
+            c.values["ctx_de"] = minmax(self._chunk_cosines(context["vector"][None, :], rows_of)[0])
+
+    def _question_features(self, c: Candidates, asked: dict) -> None:
+        """Each candidate's written questions against the question (:data:`QUESTION_FEATURES`, and with the dense
+        model's vectors :data:`QUESTION_DENSE_FEATURES`); raw values for the confidence."""
+        view = self.questions
+        n = len(c.articles)
+        rows = view.rows_of(c.articles)
+        c.context["question_rows"] = rows
+        bm, top = asked["bm"], asked["bm_top"]
+        best, second = _best_two(bm, rows)
+        c.raw["qbm"] = best / top if top > 0 else np.zeros(n)
+        c.values["qbm"] = c.raw["qbm"]
+        c.values["qbm2"] = second / top if top > 0 else np.zeros(n)
+        cos = asked.get("de")
+        if cos is None:
+            return
+        best, second = _best_two(cos, rows, missing=np.nan)
+        c.raw["qde"] = np.where(np.isfinite(best), best, -1.0)  # -1: no written question
+        floor = np.nanmin(best) if np.isfinite(best).any() else 0.0
+        c.values["qde"] = minmax(np.where(np.isfinite(best), best, floor))
+        c.values["qde2"] = minmax(np.where(np.isfinite(second), second, floor))
+        near = asked["de_top"] - NEAR
+        c.values["qde_near"] = np.asarray([min(int((cos[r] >= near).sum()), 3) / 3 for r in rows], dtype=np.float64)
+        law = self.ranked_law[c.articles]
+        law_cos = asked["law_de"][law]
+        floor = np.min(law_cos[np.isfinite(law_cos)]) if np.isfinite(law_cos).any() else 0.0
+        c.values["law_q"] = minmax(np.where(np.isfinite(law_cos), law_cos, floor))
 
     def _read_articles(self, law_read: np.ndarray, allowed: np.ndarray | None) -> np.ndarray | None:
         """The articles in scope of the READ_LAWS laws (by id) the reader finds nearest the question."""
@@ -404,6 +551,19 @@ class CandidateFeatures:
             c.values["law_share"] = np.asarray([share.get(int(x), 0.0) for x in law])
 
 
+def _best_two(scores: np.ndarray, rows: list[np.ndarray], missing: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's best and second best score (``missing`` where it has none)."""
+    best = np.full(len(rows), missing, dtype=np.float64)
+    second = np.full(len(rows), missing, dtype=np.float64)
+    for i, r in enumerate(rows):
+        if len(r) == 1:
+            best[i] = scores[r[0]]
+        elif len(r) > 1:
+            two = np.partition(scores[r], len(r) - 2)[-2:]
+            best[i], second[i] = two[1], two[0]
+    return best, second
+
+
 def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, k: int, name: str) -> list[Hit]:
     """The k best candidates as hits, each carrying its features (confidence and the API read them)."""
     if not len(c.articles):
@@ -418,7 +578,8 @@ def ranked_hits(features: CandidateFeatures, c: Candidates, scores: np.ndarray, 
     for rank, h in enumerate(hits, 1):
         i = by_doc[h.features["doc"]]
         extra = {f"f_{n}": float(v[i]) for n, v in c.values.items()}
-        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause", "read", "read_sts") if n in c.raw}
+        extra |= {n: float(c.raw[n][i]) for n in ("de", "xde", "place", "clause", "read", "read_sts", "qbm", "qde",
+                                                   "qread") if n in c.raw}  # fmt: skip
         extra |= {"first": float(c.raw["bm"][i]), "first_rank": int(c.raw["first_rank"][i])}
         if "de" in c.raw:
             extra["dense"] = float(c.raw["de"][i])

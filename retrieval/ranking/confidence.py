@@ -40,6 +40,7 @@ import numpy as np
 
 from .._base import Hit
 from ..dutch import frame_terms
+from ..rules import words as rule_words
 from ..scope import holds_whole_bwb
 
 FEATURES = (
@@ -61,13 +62,13 @@ FEATURES = (
     "read",
     "read_margin",
     "read_sts",
+    "qbm",
+    "qde",
+    "qread",
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words of English that Dutch does not share: a question mostly made of them is English.
-_ENGLISH = frozenset(
-    "the what when which does is are can should must my how who be of and for with under conditions "
-    "may will would there their this that a an to".split()
-)
+_ENGLISH = frozenset(rule_words("english_words.tsv"))
 
 
 def looks_english(question: str) -> bool:
@@ -146,6 +147,11 @@ def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[
         out["read_margin"] = float(f["read"] - second) if second is not None else 0.0
     if "read_sts" in f:  # the same cosine with the question's sentence-similarity view
         out["read_sts"] = float(f["read_sts"])
+    # The first article's nearest written question (the questions view): by words (over the best of all written
+    # questions), and by meaning, in the dense model's and the reader's space (raw cosines).
+    for name in ("qbm", "qde", "qread"):
+        if name in f and math.isfinite(f[name]):
+            out[name] = float(f[name])
     index = context.index
     if index is None:
         return out

@@ -41,15 +41,20 @@ import numpy as np
 
 from .._base import RetrievalError
 from .candidates import (
+    CONTEXT_DENSE_FEATURES,
+    CONTEXT_FEATURES,
     DENSE_FEATURES,
     FEATURES,
     LAW_READ_FEATURES,
+    QUESTION_DENSE_FEATURES,
+    QUESTION_FEATURES,
     RELATION_FEATURES,
     CandidateFeatures,
     Candidates,
     model_key,
+    with_context,
 )
-from .readers import READ_DEPTH, READER_FEATURES
+from .readers import READ_CONTEXT_FEATURES, READ_DEPTH, READ_QUESTION_FEATURES, READER_FEATURES
 
 L2 = 1.0
 ITERATIONS = 400
@@ -63,6 +68,7 @@ class FitQuestion:
     question: str
     gold: frozenset[str]  # article keys (law id | label); empty: the question is answered by a law
     laws: frozenset[str]  # the laws that answer it
+    messages: tuple = ()  # a conversation's messages (the question is its last user message); () a single question
 
 
 def load_sets(paths: Sequence[str | Path]) -> dict[str, list[FitQuestion]]:
@@ -82,7 +88,8 @@ def load_sets(paths: Sequence[str | Path]) -> dict[str, list[FitQuestion]]:
                 raise DatasetError(f"{path}: question {item.id!r} names no gold article and no gold law")
             # A bare number (the benchmark's ids) is named by its set, so ids stay apart across sets.
             qid = f"{name}-{item.id}" if item.id.isdigit() else item.id
-            questions.append(FitQuestion(qid, name, item.question, frozenset(item.gold_keys), laws))
+            messages = tuple((m["role"], m["content"]) for m in item.messages)
+            questions.append(FitQuestion(qid, name, item.question, frozenset(item.gold_keys), laws, messages))
         sets[name] = questions
     return sets
 
@@ -103,12 +110,21 @@ class Prepared:
     whole: bool
     reader: object = None  # the reader its candidates were found with (the laws it read), or None
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # question -> its reader vector
+    # A conversation's follow-up: its context (retrieval.conversation.Context) and its reader vector read with the
+    # earlier questions before it, by question id.
+    contexts: dict[str, object] = field(default_factory=dict)
+    in_context: dict[str, np.ndarray] = field(default_factory=dict)
     items: list[tuple[FitQuestion, Candidates]] = field(default_factory=list)
     keys: dict[int, tuple[str, str]] = field(default_factory=dict)  # candidate -> (article key, law id)
 
     @property
     def key(self) -> str:
-        return model_key(dense=self.dense, whole=self.whole, reader=self.reader is not None)
+        return model_key(
+            dense=self.dense,
+            whole=self.whole,
+            reader=self.reader is not None,
+            questions=self.features.questions is not None,
+        )
 
     def labels(self, q: FitQuestion, c: Candidates) -> tuple[np.ndarray, np.ndarray]:
         keys = [self.keys[int(x)] for x in c.articles]
@@ -123,14 +139,17 @@ def prepare(
     answerable: bool = True,
     reader=None,
     without: frozenset[str] = frozenset(),
+    questions: bool = True,
 ) -> Prepared | None:
     """The candidates of every question whose laws the index holds (``answerable=False``: of every question),
     computed by the pipeline's code and cached by the index's files, the code and the questions; with a
-    ``reader``, found with the laws it read too. None: the index has no dense model and ``dense`` was asked,
-    or it keeps no laws read by ``reader``."""
+    ``reader``, found with the laws it read too; with ``questions``, reading the index's questions view when
+    it keeps one. None: the index has no dense model and ``dense`` was asked, or it keeps no laws read by
+    ``reader``."""
     from wetqa.home import cache_root
 
     from ..engines.index import dense_parts, load_index, read_index_meta
+    from ..engines.questions_view import QuestionsView
     from ..scope import holds_whole_bwb
     from .readers import LawReader
 
@@ -144,13 +163,21 @@ def prepare(
     if laws is None:
         raise RetrievalError(f"{path}: fitting needs an articles index (its law table)")
     held = set(laws.ids)
+    view = QuestionsView.load(path, index) if questions else None
     if dense and model:
         encoder, cache, passages = dense_parts(index, path, model)
-        features = CandidateFeatures(index, passages, encoder, cache, without=without)
+        features = CandidateFeatures(index, passages, encoder, cache, without=without, questions=view)
     else:
-        features = CandidateFeatures(index, without=without)
+        features = CandidateFeatures(index, without=without, questions=view)
     questions = [q for qs in sets.values() for q in qs if not answerable or q.laws <= held]
     prep = Prepared(path, index, features, dense, holds_whole_bwb(held))
+    from ..conversation import Conversation
+
+    for q in questions:
+        if q.messages:
+            context = Conversation.of([{"role": r, "content": t} for r, t in q.messages]).context(features.law_names)
+            if context is not None:
+                prep.contexts[q.id] = context
     if reader is not None:
         features.laws_read = LawReader.load(path, reader)
         if features.laws_read is None:
@@ -158,9 +185,14 @@ def prepare(
         prep.reader = reader
         texts = sorted({q.question for q in questions})
         prep.vectors = dict(zip(texts, reader.views(texts))) if texts else {}
+        followed = sorted(prep.contexts)
+        if followed:
+            read = reader.questions([f"{prep.contexts[i].text} {next(q.question for q in questions if q.id == i)}"
+                                     for i in followed])  # fmt: skip
+            prep.in_context = dict(zip(followed, read))
     ident = json.dumps(
         [meta.get("files"), model, dense, code_fingerprint(), [(q.id, q.question) for q in questions],
-         reader.identity() if reader is not None else None, sorted(without)]
+         reader.identity() if reader is not None else None, sorted(without), view is not None]
     )  # fmt: skip
     store = cache_root() / "fit" / f"candidates-{hashlib.sha1(ident.encode()).hexdigest()[:20]}.pkl"
     if store.is_file():
@@ -184,7 +216,10 @@ def _candidates(prep: Prepared, questions: list[FitQuestion], progress: bool) ->
     out = []
     for i, q in enumerate(tqdm(questions, desc=f"candidates {prep.path.name}", disable=not progress, leave=False)):
         allowed = prep.index.allowed(None, q.question)  # type: ignore[attr-defined]
-        c = f.candidates(q.question, allowed, None if vectors is None else vectors[i], prep.vectors.get(q.question))
+        context = prep.contexts.get(q.id)
+        read_context = f.read_context(context, allowed) if context is not None else None
+        c = f.candidates(q.question, allowed, None if vectors is None else vectors[i], prep.vectors.get(q.question),
+                         read_context)  # fmt: skip
         c.context = {}  # what collecting found is not needed again (and not worth caching)
         out.append(c)
     return out
@@ -247,12 +282,16 @@ class Example:
     q: FitQuestion
     c: Candidates
     reader: np.ndarray | None = None  # the question's reader views (Reader.views: the query view first)
+    train: bool = True  # fitted on (False: only ranked, held out: a follow-up read alone, for the base models)
+    in_context: np.ndarray | None = None  # a follow-up's reader vector read with the earlier questions
 
 
 def _rows(examples: list[Example], matrices: list[np.ndarray], tops: list[np.ndarray] | None = None) -> list:
     """Fitting rows of the examples whose gold is among their (read) candidates, each set weighing the same."""
     kept = []
     for i, e in enumerate(examples):
+        if not e.train:
+            continue
         gold = e.prep.labels(e.q, e.c)[0]
         if tops is not None:
             gold = gold[tops[i]]
@@ -271,7 +310,7 @@ def _read(e: Example, reader, top: np.ndarray) -> Candidates:
     order[top] = -np.arange(len(top), dtype=float)  # the given order, best first
     c.scores = order
     assert e.reader is not None, "the reader's question vectors are computed before the folds"
-    read_candidates(reader, e.prep.index, c, e.reader, len(top))
+    read_candidates(reader, e.prep.index, c, e.reader, len(top), e.prep.features.questions, e.in_context)
     return c
 
 
@@ -330,7 +369,9 @@ def _read_features_of(key: str) -> list[str]:
     """The reader's features the second learned model weighs. The question's sentence-similarity view
     (``read_sts``) is left out of the whole BWB's models: cross-validated there it moved the right article
     first up by one question and the right law first down by seven (docs/results.md)."""
-    return [f for f in READER_FEATURES if not (key.endswith("@whole") and f == "read_sts")]
+    used = [f for f in READER_FEATURES if not (key.endswith("@whole") and f == "read_sts")]
+    used += list(READ_QUESTION_FEATURES) if "+questions" in key else []
+    return used + (list(READ_CONTEXT_FEATURES) if "+context" in key else [])
 
 
 def _tested_key(prep: Prepared, qid: str) -> tuple:
@@ -396,6 +437,8 @@ def fit_ranking(
     without: frozenset[str] = frozenset(),
     dense_only: bool = False,
     tested_without: frozenset[str] = frozenset(),
+    questions: bool = True,
+    contexts: bool = True,
 ) -> dict:
     """Every pipeline key's ranking models over these indexes and datasets, cross-validated (``without``:
     hand-written signals left out; ``dense_only``: the pipelines with the dense signals alone;
@@ -413,28 +456,38 @@ def fit_ranking(
         for path in indexes
         for dense in ((True,) if dense_only else (True, False))
         for read in ((None, reading) if reading is not None else (None,))
-        if (p := prepare(path, sets, dense, progress, reader=read, without=without))
+        if (p := prepare(path, sets, dense, progress, reader=read, without=without, questions=questions))
     ]
     fold_of = folds_of([q.id for p in preps for q, _ in p.items], folds)
     check_folds(len(fold_of), folds)
     tested: dict[tuple, Example] = {}
     if tested_without:
         for p in preps:
-            other = prepare(p.path, sets, p.dense, progress, reader=p.reader, without=without | tested_without)
+            other = prepare(p.path, sets, p.dense, progress, reader=p.reader, without=without | tested_without,
+                            questions=questions)  # fmt: skip
             assert other is not None
             tested.update({_tested_key(p, q.id): Example(fold_of[q.id], other, q, c, other.vectors.get(q.question))
                            for q, c in other.items})  # fmt: skip
     by_key: dict[str, list[Example]] = {}
+    contexts = contexts and any(p.contexts for p in preps)  # +context models only where there are follow-ups
     for p in preps:
         keys = [p.key]
         if p.whole and not p.dense:
             # The model without dense signals for a part of the BWB is fitted on every index's questions: fitted
             # on the 272 laws' alone it ranked their dev questions better but refused far fewer questions
             # outside the corpus (the README's history).
-            keys.append(model_key(dense=False, reader=p.reader is not None))
+            keys.append(model_key(dense=False, reader=p.reader is not None, questions=p.features.questions is not None))
         for q, c in p.items:
+            followed = q.id in p.contexts
             for key in keys:
-                by_key.setdefault(key, []).append(Example(fold_of[q.id], p, q, c, p.vectors.get(q.question)))
+                example = Example(fold_of[q.id], p, q, c, p.vectors.get(q.question), in_context=p.in_context.get(q.id))
+                if not followed:
+                    # A single question (or a conversation's question that changed the subject: read alone, ranked
+                    # by the base models but never fitted on: the single questions' rows stay as they were).
+                    by_key.setdefault(key, []).append(replace(example, train=not q.messages))
+                if contexts and (followed or not q.messages):
+                    # The follow-ups' models: fitted on the follow-ups and on the single questions beside them.
+                    by_key.setdefault(with_context(key), []).append(example)
     models, held = {}, {}
     provenance = {
         "datasets": datasets_digest(datasets), "code": __version__, "code_fingerprint": code_fingerprint()[:16],
@@ -467,6 +520,10 @@ def fit_ranking(
 def _features_of(key: str) -> list[str]:
     """The first learned model's features for a pipeline key (the reader's are added after it reads)."""
     used = list(FEATURES) if "+dense" in key else [f for f in FEATURES if f not in DENSE_FEATURES]
+    if "+questions" in key:
+        used += list(QUESTION_FEATURES) + (list(QUESTION_DENSE_FEATURES) if "+dense" in key else [])
+    if "+context" in key:
+        used += list(CONTEXT_FEATURES) + (list(CONTEXT_DENSE_FEATURES) if "+dense" in key else [])
     if "+reader" in key:
         used += list(LAW_READ_FEATURES)
     if not key.endswith("@whole"):
@@ -653,7 +710,11 @@ class Signals:
 
 
 def collect_signals(
-    indexes: Sequence[str | Path], datasets: Sequence[str | Path], reader: str | None = None, progress: bool = True
+    indexes: Sequence[str | Path],
+    datasets: Sequence[str | Path],
+    reader: str | None = None,
+    progress: bool = True,
+    questions: bool = True,
 ) -> dict[str, list[Signals]]:
     """Every question through the pipelines of each index (with the dense signals and without; with the
     reader when one is given), its signals by pipeline key."""
@@ -668,22 +729,43 @@ def collect_signals(
 
         dense_model = (read_index_meta(path).get("rescore") or {}).get("model")
         for dense in [True, False] if dense_model else [False]:
-            spec = RetrievalSpec(index=(str(path),), rescore=None if dense else "none", reader=reader or "none")
+            spec = RetrievalSpec(index=(str(path),), rescore=None if dense else "none", reader=reader or "none",
+                                 questions=questions)  # fmt: skip
             pipeline = spec.build()
             if not pipeline.key:
                 continue
             held = set(pipeline.index.laws.ids)
+            from ..conversation import Conversation
+
+            law_names = pipeline.features.law_names if pipeline.features is not None else None
             for name, qs in sets.items():
                 questions = [q.question for q in qs]
+                # A conversation's follow-up is read in its context, as a server reads it.
+                contexts = [
+                    Conversation.of([{"role": r, "content": t} for r, t in q.messages]).context(law_names)
+                    if q.messages else None
+                    for q in qs
+                ]  # fmt: skip
                 rankings = []
                 for start in tqdm(range(0, len(questions), 16), desc=f"{Path(path).name} {pipeline.key} {name}",
                                   disable=not progress, leave=False):  # fmt: skip
-                    rankings += pipeline.rank(questions[start : start + 16], 3)
+                    rankings += pipeline.rank(questions[start : start + 16], 3, contexts=contexts[start : start + 16])
                 for q, r in zip(qs, rankings):
-                    out.setdefault(pipeline.key, []).append(
-                        Signals(Path(path).name, name, q.question, r.signals, float(q.laws <= held))
-                    )
+                    row = Signals(Path(path).name, name, q.question, r.signals, float(q.laws <= held))
+                    # A follow-up read in its context has a confidence model of its own (+context), fitted on the
+                    # follow-ups and the single questions; a question read alone is the base model's.
+                    if r.context is None:
+                        out.setdefault(pipeline.key, []).append(row)
+                    if r.context is not None or not q.messages:
+                        out.setdefault(with_context(pipeline.key), []).append(row)
+    if not followed_sets(sets):
+        out = {key: rows for key, rows in out.items() if "+context" not in key}  # no follow-ups: no such models
     return out
+
+
+def followed_sets(sets: dict[str, list[FitQuestion]]) -> set[str]:
+    """The question sets that hold conversations."""
+    return {name for name, qs in sets.items() if any(q.messages for q in qs)}
 
 
 def fit_confidence(

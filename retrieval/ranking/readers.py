@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._base import RetrievalError, minmax
+from .stage import Stage
 
 log = logging.getLogger("wetqa.retrieval")
 
@@ -158,6 +159,12 @@ class Reader:
         docs = [self.encoder.document(t, title) for t, title in zip(texts, titles)]
         return self._cut(self.cache.vectors(docs, self._formatted, progress=progress, slice_size=slice_size))
 
+    def written_questions(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        """Written questions read as a person's question is read for similarity (the question's last view,
+        :attr:`view_prompts`), cached by text (the prompt is part of the text: no document shares it)."""
+        prompt = self.view_prompts[-1]
+        return self._cut(self.cache.vectors([prompt + t for t in texts], self._formatted, progress=progress))
+
     def articles(
         self, index, articles: Sequence[int] | np.ndarray, progress: bool = False, slice_size: int | None = None
     ) -> np.ndarray:
@@ -253,11 +260,37 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
     }
 
 
+def read_all_questions(folder, index, reader: Reader, progress: bool = True) -> dict:
+    """Every written question of an index's questions view read into the reader's cache now (what was read
+    before is kept: an interrupted run resumes)."""
+    import time
+
+    from wetqa.console import progress_bar
+
+    from ..engines.questions_view import QuestionsView
+
+    view = QuestionsView.load(Path(folder), index)
+    if view is None:
+        return {"questions": 0}
+    t0 = time.perf_counter()
+    texts = view.texts(range(len(view)))
+    step = 256
+    with progress_bar(total=len(texts), unit="question", desc="reading questions", progress=progress) as bar:
+        for start in range(0, len(texts), step):
+            reader.written_questions(texts[start : start + step])
+            bar.update(len(texts[start : start + step]))
+    return {"questions": len(texts), "seconds": round(time.perf_counter() - t0, 1)}
+
+
 READER_FEATURES = ("read", "read_law", "read_sts")  # what read_candidates gives the second learned model
+# With the index's questions view: the reader's cosine of the question's sentence-similarity view with the best
+# and second best written question of each candidate read (question to question), min-max over those read.
+READ_QUESTION_FEATURES = ("qread", "qread2")
+READ_CONTEXT_FEATURES = ("read_ctx",)  # a follow-up read with the earlier questions before it
 VIEW_FEATURES = ("read", "read_sts")  # the cosine features of the question's views, in Reader.views' order
 
 
-class ArticleReader:
+class ArticleReader(Stage):
     """The reader over an articles pipeline's first ``depth`` candidates (in the learned ranking's order):
     its cosines become features of the next learned model (``read``: min-max over the candidates read;
     ``read_law``: the best ``read`` of any read candidate of the same law; ``read_sts``: ``read`` with the
@@ -265,6 +298,7 @@ class ArticleReader:
     nothing; new ones are read ``READ_SLICE`` at a time, so a concurrent request's call fits between."""
 
     kind = "reader"
+    needs = "candidates"
     fitted = True
 
     def __init__(self, reader: Reader, features, depth: int = READ_DEPTH):
@@ -290,16 +324,25 @@ class ArticleReader:
             questions = [r.vectors["reader"] for r in rankings]
         else:
             questions = vectors_begun(rankings, "reader", self.reader.views)
+        followed = [r for r in rankings if r.context is not None and r.candidates is not None]
+        # A follow-up is read with the earlier questions before it too (one more question vector: "read_ctx").
+        in_context = dict(zip(map(id, followed), self.reader.questions(
+            [f"{r.context.text} {r.question}" for r in followed]))) if followed else {}  # fmt: skip
         for r, q in zip(rankings, questions):
             if r.candidates is None or not len(r.candidates.articles):
                 continue
             r.vectors["reader"] = q
-            read_candidates(self.reader, self.features.articles, r.candidates, q, self.depth)
+            read_candidates(self.reader, self.features.articles, r.candidates, q, self.depth, self.features.questions,
+                            in_context.get(id(r)))  # fmt: skip
 
 
-def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) -> None:
+def read_candidates(
+    reader: Reader, index, c, question: np.ndarray, depth: int, questions=None, in_context: np.ndarray | None = None
+) -> None:
     """The reader's features of the first ``depth`` candidates of ``c`` (by its scores), in place;
-    ``question``: the question's views (:meth:`Reader.views`, the query view first) or its query vector."""
+    ``question``: the question's views (:meth:`Reader.views`, the query view first) or its query vector;
+    ``questions``: the index's questions view (the candidates' written questions read too); ``in_context``: a
+    follow-up's vector read with the earlier questions before it (``read_ctx``)."""
     n = len(c.articles)
     top = c.order()[:depth]
     vectors = reader.articles(index, c.articles[top], slice_size=READ_SLICE)
@@ -319,9 +362,41 @@ def read_candidates(reader: Reader, index, c, question: np.ndarray, depth: int) 
         best[law == x] = read[same].max()
     best[mask == 0] = 0.0
     c.values.update({"read_law": best, "read_mask": mask})
+    if in_context is not None:
+        c.values["read_ctx"] = np.zeros(n)
+        c.values["read_ctx"][top] = minmax(vectors @ np.asarray(in_context, dtype=np.float32))
+    if questions is not None:
+        read_questions(reader, questions, c, top, np.atleast_2d(question)[-1])
 
 
-class HitReader:
+def read_questions(reader: Reader, questions, c, top: np.ndarray, view: np.ndarray) -> None:
+    """``qread`` / ``qread2``: the question's cosine (its last view: sentence similarity where the model has it)
+    with the best and second best written question of each candidate in ``top``, each written question read
+    through the same prompt (question to question) and cached by text; the raw best cosine for the confidence."""
+    from .candidates import _best_two
+
+    n = len(c.articles)
+    rows = questions.rows_of(c.articles[top])
+    flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    c.raw["qread"] = np.full(n, np.nan)
+    for name in READ_QUESTION_FEATURES:
+        c.values[name] = np.zeros(n)
+    if not len(flat):
+        return
+    vectors = reader.written_questions(questions.texts(flat))
+    cos = vectors @ view
+    local, at = [], 0
+    for r in rows:
+        local.append(np.arange(at, at + len(r)))
+        at += len(r)
+    best, second = _best_two(cos, local, missing=np.nan)
+    floor = np.nanmin(best) if np.isfinite(best).any() else 0.0
+    c.raw["qread"][top] = np.where(np.isfinite(best), best, -1.0)
+    c.values["qread"][top] = minmax(np.where(np.isfinite(best), best, floor))
+    c.values["qread2"][top] = minmax(np.where(np.isfinite(second), second, floor))
+
+
+class HitReader(Stage):
     """The reader as a re-ranker of plain hits (a pipeline without an articles ranking model): the first
     ``depth`` hits ordered by the reader's cosine, each hit's cosine in its features (``read``)."""
 
@@ -333,9 +408,6 @@ class HitReader:
         self.name = "reader"
 
     def run(self, rankings: list, need: int, scope) -> None:
-        from .stages import snapshot
-
-        snapshot(rankings)
         questions = self.reader.questions([r.question for r in rankings])
         for r, q in zip(rankings, questions):
             top = r.hits[: self.depth]

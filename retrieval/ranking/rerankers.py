@@ -27,6 +27,7 @@ from wetqa.registry import Registry
 
 from .._base import Hit, RetrievalError
 from ..scope import Scope
+from .stage import Stage
 
 # Multilingual (Dutch included) and strong; for GPU users. Any Hugging Face id or local folder works.
 DEFAULT_RERANKER = "BAAI/bge-reranker-v2-m3"
@@ -121,7 +122,7 @@ class CrossEncoderReranker:
         ]
 
 
-class RerankStage:
+class RerankStage(Stage):
     """A re-ranker of a ranking's first ``depth`` hits, the rest following in their order."""
 
     kind = "reranker"
@@ -131,9 +132,6 @@ class RerankStage:
         self.reranker, self.depth, self.name = reranker, depth, name
 
     def run(self, rankings: list, need: int, scope: Scope | None) -> None:
-        from .stages import snapshot
-
-        snapshot(rankings)
         for r in rankings:
             top = r.hits[: self.depth]
             r.hits = self.reranker.rerank(r.question, top, len(top)) + r.hits[self.depth :]
@@ -223,7 +221,7 @@ def _passage(hit: Hit) -> str:
     return f"{hit.chunk.law}, {hit.chunk.article}: {text}"
 
 
-class ListwiseStage:
+class ListwiseStage(Stage):
     kind = "reranker"
     fitted = False
     name = LISTWISE
@@ -232,9 +230,6 @@ class ListwiseStage:
         self.reranker, self.depth = reranker, depth
 
     def run(self, rankings: list, need: int, scope: Scope | None) -> None:
-        from .stages import snapshot
-
-        snapshot(rankings)
         tops = self.reranker.rerank_all([r.question for r in rankings], [r.hits[: self.depth] for r in rankings])
         for r, top in zip(rankings, tops):
             r.hits = top + r.hits[self.depth :]

@@ -20,6 +20,7 @@ from ..engines.tokenization import DutchAnalyzer
 from ..models.encoders import Encoder
 from ..models.vectors import EmbeddingCache, best_cosines
 from ..scope import Scope
+from .stage import Stage
 
 # Passages encoded per model call when a question's candidates are re-scored: between two calls the
 # model serves other requests' questions, so one question with many new passages delays them by one
@@ -44,7 +45,7 @@ def _below(hits: Sequence[Hit], above: Sequence[Hit], name: str) -> list[Hit]:
     ]
 
 
-class DenseRescoreStage:
+class DenseRescoreStage(Stage):
     """The first ``depth`` hits re-scored by fusing in a dense model's cosine (``--rescore MODEL`` over a
     retriever that is not an articles index, whose ranking has its own model): ``(1 - weight) * first +
     weight * dense``, plus ``clause_weight`` times the announcing clause's overlap."""

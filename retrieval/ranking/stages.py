@@ -27,6 +27,7 @@ import numpy as np
 
 from .._base import Hit, search_in
 from .candidates import CandidateFeatures, RankingModel, ranked_hits
+from .stage import Stage
 
 if TYPE_CHECKING:
     from .._base import Ranking
@@ -64,10 +65,11 @@ def materialize(ranking: Ranking, n: int, features: CandidateFeatures | None, na
     return ranking.hits
 
 
-class SearchStage:
+class SearchStage(Stage):
     """A retriever's own hits (the first stage of a pipeline over bm25s, Pyserini, dense or chunks)."""
 
     kind = "candidates"
+    needs = "question"
     fitted = True
     calls_model = False  # whether its engine may run on a server's event loop is the engine's (registry.inline)
 
@@ -86,10 +88,11 @@ class SearchStage:
         warm_up(self.retriever)
 
 
-class FusionStage:
+class FusionStage(Stage):
     """Two or more retrievers' hits fused (``--fusion rrf|interpolate``)."""
 
     kind = "candidates"
+    needs = "question"
     fitted = True
 
     def __init__(self, hybrid):
@@ -110,11 +113,12 @@ class FusionStage:
                 warm()
 
 
-class ArticleCandidates:
+class ArticleCandidates(Stage):
     """An articles index's candidates: BM25 of the question and of its legal words, the nearest passages,
     the articles of the laws it names or covers by title (:meth:`CandidateFeatures.collect`)."""
 
     kind = "candidates"
+    needs = "question"
     fitted = True
     name = "candidates"
 
@@ -141,7 +145,8 @@ class ArticleCandidates:
             if read is not None:
                 r.vectors["reader"] = read[i]  # the question's views (the query view first)
             r.allowed = index.allowed(scope, r.question)
-            r.candidates = self.features.collect(r.question, r.allowed, v, r.vectors.get("reader"))
+            context = self.features.read_context(r.context, r.allowed) if r.context is not None else None
+            r.candidates = self.features.collect(r.question, r.allowed, v, r.vectors.get("reader"), context)
 
     def warm(self) -> None:
         self.features.articles.warm()
@@ -149,10 +154,11 @@ class ArticleCandidates:
             self.features.passages.warm()
 
 
-class ArticleFeatures:
+class ArticleFeatures(Stage):
     """Every candidate's evidence (:meth:`CandidateFeatures.featurize`)."""
 
     kind = "features"
+    needs = "candidates"
     fitted = True
     name = "features"
 
@@ -166,16 +172,18 @@ class ArticleFeatures:
                 self.features.featurize(r.candidates, r.allowed, r.vectors.get("dense"))
 
 
-class LearnedScorer:
+class LearnedScorer(Stage):
     """The shipped linear model's score of every candidate (``ranking.json``); after a reader, of the
-    candidates it read, the others kept below them in their order."""
+    candidates it read, the others kept below them in their order. A conversation's follow-up (a ranking with
+    a context) is scored by the ``+context`` model when one is fitted (``in_context``)."""
 
     kind = "scorer"
+    needs = "candidates"
     fitted = True
     calls_model = False
 
-    def __init__(self, model: RankingModel, key: str):
-        self.model, self.key = model, key
+    def __init__(self, model: RankingModel, key: str, in_context: RankingModel | None = None):
+        self.model, self.key, self.in_context = model, key, in_context
         self.name = f"learned[{key}]"
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
@@ -183,7 +191,8 @@ class LearnedScorer:
             c = r.candidates
             if c is None or not len(c.articles):
                 continue
-            scores = self.model.score(c)
+            model = self.in_context if r.context is not None and self.in_context is not None else self.model
+            scores = model.score(c)
             read = c.values.get("read_mask")
             if read is not None and c.scores is not None:
                 # Only the candidates the reader read are scored by a model that weighs its cosines; the rest
@@ -194,25 +203,37 @@ class LearnedScorer:
             c.scores = scores
 
 
-class ConfidenceStage:
+class ConfidenceStage(Stage):
     """How sure the pipeline is that its first hit answers (:mod:`.confidence`): the model fitted for the
     stages before it, reading the hits as those stages left them (a re-ranker no model was fitted with
     reorders after them: :attr:`Ranking.snapshot`)."""
 
     kind = "confidence"
+    needs = "hits"
     fitted = True
     name = "confidence"
     calls_model = False  # it reads the signals the stages before it left
 
     def __init__(self, context, key: str):
+        from .candidates import with_context
+        from .confidence import model_for_key
+
         self.context, self.key = context, key
+        # The key of the confidence model fitted on conversations' follow-ups, when one is.
+        self.in_context = with_context(key) if key and model_for_key(with_context(key)) is not None else None
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
         from .confidence import estimate
 
         for r in rankings:
             hits = r.snapshot if r.snapshot is not None else r.hits
-            r.confidence, r.signals, model = estimate(self.context, r.question, hits, self.key)
+            # A follow-up says what it asks with the questions before it ("en als ik 17 ben?"): its words are
+            # counted with theirs (a two-word follow-up is not a question too short to answer).
+            asked = f"{r.context.text} {r.question}" if r.context is not None else r.question
+            key = self.key
+            if r.context is not None and self.in_context is not None:
+                key = self.in_context  # a follow-up: the model fitted on follow-ups, where there is one
+            r.confidence, r.signals, model = estimate(self.context, asked, hits, key)
             r.threshold = model.threshold if model is not None else None
             r.basis = self.key if model is not None else ""
 

@@ -142,6 +142,33 @@ function renderAbstained(resp) {
   if (!resp.related.length) list.append(el("li", "Geen verwante artikelen.", "muted"));
 }
 
+// The conversation of this tab: the questions asked and the answers given, sent with each next question so a
+// follow-up ("en als ik 17 ben?") is read in its context. Kept in the browser only: the server keeps nothing.
+let conversation = [];
+
+// The answer shown moves up into the thread (its markers and sources still open their articles) before the next.
+function archive() {
+  const asked = $("asked").textContent;
+  if (!asked) return;
+  const turn = el("article", null, "turn");
+  turn.append(el("h3", asked));
+  const answer = el("div", null, "turn-answer"); answer.append(...$("answer").childNodes);
+  const list = el("ol"); list.append(...$("source-list").childNodes);
+  turn.append(answer, list);
+  $("thread").append(turn);
+  $("asked").textContent = "";
+}
+
+function newConversation() {
+  if (asking) { asking.abort(); asking = null; $("ask").removeAttribute("aria-busy"); }
+  conversation = [];
+  $("thread").replaceChildren();
+  $("asked").textContent = "";
+  clearSources();
+  $("answer").className = "muted"; $("answer").replaceChildren("Stel een vraag.");
+  $("question").value = ""; $("question").focus();
+}
+
 function render(resp) {
   current = resp;
   $("sources").querySelector("h2").textContent = "Bronnen";
@@ -163,6 +190,7 @@ function render(resp) {
     answer.append(p);
   });
   if (!resp.sentences.length) answer.append(el("p", resp.choices[0].message.content));
+  if (resp.context) answer.append(el("p", `Gelezen als vervolgvraag: ${resp.context.standalone_question}`, "muted read-as"));
   if (resp.date) answer.append(el("p", `Volgens de wet zoals die gold op ${resp.date}.`, "muted asof"));
   if (resp.validity_note) answer.append(el("p", resp.validity_note, "muted"));
   const list = $("source-list"); list.replaceChildren();
@@ -221,9 +249,9 @@ function clearSources() {
   body.replaceChildren("Klik op een bronverwijzing [n] om het artikel te zien.");
 }
 
-// The question, asked of the law as it stood on the page's date ("geldend op") when one is set.
+// The question after the conversation so far, asked of the law as it stood on the page's date ("geldend op").
 function request(model, q) {
-  const body = { model, messages: [{ role: "user", content: q }] };
+  const body = { model, messages: [...conversation, { role: "user", content: q }] };
   const day = $("date").value;
   if (day) body.date = day;
   return body;
@@ -240,8 +268,10 @@ $("ask").addEventListener("submit", async (ev) => {
     if (!asking) { clearSources(); $("answer").className = ""; $("answer").replaceChildren(el("p", "Typ eerst een vraag.", "error")); }
     return;
   }
-  if (asking) asking.abort();
+  // A question asked while another loads replaces it; else the answer shown moves up into the thread.
+  if (asking) asking.abort(); else archive();
   const mine = new AbortController(); asking = mine;
+  $("asked").textContent = q;
   clearSources();
   $("answer").className = ""; $("answer").replaceChildren(el("span", "Bezig…", "muted"));
   $("ask").setAttribute("aria-busy", "true");
@@ -255,6 +285,8 @@ $("ask").addEventListener("submit", async (ev) => {
     if (asking !== mine) return;
     if (!r.ok) throw new Error(dutch(r.status, data));
     render(data);
+    conversation.push({ role: "user", content: q }, { role: "assistant", content: data.choices[0].message.content });
+    $("question").value = "";
   } catch (e) {
     if (asking !== mine) return;  // given up for a newer question: that one's answer is shown
     // fetch itself fails (TypeError) when the server cannot be reached at all.
@@ -266,3 +298,5 @@ $("ask").addEventListener("submit", async (ev) => {
     if (asking === mine) { asking = null; $("ask").removeAttribute("aria-busy"); }
   }
 });
+
+$("new").addEventListener("click", newConversation);

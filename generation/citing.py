@@ -1,22 +1,22 @@
-"""Turn an answer into what people read: inline [n] markers, a source list, and per-sentence support.
+"""The cite stage: an answer as people read it, inline [n] markers, a source list and per-sentence support.
 
-Each answer sentence is attributed (BM25 over the sentences of the cited
-chunks) to the citation and source sentences that support it best; its
-marker points there, and the web page highlights those source sentences.
+Each answer sentence is attributed to the citation and source sentences that support it best (the share of its
+content words a source sentence holds); its marker points there, and the web page highlights those source
+sentences. One stage for every reader of an answer: ``wetqa ask --output json`` (``support``), the API
+(``sentences``, ``citations``) and the page read the same :class:`Cited` (``Answer.cited``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from wetqa.corpus.text import dutch_date
-from wetqa.generation import Answer
-from wetqa.generation.posthoc import select
-from wetqa.generation.sentences import split_sentences
-from wetqa.generation.structured import marked_text
 from wetqa.retrieval.engines.tokenization import cached_tokens
 
-from .protocol import CitationOut, RelatedArticle, SentenceSupport
+from ._base import Answer, Citation
+from .posthoc import select
+from .sentences import split_sentences
+from .structured import marked_text
 
 # An answer sentence is marked as supported by a source sentence only when the source holds at least
 # this share of the sentence's content words (stemmed, stop words out): an absolute measure, unlike
@@ -78,24 +78,77 @@ def _starts_in(sentence: str, sources: list[str]) -> list[int]:
 
 
 @dataclass(slots=True)
+class CitedSource:
+    """A citation as the answer's source list numbers it: its [n] and its text's sentences."""
+
+    citation: Citation
+    index: int  # the n of the [n] marker
+    sentences: list[str]  # the cited text's sentences (SentenceSupport.support indexes them)
+
+    @property
+    def text(self) -> str:
+        return self.citation.text
+
+    @property
+    def law(self) -> str:
+        return self.citation.law
+
+    @property
+    def law_id(self) -> str:
+        return self.citation.law_id
+
+    @property
+    def article(self) -> str:
+        return self.citation.article
+
+    @property
+    def version_date(self) -> str:
+        return self.citation.version_date
+
+    @property
+    def doc_id(self) -> str:
+        return self.citation.doc_id
+
+    @property
+    def url(self) -> str:
+        return self.citation.url
+
+    def to_json(self) -> dict:
+        return {**self.citation.to_json(), "index": self.index, "sentences": self.sentences}
+
+
+@dataclass(slots=True)
+class SentenceSupport:
+    text: str  # a sentence of the answer
+    citation: int | None  # the citation it rests on, if any
+    citations: list[int] = field(default_factory=list)  # every citation of the sentence (structured: several)
+    support: list[int] = field(default_factory=list)  # the supporting sentences of that citation
+    supported: bool = False
+    lead: bool = False  # a line naming the cited article (it introduces the quote; not a claim)
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "citation": self.citation, "citations": self.citations, "support": self.support,
+                "supported": self.supported, "lead": self.lead}  # fmt: skip
+
+
+@dataclass(slots=True)
 class Cited:
     answer: str  # with inline [n] markers
     references: str  # "Bronnen:\n[1] ..."
-    citations: list[CitationOut]
+    citations: list[CitedSource]
     sentences: list[SentenceSupport]  # each with its citation (n or None) and its supporting source sentences
-    related: list[RelatedArticle]  # abstained: the closest articles, offered but not cited
+    related: list[Citation]  # abstained: the closest articles, offered but not cited
 
 
 def cite(answer: Answer, threshold: float = SUPPORT_THRESHOLD) -> Cited:
     if answer.abstained:
-        related = [RelatedArticle.model_validate(c.to_json()) for c in answer.related]
-        return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=related)
+        return Cited(answer=answer.answer, references="", citations=[], sentences=[], related=list(answer.related))
     citations = []
     sources: list[list[str]] = []
     for n, c in enumerate(answer.citations, 1):
         sents = split_sentences(c.text)
         sources.append(sents)
-        citations.append(CitationOut(**c.to_json(), index=n, sentences=sents))
+        citations.append(CitedSource(c, n, sents))
     flat = [(n, i, s) for n, sents in enumerate(sources, 1) for i, s in enumerate(sents)]
     if answer.structured:
         out_sentences, text = _structured_sentences(answer, citations, flat, threshold)
@@ -130,7 +183,7 @@ def _support(scores: list[float], flat: list[tuple[int, int, str]], threshold: f
 
 
 def _attributed_sentences(
-    answer: Answer, citations: list[CitationOut], flat, threshold: float
+    answer: Answer, citations: list[CitedSource], flat, threshold: float
 ) -> tuple[list[SentenceSupport], str]:
     """A text answer: each sentence marked with the citation whose sentences support it best (if any)."""
     out_sentences = []
@@ -176,7 +229,7 @@ def _attributed_sentences(
 
 
 def _structured_sentences(
-    answer: Answer, citations: list[CitationOut], flat, threshold: float
+    answer: Answer, citations: list[CitedSource], flat, threshold: float
 ) -> tuple[list[SentenceSupport], str]:
     """A structured answer: each sentence marked with the sources the model gave it (numbered as the
     citations, in order of first mention); its support, the sentences of its first source it rests on."""

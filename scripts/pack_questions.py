@@ -1,0 +1,154 @@
+"""Pack the questions writers wrote per article into the question set wetqa ships.
+
+    .venv/bin/python scripts/pack_questions.py WRITERS_DIR [--out retrieval/questions-272.jsonl.gz]
+
+WRITERS_DIR holds what the writing round produced (docs/questions.md says how it was run):
+- ``keys.json``: each article id of the batches -> its law id, label, version date and text hash;
+- ``skipped_auto.json``: the articles left out before writing, with the reason (citation titles, entry into
+  force, amending clauses, preambles);
+- ``out/bNNN.jsonl``: per batch, one line per article: ``{"id", "questions": [...]}`` or ``{"id", "skip"}``;
+- ``regs/keys.json`` and ``regs/out/rNNN.jsonl`` (when there): the questions about whole regulations (what each
+  is for), one line per regulation, packed as rows without an article (keyed by the regulation's id and version).
+
+Every question is checked (:func:`wetqa.retrieval.questions.checked`: Dutch, a question, no article number,
+4-45 words) and deduplicated (within an article, and across the set: a question written for two articles says
+nothing about either); the report (stdout, JSON) counts articles, questions, skips by reason and by law.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from wetqa.retrieval.questions import SKIP_REASONS, ArticleQuestions, QuestionSet, checked, normalised
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pack(folder: Path) -> tuple[QuestionSet, dict]:
+    keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+    rows: list[ArticleQuestions] = []
+    report: dict = {"dropped": Counter(), "skips": Counter(), "by_law": defaultdict(Counter)}
+    seen_where: dict[str, str] = {}
+    written: dict[str, tuple[str, dict]] = {}
+    for out in sorted((folder / "out").glob("b*.jsonl")):
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                report["dropped"]["a line that is not JSON"] += 1
+                continue
+            if rec.get("id") in keys:
+                written[rec["id"]] = (out.stem, rec)
+    # Questions written for two articles are dropped from both: count first, then keep.
+    counts = Counter(normalised(q) for _, rec in written.values() for q in set(rec.get("questions") or []))
+    for aid, (batch, rec) in sorted(written.items()):
+        key = keys[aid]
+        base = {"law_id": key["law_id"], "article": key["article"], "version_date": key["version_date"],
+                "text_hash": key["text_hash"][:16], "writer": f"helper:{batch}"}  # fmt: skip
+        law = key.get("law") or key["law_id"]
+        skip = rec.get("skip")
+        if skip:
+            reason = skip if skip in SKIP_REASONS else "technisch"
+            rows.append(ArticleQuestions(**base, skip=reason))
+            report["skips"][reason] += 1
+            report["by_law"][law][f"skip:{reason}"] += 1
+            continue
+        unique = [q for q in rec.get("questions") or [] if counts[normalised(q)] == 1]
+        report["dropped"]["written for two articles"] += len(rec.get("questions") or []) - len(unique)
+        kept, dropped = checked(unique)
+        for d in dropped:
+            report["dropped"][d.split(":")[0]] += 1
+        for q in kept:
+            seen_where.setdefault(normalised(q), aid)
+        if kept:
+            rows.append(ArticleQuestions(**base, questions=tuple(kept)))
+            report["by_law"][law]["articles"] += 1
+            report["by_law"][law]["questions"] += len(kept)
+        else:
+            report["dropped"]["an article left without questions"] += 1
+    for key in json.loads((folder / "skipped_auto.json").read_text(encoding="utf-8")):
+        reason = key["skip"]
+        rows.append(ArticleQuestions(key["law_id"], key["article"], key["version_date"], key["text_hash"][:16],
+                                     writer="rule", skip=reason))  # fmt: skip
+        report["skips"][reason] += 1
+        report["by_law"][key.get("law") or key["law_id"]][f"skip:{reason}"] += 1
+    regulations = _regulations(folder / "regs", report)
+    rows += regulations
+    qset = QuestionSet(rows)
+    with_q = [r for r in qset.rows if r.questions]
+    summary = {
+        "articles_with_questions": len(with_q),
+        "questions": len(qset),
+        "articles_skipped": sum(report["skips"].values()),
+        "articles_not_written": len(keys) - len(written),
+        "skips": dict(report["skips"]),
+        "dropped": dict(report["dropped"]),
+        "questions_per_article": round(len(qset) / max(len(with_q), 1), 2),
+        "regulations_with_questions": sum(1 for r in regulations if r.questions),
+        "regulation_questions": sum(len(r.questions) for r in regulations),
+        "regulations_skipped": sum(1 for r in regulations if r.skip),
+        "by_law": {law: dict(c) for law, c in sorted(report["by_law"].items())},
+    }
+    return qset, summary
+
+
+def _regulations(folder: Path, report: dict) -> list[ArticleQuestions]:
+    """The questions about whole regulations (rows without an article), checked as the articles' are."""
+    from wetqa.retrieval.questions import text_hash
+
+    if not (folder / "keys.json").is_file():
+        return []
+    keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+    out = []
+    written: dict[str, tuple[str, dict]] = {}
+    for path in sorted((folder / "out").glob("r*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("id") in keys:
+                written.setdefault(rec["id"], (path.stem, rec))
+    # A question written for two regulations (the yearly levies of one body, say) says nothing about either.
+    counts = Counter(normalised(q) for _, rec in written.values() for q in set(rec.get("questions") or []))
+    for rid, (batch, rec) in sorted(written.items()):
+        key = keys[rid]
+        base = {"law_id": key["law_id"], "article": "", "version_date": key["version_date"],
+                "text_hash": text_hash(f"{key['law_id']}@{key['version_date']}"), "writer": f"helper:{batch}"}  # fmt: skip
+        if rec.get("skip"):
+            out.append(ArticleQuestions(**base, skip=rec["skip"] if rec["skip"] in SKIP_REASONS else "technisch"))
+            continue
+        unique = [q for q in rec.get("questions") or [] if counts[normalised(q)] == 1]
+        report["dropped"]["regulation: written for two regulations"] += len(rec.get("questions") or []) - len(unique)
+        kept, dropped = checked(unique)
+        for d in dropped:
+            report["dropped"]["regulation: " + d.split(":")[0]] += 1
+        if kept:
+            out.append(ArticleQuestions(**base, questions=tuple(kept)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("writers", type=Path)
+    parser.add_argument("--out", type=Path, default=ROOT / "retrieval" / "questions-272.jsonl.gz")
+    parser.add_argument("--report", type=Path, help="write the report (JSON) here too")
+    args = parser.parse_args(argv)
+    qset, summary = pack(args.writers)
+    qset.write(args.out)
+    text = json.dumps(summary, indent=2, ensure_ascii=False)
+    if args.report:
+        args.report.write_text(text + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in summary.items() if k != "by_law"}, indent=2, ensure_ascii=False))
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

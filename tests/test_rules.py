@@ -1,0 +1,44 @@
+"""The hand-written rules about Dutch legal language are data (retrieval/rules/*.tsv), each hashed into a run's
+identity: a run notices when one changes."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wetqa.retrieval import rules
+
+pytestmark = pytest.mark.unit
+
+
+def test_every_rule_file_is_read_and_none_is_left_in_code():
+    from wetqa.retrieval import conversation, dutch
+    from wetqa.retrieval.ranking import candidates, confidence
+
+    assert dutch.CONVENTIONAL["awb"] == "algemene wet bestuursrecht"
+    assert "wanneer" in dutch.QUESTION_FRAMES and "wetboek van strafrecht" in dutch.KNOWN_TITLES
+    assert candidates.KIND_GROUPS["amvb"][0] == "AMvB" and "the" in confidence._ENGLISH
+    assert conversation._SWITCH.match("iets anders: hoe zit het met de AOW?")
+    listed = {p.name for p in Path(rules.__file__).parent.glob("*.tsv")}
+    assert listed == set(rules.FILES)  # a rules file no digest covers would change answers unnoticed
+    for name in rules.FILES:
+        assert rules.rows(name), name
+
+
+def test_a_changed_rule_changes_the_runs_identity(tmp_path, monkeypatch):
+    from wetqa.retrieval.pipeline import model_digests
+
+    before = model_digests()
+    assert set(before["rules"]) == set(rules.FILES)
+    copy = tmp_path / "rules"
+    shutil.copytree(Path(rules.__file__).parent, copy)
+    with open(copy / "question_frames.tsv", "a", encoding="utf-8") as fh:
+        fh.write("eigenlijk\n")
+    monkeypatch.setattr(rules.resources, "files", lambda package: copy)
+    after = model_digests()["rules"]
+    assert after["question_frames.tsv"] != before["rules"]["question_frames.tsv"]
+    assert {k: v for k, v in after.items() if k != "question_frames.tsv"} == {
+        k: v for k, v in before["rules"].items() if k != "question_frames.tsv"
+    }
