@@ -5,7 +5,7 @@ to the ranking, the abstention and the cost, in one run.
                               [--quality-only] [--smoke]
 
 Printed:
-- **the set**: questions, articles and laws of the shipped question set (``retrieval/questions-272.jsonl.gz``),
+- **the set**: questions, articles and laws of the shipped question set (``retrieval/questions.jsonl.gz``),
   the articles left out by reason, how many of the index's articles it covers, and how it was written
   (``bench/data/questions_round.json``: writers, batches, hours);
 - **ranking, cross-validated** (``wetqa fit ranking``, 5 folds over every question set of ``bench/data`` that

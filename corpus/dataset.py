@@ -92,7 +92,7 @@ class _QARecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
     id: StrictStr | StrictInt | None = None
     # A single question, or a conversation (``messages``: chat messages, the last user message the question).
-    question: StrictStr | None = None
+    question: StrictStr | None = Field(default=None, min_length=1)
     messages: list[_Message] = []
     answer: StrictStr | None = ""
     articles: list[_GoldRecord] = []

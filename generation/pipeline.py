@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncGenerator, Generator, Iterator, MutableSequence, Sequence
 from dataclasses import replace
 
-from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k
+from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k, check_retriever
 
 from ._base import (
     Answer,
@@ -288,6 +288,7 @@ class Pipeline:
     ):
         """``min_confidence``: abstain below it (0: always answer; None: the calibrated threshold)."""
         check_backend(backend)
+        check_retriever(retriever)
         self.retriever = retriever
         self.backend = backend
         self.k = check_k(k)
@@ -318,7 +319,7 @@ class Pipeline:
             rankings = rank(self.retriever, qs, self.k, threads, scope, contexts)
         except RetrievalError as exc:
             raise GenerationError(str(exc)) from None
-        day = scope.date if scope is not None else getattr(getattr(self.retriever, "scope", None), "date", None)
+        day = scope.date if scope is not None else self.retriever.scope.date if self.retriever.scope else None
         built = []
         for q, r in zip(qs, rankings):
             asked = r.context.standalone(q) if r.context is not None else q
@@ -411,8 +412,8 @@ class Pipeline:
             conversation = Conversation.of(messages)
         except ConversationError as exc:
             raise GenerationError(str(exc)) from None
-        features = getattr(self.retriever, "features", None)
-        return conversation, conversation.context(getattr(features, "law_names", None))
+        features = self.retriever.features
+        return conversation, conversation.context(features.law_names if features is not None else None)
 
     def stream(
         self, question: str, sampling: Sampling | None = None

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 from wetqa._lazy import lazy
 
 _EXPORTS = {
-    **dict.fromkeys(["Hit", "InvalidSetting", "RetrievalError", "Retriever", "chunks_of", "warm_up"], "._base"),
+    **dict.fromkeys(
+        ["Hit", "InvalidSetting", "RetrievalError", "Retriever", "RetrieverBase", "chunks_of", "warm_up"], "._base"
+    ),
     **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".engines.fusion"),
     **dict.fromkeys(["build_index", "index_identity", "read_index_meta"], ".engines.index"),
     **dict.fromkeys(["RetrievalSpec", "open_index", "open_retriever"], ".spec"),
@@ -22,7 +24,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from ._base import Hit, InvalidSetting, RetrievalError, Retriever, chunks_of, warm_up
+    from ._base import Hit, InvalidSetting, RetrievalError, Retriever, RetrieverBase, chunks_of, warm_up
     from .engines.fusion import HybridRetriever, interpolate, rrf
     from .engines.index import build_index, index_identity, read_index_meta
     from .pipeline import Ranking, RetrievalPipeline

@@ -131,6 +131,47 @@ class Retriever(Protocol):
         ...
 
 
+class RetrieverBase:
+    """What every retriever of wetqa declares: the scope, the server, the pipeline and the citing stage read these,
+    never probe for them (a retriever of one's own subclasses this, or declares the same)."""
+
+    name: str = ""
+    # The chunk store behind its hits (an index's own; a hybrid's and a pipeline's first index's).
+    chunks: Any = None
+    # Its components (a hybrid's retrievers, a pipeline's indexes): warmed with it.
+    retrievers: Sequence[Any] = ()
+    # The law table a scope masks by (an index that keeps one; a pipeline's first index's), or None.
+    laws: Any = None
+    # It encodes questions with a model (a dense index): a server then searches in a worker thread.
+    calls_model: bool = False
+    # An articles pipeline's candidate features (its law names read a conversation), and the pipeline's own
+    # scope (--date, --kind ...): None for others.
+    features: Any = None
+    scope: Any = None
+
+    # Cheap enough for a server's event loop (numpy, a millisecond); its registry entry says the same.
+    inline: bool = False
+
+    def warm(self) -> None:
+        """What a long-lived process prepares before its first questions (compiled search kernels)."""
+        for each in self.retrievers:
+            each.warm()
+
+
+DECLARED = ("name", "chunks", "retrievers", "laws", "calls_model", "features", "scope", "inline", "warm")
+
+
+def check_retriever(retriever) -> None:
+    """A retriever declares what the pipeline reads (:class:`RetrieverBase`): one line naming what it does not,
+    where it is handed to a pipeline (it is never probed for it afterwards)."""
+    missing = [name for name in DECLARED if not hasattr(retriever, name)]
+    if missing:
+        raise TypeError(
+            f"the retriever {type(retriever).__name__} does not declare {', '.join(missing)}: subclass "
+            "wetqa.retrieval.RetrieverBase (its defaults) or declare them"
+        )
+
+
 def search_in(retriever, queries: Sequence[str], k: int, threads: int = 1, scope=None) -> list[list[Hit]]:
     """``retriever.batch_search`` in a scope; without one, called as a retriever of any kind takes it
     (a registered retriever written before scopes existed has no ``scope`` parameter)."""
@@ -140,16 +181,9 @@ def search_in(retriever, queries: Sequence[str], k: int, threads: int = 1, scope
 
 
 def warm_up(retriever) -> None:
-    """Prepare what a long-lived process should not pay for on its first questions (compiled search
-    kernels): every retriever of a pipeline that has a ``warm`` method, wrapped ones included."""
-    warm = getattr(retriever, "warm", None)
-    if callable(warm):
-        warm()
-    inner = getattr(retriever, "retriever", None)
-    if inner is not None:
-        warm_up(inner)
-    for each in getattr(retriever, "retrievers", None) or ():
-        warm_up(each)
+    """Prepare what a long-lived process should not pay for on its first questions (compiled search kernels):
+    the retriever and its components (:meth:`RetrieverBase.warm`)."""
+    retriever.warm()
 
 
 def check_query(query: str) -> str:
@@ -191,15 +225,10 @@ def check_depth(depth: int) -> int:
 
 
 def chunks_of(retriever) -> list[Chunk]:
-    """The chunk list behind any retriever: an index, a hybrid (its first component) or a re-ranked one."""
-    while True:
-        chunks = getattr(retriever, "chunks", None)
-        if chunks is not None:
-            return chunks
-        inner = getattr(retriever, "retriever", None) or next(iter(getattr(retriever, "retrievers", [])), None)
-        if inner is None:
-            raise RetrievalError(f"cannot find the chunks behind retriever {getattr(retriever, 'name', retriever)!r}")
-        retriever = inner
+    """The chunk store behind any retriever (it declares it: :attr:`RetrieverBase.chunks`)."""
+    if retriever.chunks is None:
+        raise RetrievalError(f"the retriever {retriever.name!r} declares no chunks behind its hits")
+    return retriever.chunks
 
 
 def minmax(x: np.ndarray) -> np.ndarray:

@@ -158,13 +158,8 @@ class ConversationError(RetrievalError):
 def contexts_of(items: Sequence, retriever) -> list[Context | None]:
     """The conversation context of each dataset item (a ``QAItem`` whose ``messages`` hold a conversation; None
     for a single question), read against the retriever's law names (an articles pipeline's)."""
-    features = getattr(retriever, "features", None)
-    law_names = getattr(features, "law_names", None)
-    out: list[Context | None] = []
-    for item in items:
-        messages = getattr(item, "messages", None)
-        out.append(Conversation.of(messages).context(law_names) if messages else None)
-    return out
+    law_names = retriever.features.law_names if retriever.features is not None else None
+    return [Conversation.of(item.messages).context(law_names) if item.messages else None for item in items]
 
 
 def content_words(text: str) -> list[str]:

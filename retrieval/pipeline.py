@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._base import Hit, Ranking, RetrievalError, Retriever, check_k, check_query
+from ._base import Hit, Ranking, RetrievalError, Retriever, RetrieverBase, check_k, check_query
 from .ranking.stage import Stage
 from .scope import DEFAULT_SCOPE, Scope
 
 log = logging.getLogger("wetqa.retrieval")
 
 
-class RetrievalPipeline:
+class RetrievalPipeline(RetrieverBase):
     """The stages of one retrieval, run in order over a batch of questions."""
 
     def __init__(
@@ -67,11 +67,7 @@ class RetrievalPipeline:
         """Cheap enough for a server's event loop: every engine registered ``inline`` (numpy, a millisecond)
         and no stage that calls a model (a stage that does not say calls one: a reader, a re-ranker, dense
         re-scoring). Model calls run in worker threads, where one request's new passages hold up no other."""
-        from .registry import retrievers
-
-        known = retrievers()
-        engines_inline = all(e.name in known and known[e.name].inline for e in self.engines)
-        return engines_inline and not any(s.calls_model for s in self.stages)
+        return all(e.inline for e in self.engines) and not any(s.calls_model for s in self.stages)
 
     @property
     def index(self):
@@ -81,9 +77,7 @@ class RetrievalPipeline:
     @property
     def laws(self):
         """The law table of the first index (what a scope masks by), or None."""
-        from .scope import law_table_of
-
-        return law_table_of(self.index)
+        return self.index.laws if self.index is not None else None
 
     def rank(
         self,
@@ -333,7 +327,7 @@ def _article_parts(index, path: Path, dense_model: str | None, questions: bool =
     from .ranking.candidates import RELATION_FEATURES, CandidateFeatures, model_for_key, model_key
     from .scope import holds_whole_bwb
 
-    laws = getattr(index, "laws", None)
+    laws = index.laws
     whole = laws is not None and holds_whole_bwb(laws.held)
     view = QuestionsView.load(path, index) if questions else None
     key = model_key(dense=dense_model is not None, whole=whole, questions=view is not None)

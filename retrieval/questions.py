@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ._base import RetrievalError
 
-SHIPPED = "questions-272.jsonl.gz"  # package data of wetqa.retrieval
+SHIPPED = "questions.jsonl.gz"  # package data of wetqa.retrieval
 NO_QUESTIONS = "none"  # --questions none
 # Why an article has no questions (a writer says which): it states no rule a person could ask about.
 SKIP_REASONS = (

@@ -332,14 +332,7 @@ class ChunkScope:
 def law_table_of(retriever) -> LawTable | None:
     """The law table behind a retriever: an index's own (an articles index's, or the one a chunk retriever
     masks its chunks by), or a pipeline's first index's."""
-    laws = getattr(retriever, "laws", None)
-    if isinstance(laws, LawTable):
-        return laws
-    scoped = getattr(retriever, "scoped", None)  # a chunk retriever's (bm25s, Pyserini, dense)
-    if isinstance(scoped, ChunkScope):
-        return scoped.laws
-    index = getattr(retriever, "index", None)  # a retrieval pipeline's first index
-    return law_table_of(index) if index is not None and index is not retriever else None
+    return retriever.laws  # declared (retrieval._base.RetrieverBase)
 
 
 def check_scope(retriever, scope: Scope) -> None:

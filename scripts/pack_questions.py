@@ -1,6 +1,6 @@
 """Pack the questions writers wrote per article into the question set wetqa ships.
 
-    .venv/bin/python scripts/pack_questions.py WRITERS_DIR [--out retrieval/questions-272.jsonl.gz]
+    .venv/bin/python scripts/pack_questions.py WRITERS_DIR [--out retrieval/questions.jsonl.gz]
 
 WRITERS_DIR holds what the writing round produced (docs/questions.md says how it was run):
 - ``keys.json``: each article id of the batches -> its law id, label, version date and text hash;
@@ -137,7 +137,7 @@ def _regulations(folder: Path, report: dict) -> list[ArticleQuestions]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("writers", type=Path)
-    parser.add_argument("--out", type=Path, default=ROOT / "retrieval" / "questions-272.jsonl.gz")
+    parser.add_argument("--out", type=Path, default=ROOT / "retrieval" / "questions.jsonl.gz")
     parser.add_argument("--report", type=Path, help="write the report (JSON) here too")
     args = parser.parse_args(argv)
     qset, summary = pack(args.writers)

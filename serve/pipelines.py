@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from wetqa.generation import Pipeline, PipelineSpec
 from wetqa.retrieval import read_index_meta
-from wetqa.retrieval.registry import retrievers
 
 from .protocol import ModelCard
 
@@ -25,12 +24,7 @@ class ServedPipeline:
         (:attr:`RetrievalPipeline.inline`), or a retriever registered as ``inline`` (numpy, a millisecond)."""
         if self.pipeline is None:
             return False
-        inline = getattr(self.pipeline.retriever, "inline", None)
-        if isinstance(inline, bool):
-            return inline
-        known = retrievers()
-        names = [r.name for r in getattr(self.pipeline.retriever, "retrievers", [self.pipeline.retriever])]
-        return all(n in known and known[n].inline for n in names)
+        return self.pipeline.retriever.inline
 
     @property
     def inline(self) -> bool:

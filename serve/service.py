@@ -337,7 +337,7 @@ class ChatService:
     def scoped(self, req: ChatRequest | SearchRequest, served: ServedPipeline) -> tuple[ScopedPipeline, Scope]:
         """The served pipeline asked in the request's scope (its date, kinds, laws, jurisdiction over the
         pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
-        base = getattr(served.loaded.retriever, "scope", None) or DEFAULT_SCOPE
+        base = served.loaded.retriever.scope or DEFAULT_SCOPE
         try:
             scope = req.to_scope(base)
             check_scope(served.loaded.retriever, scope)

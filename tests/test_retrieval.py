@@ -170,13 +170,19 @@ def test_chunks_behind_any_retriever(fixture_corpus, tmp_path):
     hybrid = open_retriever([tmp_path / "a", tmp_path / "a"])
     assert [c.id for c in chunks_of(hybrid)] == [c.id for c in base.chunks]  # its first component's chunks
 
-    class Wrapped:  # the shape of RerankedRetriever: one inner retriever
+    from wetqa.retrieval import RetrieverBase
+
+    class Wrapped(RetrieverBase):  # a retriever of one's own declares the chunks behind its hits
         name = "wrapped"
-        retriever = base
+        chunks = base.chunks
 
     assert chunks_of(Wrapped()) is base.chunks
-    with pytest.raises(RetrievalError, match="cannot find the chunks"):
-        chunks_of(object())
+
+    class Bare(RetrieverBase):
+        name = "bare"
+
+    with pytest.raises(RetrievalError, match="declares no chunks"):
+        chunks_of(Bare())
 
 
 @pytest.mark.unit

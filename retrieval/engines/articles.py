@@ -28,7 +28,7 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from .._base import DamagedIndex, Hit, RetrievalError, check_k, check_query
+from .._base import DamagedIndex, Hit, RetrievalError, RetrieverBase, check_k, check_query
 from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
 from ..kernels.maxscore import MaxScoreRanker, block_files, write_bounds
 from ..kernels.selection import ImpactIndex, dense_scores
@@ -145,8 +145,9 @@ class ArticleBuilder:
         write_bounds(self.out, maps)
 
 
-class ArticleRetriever:
+class ArticleRetriever(RetrieverBase):
     name = "articles"
+    inline = True
 
     def __init__(
         self,
@@ -372,6 +373,6 @@ register(
         cls=ArticleRetriever,
         options=ArticleOptions,
         description="ranks whole articles: chunk, whole-article and heading BM25 views fused (the default)",
-        inline=True,
+        inline=ArticleRetriever.inline,
     )
 )

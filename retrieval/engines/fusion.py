@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._base import Hit, RetrievalError, Retriever, check_k, minmax, search_in
+from .._base import Hit, RetrievalError, Retriever, RetrieverBase, check_k, minmax, search_in
 from ..scope import Scope
 
 
@@ -61,7 +61,7 @@ def interpolate(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k: 
     return [_fused(first[i], scores[i], r, "hybrid-interpolate", article.get(i)) for r, i in enumerate(order, 1)]
 
 
-class HybridRetriever:
+class HybridRetriever(RetrieverBase):
     """Fuse any two or more retrievers; each contributes its top ``depth`` hits."""
 
     def __init__(
@@ -84,6 +84,13 @@ class HybridRetriever:
         self.depth = depth
         self.rrf_k = rrf_k
         self.name = "hybrid(" + "+".join(r.name for r in retrievers) + f";{method})"
+        self.chunks = self.retrievers[0].chunks  # hits are cited from the first index's store
+        self.laws = self.retrievers[0].laws
+        self.calls_model = any(r.calls_model for r in self.retrievers)
+
+    @property
+    def inline(self) -> bool:
+        return all(r.inline for r in self.retrievers)
 
     def _fuse(self, rankings: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
         if self.method == "rrf":

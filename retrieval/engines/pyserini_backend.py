@@ -23,7 +23,7 @@ from pathlib import Path
 from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
-from .._base import Hit, RetrievalError, check_k, check_query
+from .._base import Hit, RetrievalError, RetrieverBase, check_k, check_query
 from ..registry import RetrieverInfo, register
 from ..scope import ChunkScope, Scope
 from .store import ChunkStore
@@ -137,8 +137,12 @@ class PyseriniBuilder:
         shutil.rmtree(self.docs)
 
 
-class PyseriniRetriever:
+class PyseriniRetriever(RetrieverBase):
     name = "bm25"
+
+    @property
+    def laws(self):
+        return self.scoped.laws  # the law table its chunks are masked by
 
     def __init__(self, searcher, store: ChunkStore, options: dict):
         import threading

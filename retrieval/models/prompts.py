@@ -38,6 +38,7 @@ class PrefixedEncoder:
     of concurrent requests into one model call. A subclass gives ``dim`` and ``_encode``."""
 
     dim: int
+    passage_variant = ""  # the model itself (an ONNX export's int8 graph names its own)
 
     def _use_family(self, model: str, prompts: dict[str, str] | None = None) -> None:
         self.query_prefix, self.passage_prefix = prefixes(model, prompts)

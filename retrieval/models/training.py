@@ -108,7 +108,7 @@ def train_reader(
         raise RetrievalError(f"--minutes must be positive, got {minutes:g}")
     source = resolve_reader(model)
     index = load_index(index_path)
-    if getattr(index, "laws", None) is None:
+    if index.laws is None:
         raise RetrievalError(f"{index_path}: training the reader needs an articles index (its articles' texts)")
     encoder = SentenceTransformerEncoder(source, max_length=max_tokens, device="cpu")
     rows = triplets(data, index, encoder)

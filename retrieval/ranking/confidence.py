@@ -81,7 +81,10 @@ class SignalContext:
     the law names the ranking knows (or None: made once from the index's law table)."""
 
     def __init__(self, index, law_names=None):
-        self.index = index if index is not None and hasattr(index, "views") else None
+        from ..engines.articles import ArticleRetriever
+
+        # The signals read an articles index's views and vocabulary; any other retriever gives none.
+        self.index = index if isinstance(index, ArticleRetriever) else None
         self._law_names = law_names
 
     @property
@@ -89,7 +92,7 @@ class SignalContext:
         if self._law_names is None and self.index is not None:
             from ..dutch import LawNames
 
-            laws = getattr(self.index, "laws", None)
+            laws = self.index.laws
             self._law_names = LawNames(
                 laws.records if laws is not None else [{"title": t, "law_id": t} for t in law_titles(self.index)]
             )
@@ -155,7 +158,7 @@ def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[
     index = context.index
     if index is None:
         return out
-    out["articles"] = 1.0 if getattr(index, "name", "") == "articles" else 0.0  # which models apply
+    out["articles"] = 1.0  # which models apply (the signals read an articles index: SignalContext)
     tokens = index.analyzer.tokens(question)
     frames = frame_terms()
     content = list(dict.fromkeys(t for t in tokens if t not in frames and len(t) > 1))
@@ -198,7 +201,7 @@ def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[
         out["law_share"] = float(f["f_law_share"])
     if "f_title" in f:
         out["title"] = float(f["f_title"])
-    laws = getattr(index, "laws", None)
+    laws = index.laws
     out["whole"] = 1.0 if laws is not None and holds_whole_bwb(laws.held) else 0.0
     return out
 

@@ -159,7 +159,7 @@ def prepare(
     if dense and not model:
         return None
     index = load_index(path)
-    laws = getattr(index, "laws", None)
+    laws = index.laws
     if laws is None:
         raise RetrievalError(f"{path}: fitting needs an articles index (its law table)")
     held = set(laws.ids)

@@ -111,7 +111,7 @@ class Reader:
             raise RetrievalError(f"reader dimension {dim} is not a Matryoshka size of {model} (at most {full})")
         self.dim = dim or full
         self.max_tokens = max_tokens
-        self.cache = cache_for(self.path, full, getattr(self.encoder, "passage_variant", "") or f"@{max_tokens}")
+        self.cache = cache_for(self.path, full, self.encoder.passage_variant or f"@{max_tokens}")
         self._formatted = _Formatted(self.encoder)
 
     def identity(self) -> dict:
@@ -119,7 +119,7 @@ class Reader:
         from ..models.vectors import model_identity
 
         return {"model": self.model, "path": model_identity(self.path), "weights": self.cache.weights,
-                "max_tokens": self.max_tokens, "dim": self.dim, "variant": getattr(self.encoder, "passage_variant", "")}  # fmt: skip
+                "max_tokens": self.max_tokens, "dim": self.dim, "variant": self.encoder.passage_variant}  # fmt: skip
 
     def _cut(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -137,8 +137,8 @@ class Reader:
     def view_prompts(self) -> list[str]:
         """The prompts a question is read with: the query prompt, and the sentence-similarity prompt when the
         model declares one."""
-        query = str(getattr(self.encoder, "query_prefix", ""))
-        similar = (getattr(self.encoder, "prompts", None) or {}).get(SIMILARITY_PROMPT)
+        query = self.encoder.query_prefix
+        similar = self.encoder.prompts.get(SIMILARITY_PROMPT)
         return [query] + ([similar] if similar and similar != query else [])
 
     def views(self, questions: Sequence[str]) -> np.ndarray:
@@ -147,10 +147,7 @@ class Reader:
         prompts = self.view_prompts
         if not questions:
             return np.empty((0, len(prompts), self.dim), dtype=np.float32)
-        encode = getattr(self.encoder, "encode_prompted", None)
-        if encode is None:  # an encoder that takes no prompt of ours: its query vector is the one view
-            return self._cut(self.encoder.encode_queries(questions))[:, None, :]
-        flat = self._cut(encode([p + q for p in prompts for q in questions]))
+        flat = self._cut(self.encoder.encode_prompted([p + q for p in prompts for q in questions]))
         return flat.reshape(len(prompts), len(questions), -1).transpose(1, 0, 2)
 
     def documents(self, texts: Sequence[str], titles: Sequence[str], progress: bool = False,

@@ -245,7 +245,7 @@ def _reader(argument: str | None, depth: int, complete, spec=None):
 
     model = argument or (spec.reader_model if spec is not None else None) or DEFAULT_READER
     tokens = spec.read_tokens_or_default if spec is not None else READ_TOKENS
-    return HitReader(Reader(model, max_tokens=tokens, dim=getattr(spec, "reader_dim", None)), depth)
+    return HitReader(Reader(model, max_tokens=tokens, dim=spec.reader_dim if spec is not None else None), depth)
 
 
 def _listwise(argument: str | None, depth: int, complete, spec=None) -> ListwiseStage:

@@ -83,9 +83,7 @@ class SearchStage(Stage):
             r.hits = list(hits)
 
     def warm(self) -> None:
-        from .._base import warm_up
-
-        warm_up(self.retriever)
+        self.retriever.warm()
 
 
 class FusionStage(Stage):
@@ -99,7 +97,7 @@ class FusionStage(Stage):
         self.hybrid = hybrid
         self.name = hybrid.name
         # A dense engine among those fused encodes its questions with a model.
-        self.calls_model = any(getattr(r, "encoder", None) is not None for r in hybrid.retrievers)
+        self.calls_model = hybrid.calls_model
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
         found = self.hybrid.batch_search([r.question for r in rankings], need, threads, scope)
@@ -107,10 +105,7 @@ class FusionStage(Stage):
             r.hits = list(hits)
 
     def warm(self) -> None:
-        for each in self.hybrid.retrievers:
-            warm = getattr(each, "warm", None)
-            if callable(warm):
-                warm()
+        self.hybrid.warm()
 
 
 class ArticleCandidates(Stage):
