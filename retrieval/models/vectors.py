@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -22,6 +24,28 @@ from .encoders import Encoder
 
 def _key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8")).digest()
+
+
+log = logging.getLogger("wetqa.retrieval")
+
+
+def _packed(vector: np.ndarray) -> bytes:
+    """A vector as a row holds it: its float32 bytes and their CRC-32 (a row whose bytes changed is not served)."""
+    data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+    return data + zlib.crc32(data).to_bytes(4, "little")
+
+
+def _unpacked(blob: bytes, dim: int) -> np.ndarray | None:
+    """The vector of a row, or None when its bytes do not check (a cache of an older wetqa: no checksum)."""
+    size = 4 * dim
+    if len(blob) == size + 4:
+        data = blob[:size]
+        if zlib.crc32(data).to_bytes(4, "little") != blob[size:]:
+            return None
+        return np.frombuffer(data, dtype=np.float32)
+    if len(blob) == size:
+        return np.frombuffer(blob, dtype=np.float32)
+    return None
 
 
 class EmbeddingCache:
@@ -62,13 +86,72 @@ class EmbeddingCache:
         self._readers = threading.local()  # each thread reads through its own connection (WAL: never blocked)
         self._encoding: dict[bytes, Future] = {}  # texts some request is encoding now, by key
         self._encoding_lock = threading.Lock()
-        self.db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        self.memory = False  # the file cannot be written: this process keeps its vectors in memory
+        self._generation = 0  # bumped when the file is set aside: readers' connections to it are reopened
+        try:
+            self.db = self._open()
+        except sqlite3.DatabaseError as exc:
+            self.db = self._replace(exc)
         if stale:
             self.db.execute("DELETE FROM vectors")  # wetqa's own cache: the vectors of the weights before
         self.db.commit()
         self._take_over_legacy()
+
+    @property
+    def path(self) -> Path:
+        return self.folder / self.FILE
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+            db.commit()
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc) and "read-only" not in str(exc):
+                db.close()
+                raise
+            db.close()
+            log.warning(
+                "wetqa: warning: the vector cache %s cannot be written (%s): this process keeps its vectors in memory",
+                self.path, exc,
+            )  # fmt: skip
+            return self._in_memory()
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _in_memory(self) -> sqlite3.Connection:
+        self.memory = True
+        db = sqlite3.connect(":memory:", check_same_thread=False)
+        db.execute("CREATE TABLE vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
+        return db
+
+    def _replace(self, exc: BaseException) -> sqlite3.Connection:
+        """The cache file is damaged or not a vector cache: named, set aside (``.damaged``, never deleted) and
+        made again empty, so its vectors are encoded again; never served, never an internal error."""
+        what = "not a vector cache" if "not a database" in str(exc) else "damaged"
+        aside = self.path.with_name(self.FILE + ".damaged")
+        log.warning(
+            "wetqa: warning: the vector cache %s is %s (%s): set aside as %s and made again (its vectors are "
+            "encoded again)", self.path, what, exc, aside.name,
+        )  # fmt: skip
+        old = getattr(self, "db", None)
+        if old is not None:
+            old.close()
+        self._generation += 1
+        try:
+            self.path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                side = self.path.with_name(self.FILE + suffix)
+                if side.exists():
+                    side.replace(aside.with_name(aside.name + suffix))
+            return self._open()
+        except (OSError, sqlite3.DatabaseError) as again:
+            log.warning("wetqa: warning: the vector cache %s cannot be made again (%s): vectors kept in memory",
+                        self.path, again)  # fmt: skip
+            return self._in_memory()
 
     def _take_over_legacy(self) -> None:
         keys_path, vec_path = self.folder / "keys.txt", self.folder / "vectors.f32"
@@ -87,22 +170,40 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         with self.lock:
-            return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            try:
+                return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                self.db = self._replace(exc)
+                return 0
 
     def _reader(self) -> sqlite3.Connection:
-        db = getattr(self._readers, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.folder / self.FILE, timeout=60, check_same_thread=False)
-            self._readers.db = db
+        if self.memory:
+            return self.db
+        db, generation = getattr(self._readers, "db", None), getattr(self._readers, "generation", -1)
+        if db is None or generation != self._generation:
+            db = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+            self._readers.db, self._readers.generation = db, self._generation
         return db
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The cached vectors of these keys that check (a row whose bytes changed is left out: encoded again);
+        a cache file SQLite calls damaged is set aside and made again."""
         found: dict[bytes, np.ndarray] = {}
-        for start in range(0, len(keys), 500):
-            part = keys[start : start + 500]
-            sql = f"SELECT key, v FROM vectors WHERE key IN ({','.join('?' * len(part))})"
-            for k, v in self._reader().execute(sql, part):
-                found[k] = np.frombuffer(v, dtype=np.float32)
+        try:
+            for start in range(0, len(keys), 500):
+                part = keys[start : start + 500]
+                sql = f"SELECT key, v FROM vectors WHERE key IN ({','.join('?' * len(part))})"
+                with self.lock if self.memory else _NO_LOCK:
+                    rows = self._reader().execute(sql, part).fetchall()
+                for k, v in rows:
+                    vector = _unpacked(v, self.dim)
+                    if vector is not None:
+                        found[k] = vector
+        except sqlite3.DatabaseError as exc:
+            with self.lock:
+                if not self.memory:
+                    self.db = self._replace(exc)
+            return {}
         return found
 
     def vectors(
@@ -146,11 +247,7 @@ class EmbeddingCache:
                 part = mine[start : start + step]
                 texts = [missing[k] for k in part]
                 fresh = np.ascontiguousarray(encoder.encode_passages(texts, progress=progress), dtype=np.float32)
-                with self.lock:
-                    self.db.executemany(
-                        "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, v.tobytes()) for k, v in zip(part, fresh)]
-                    )
-                    self.db.commit()
+                self._store(part, fresh)
                 out.update(zip(part, fresh))
                 self._settle(part, fresh)
         except BaseException as exc:
@@ -166,6 +263,19 @@ class EmbeddingCache:
             out.update(self._encode_missing(failed, encoder, progress, slice_size))
         return out
 
+    def _store(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        rows = [(k, _packed(v)) for k, v in zip(keys, vectors)]
+        with self.lock:
+            try:
+                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+                self.db.commit()
+            except sqlite3.DatabaseError as exc:
+                if self.memory:
+                    raise
+                self.db = self._replace(exc)
+                self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
+                self.db.commit()
+
     def _settle(self, keys: list[bytes], vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         """Hand encoded vectors (or the error) to the requests waiting for them."""
         with self._encoding_lock:
@@ -175,6 +285,17 @@ class EmbeddingCache:
                 future.set_result(vectors[i])
             else:
                 future.set_exception(error if isinstance(error, Exception) else RuntimeError("encoding interrupted"))
+
+
+class _NoLock:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_LOCK = _NoLock()
 
 
 def model_identity(model: str) -> str:
