@@ -23,7 +23,7 @@ from wetqa.console import progress_bar
 
 from .._base import RetrievalError
 from .lanes import LANE
-from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, TABLE, source_identity
+from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE_FILE, TABLE, source_identity
 from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 
@@ -54,6 +54,8 @@ class OnnxEncoder(PrefixedEncoder):
         max_length: int | None = None,
         int8_questions: bool = False,
         workers: int = 1,
+        onnx_dir: str | os.PathLike | None = None,
+        probe: bool = True,
     ):
         """``fast_tokenizer``: tokenize with Hugging Face ``tokenizers`` when it is installed (the same ids;
         faster on many passages, heavier to load: for index builds). ``max_length``: read at most this many
@@ -69,7 +71,7 @@ class OnnxEncoder(PrefixedEncoder):
                 "the ONNX encoder needs onnxruntime (the dense extra): pip install 'wetqa[dense]'"
             ) from None
         folder = Path(model_dir).expanduser().resolve()
-        onnx_dir = folder / ONNX_DIR
+        onnx_dir = Path(onnx_dir) if onnx_dir is not None else folder / ONNX_DIR  # another: an export being made
         if not (onnx_dir / META).is_file():
             raise RetrievalError(
                 f"{folder} has no ONNX export; run `wetqa models export-onnx {folder}` "
@@ -88,8 +90,9 @@ class OnnxEncoder(PrefixedEncoder):
         longest = int(self.meta["max_length"])
         self.max_length = min(longest, int(max_length)) if max_length else longest
         self.tokenizer = _tokenizer(
-            folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"), self.meta.get("special_ids")
-        )
+            folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"), self.meta.get("special_ids"),
+            onnx_dir,
+        )  # fmt: skip
         try:
             self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         except ValueError as exc:  # cut short, or not a NumPy file (a file that cannot be opened says so itself)
@@ -132,6 +135,41 @@ class OnnxEncoder(PrefixedEncoder):
         # only reads its tables and the session runs concurrently; the queries of concurrent requests are still
         # joined into one call (one run for float32 questions; int8 ones each in a run of their own, below).
         self._use_family(str(folder), self.meta.get("prompts"))
+        self._int8_questions = int8_questions and self._passage_graph is not None
+        if probe:
+            self._check_probe(onnx_dir, folder)
+
+    def probe_vectors(self) -> dict:
+        """The vectors of the probe question through each question path (what an export records)."""
+        from .encoders import PROBE
+
+        text = self.query_prefix + PROBE
+        out = {"text": PROBE, "fp32": self._encode([text], session=self.session)[0].round(6).tolist()}
+        if self._passage_graph is not None:
+            out["int8"] = self._encode([text], session=self.int8_session)[0].round(6).tolist()
+        return out
+
+    def _check_probe(self, onnx_dir: Path, folder: Path) -> None:
+        """The probe question gives the vector the export recorded (its graphs, word table, tokenizer and prompts
+        as they were made): a model changed or damaged since is refused in one line (exit 3), never used."""
+        path = onnx_dir / PROBE_FILE
+        if not path.is_file():
+            return  # an export of an older wetqa: nothing recorded to check against
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+            want = np.asarray(recorded["int8" if self._int8_questions else "fp32"], dtype=np.float32)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise _unavailable(f"{path} is not the probe its export wrote ({exc})", folder) from None
+        text = self.query_prefix + recorded["text"]
+        if len(self.tokenizer.encode_batch([text])[0]) >= self.max_length:
+            return  # read shorter than the probe (a cut at a few tokens): another vector, nothing to compare
+        got = self._encode([text], session=self._question_session)[0]
+        cos = float(got @ want / max(float(np.linalg.norm(want)), 1e-12))
+        if not cos >= PROBE_COSINE:
+            raise _unavailable(
+                f"{folder} gives other vectors than at its export (cosine {cos:.3f} with the probe question's then): "
+                "its files were changed or damaged", folder,
+            )  # fmt: skip
 
     @property
     def session(self):
@@ -243,6 +281,18 @@ class OnnxEncoder(PrefixedEncoder):
         return out
 
 
+PROBE_COSINE = 0.99  # the probe's vector agrees with the recorded one to this cosine (int8 runs repeat to .9999)
+
+
+def _unavailable(problem: str, folder: Path):
+    from wetqa.console import UnavailableError
+
+    return UnavailableError(
+        f"{problem}; fetch it again (`wetqa models fetch ... --force`) or export it again "
+        f"(`wetqa models export-onnx {folder} --force`)"
+    )
+
+
 def _damaged(path: Path, folder: Path, exc: BaseException):
     """A model file that cannot be read: a missing component (exit 3), named, with how to make it again."""
     from wetqa.console import UnavailableError
@@ -311,7 +361,10 @@ class _SentencePieceTokenizer:
         return [[*self.before, *ids[: self.room], *self.after] for ids in self.model.encode(list(texts))]
 
 
-def _tokenizer(folder: Path, max_length: int, fast: bool, kind: str = "unigram", special: dict | None = None):
+def _tokenizer(
+    folder: Path, max_length: int, fast: bool, kind: str = "unigram", special: dict | None = None,
+    onnx_dir: Path | None = None,
+):  # fmt: skip
     import importlib.util
 
     if kind == "sentencepiece":
@@ -320,4 +373,4 @@ def _tokenizer(folder: Path, max_length: int, fast: bool, kind: str = "unigram",
         return _FastTokenizer(folder / "tokenizer.json", max_length)
     if fast and importlib.util.find_spec("tokenizers") is not None:
         return _FastTokenizer(folder / "tokenizer.json", max_length)
-    return UnigramTokenizer(folder / ONNX_DIR, max_length=max_length)
+    return UnigramTokenizer(onnx_dir or folder / ONNX_DIR, max_length=max_length)

@@ -48,6 +48,7 @@ GRAPH = "encoder.onnx"
 PASSAGE_GRAPH = "encoder.int8.onnx"
 TABLE = "word_embeddings.npy"
 META = "onnx.json"
+PROBE_FILE = "probe.json"  # the vector of a fixed question through each question path, as exported
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 
 
@@ -553,6 +554,13 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
             "int8_per_token": len(per_token) if variant else 0,
         }
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        # The vector of a fixed question through each question path, as made: a model whose files change later
+        # (damaged word table, zeroed int8 weights, an edited prompt) is refused at load (OnnxEncoder).
+        from .onnx_encoder import OnnxEncoder
+
+        made = OnnxEncoder(model_dir, onnx_dir=tmp, probe=False)
+        (tmp / PROBE_FILE).write_text(json.dumps(made.probe_vectors()) + "\n", encoding="utf-8")
+        del made
     return out
 
 
