@@ -126,10 +126,16 @@ def _fit_inputs(args: argparse.Namespace, kind: str) -> None:
     for path in args.index:
         read_index_meta(path)
     for path in args.dataset:
+        if path.is_dir():
+            raise UsageError(f"--dataset {path} is a folder: name a question file (JSON lines)")
         if not path.is_file():
             raise UsageError(f"--dataset {path}: no such file")
     if args.folds < 2:
         raise UsageError(f"--folds {args.folds}: cross-validation needs at least 2 folds")
+    if args.out:
+        from wetqa.io import _refuse_inside_built
+
+        _refuse_inside_built(Path(args.out), None)  # an index's, a corpus's or a model's own folder is refused
     if args.out and Path(args.out).exists() and not getattr(args, "sweep", False):  # refused now, not after the fit
         from .ranking.fitting import models_in
 

@@ -459,6 +459,11 @@ def fit_ranking(
         if (p := prepare(path, sets, dense, progress, reader=read, without=without, questions=questions))
     ]
     fold_of = folds_of([q.id for p in preps for q, _ in p.items], folds)
+    if not fold_of:
+        raise RetrievalError(
+            "the indexes hold the gold law of no question of these datasets: nothing to fit the ranking on (give an "
+            "index that holds them, or questions about its laws)"
+        )
     check_folds(len(fold_of), folds)
     tested: dict[tuple, Example] = {}
     if tested_without:
@@ -778,6 +783,12 @@ def fit_confidence(
     used = [f for f in features if all(f in r.values for r in rows)]
     x = np.asarray([[r.values[f] for f in used] for r in rows], dtype=np.float64)
     y = np.asarray([r.answerable for r in rows])
+    if y.min() == y.max():  # one class: no threshold tells answerable from not (AUC nan, threshold 1.0)
+        what = "answerable" if y[0] else "unanswerable"
+        raise RetrievalError(
+            f"every question is {what} on these indexes: the confidence is fitted on questions the index holds the "
+            "gold laws of and questions it does not; give a question set of the other kind too (--dataset)"
+        )
     order = np.random.default_rng(0).permutation(len(y))
     held_conf = np.zeros(len(y))
     held_abstain = np.zeros(len(y), dtype=bool)
