@@ -33,9 +33,13 @@ def server_config(args: argparse.Namespace):
     source = "--api-key"
     if "api_key" not in values and os.environ.get("WETQA_API_KEY") is not None:
         values["api_key"], source = os.environ["WETQA_API_KEY"], "WETQA_API_KEY"
-    if values.get("api_key") is not None and not values["api_key"].strip():
+    key = values.get("api_key")
+    if key is not None and not key.strip():
         # An empty key matched no bearer token and let requests without one through: refuse to start.
         raise UsageError(f"{source} is an empty API key, which would turn authentication off; give a key or unset it")
+    if key is not None and not (key.isascii() and key.isprintable() and " " not in key):
+        # A header carries it: a key with a letter outside ASCII, a space or a new line no client can send.
+        raise UsageError(f"{source}: an API key must be printable ASCII without spaces (an HTTP header carries it)")
     if "host" in values and not values["host"].strip():
         # An empty host made uvicorn listen on every interface while wetqa printed http://:PORT.
         raise UsageError("--host is empty: give an address (127.0.0.1 for this machine, 0.0.0.0 for every interface)")

@@ -47,9 +47,17 @@ class GuardMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
 
+        head = scope["method"] == "HEAD"
+        if head:  # HEAD is GET without its body (RFC 9110): every GET route answers it
+            scope = {**scope, "method": "GET"}
+
         async def send_secured(message):
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+            elif head and message["type"] == "http.response.body":
+                if message.get("more_body"):
+                    return
+                message = {**message, "body": b""}
             await send(message)
 
         if not scope["path"].startswith("/v1/") or scope["method"] == "OPTIONS":

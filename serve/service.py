@@ -31,6 +31,7 @@ from wetqa.generation import (
 from wetqa.generation.citing import Cited
 from wetqa.generation.pipeline import ScopedPipeline
 from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
+from wetqa.retrieval.engines.versions import echoed
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
 from .config import ServerConfig
@@ -90,7 +91,7 @@ class ChunkLookup:
             target = _find(store, chunk_id)
             if target is not None:
                 return self._describe(store, target)
-        raise APIError(404, f"no chunk {chunk_id!r}", code="not_found")
+        raise APIError(404, f"no chunk {echoed(chunk_id)!r}", code="not_found")
 
     def versions(self, law_id: str, article: str, since: str | None, until: str | None) -> ArticleVersions:
         """An article's versions (the first store holding it answers) and the words changed between two."""
@@ -338,14 +339,16 @@ class ChatService:
         """The served pipeline asked in the request's scope (its date, kinds, laws, jurisdiction over the
         pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
         base = served.loaded.retriever.scope or DEFAULT_SCOPE
+        if getattr(req, "laws", None) == []:  # as the CLI refuses --laws "": an empty list filters nothing
+            raise APIError(400, "laws: give at least one law id, or leave laws out", code="invalid_scope", param="laws")
         try:
             scope = req.to_scope(base)
             check_scope(served.loaded.retriever, scope)
         except InvalidSetting as exc:  # it knows its setting: the param is that field, as the client wrote it
             param = req.field_of(exc.setting) if exc.setting else None
-            raise APIError(400, req.scope_message(exc), param=param) from None
+            raise APIError(400, req.scope_message(exc), code="invalid_scope", param=param) from None
         except RetrievalError as exc:
-            raise APIError(400, str(exc)) from None
+            raise APIError(400, str(exc), code="invalid_scope") from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
     async def chat(self, req: ChatRequest):

@@ -195,3 +195,40 @@ def test_upstream_failures_are_told_apart_by_their_type_not_their_words():
         raise_failure("the model server did not answer", "timeout")
     with pytest.raises(ContextOverflowError):
         raise_failure("too long", "context_overflow")
+
+
+@pytest.mark.integration
+def test_a_scope_error_carries_a_code_and_an_empty_laws_list_is_refused_as_the_cli_refuses_it(server):
+    """Scope errors had ``code: null``; ``"laws": []`` meant no filter while ``--laws ""`` is refused (issue 55, 20)."""
+    bad = httpx.post(server.url + "/v1/search", json={"query": "gezag", "date": "1800-01-01"})
+    assert bad.status_code == 400 and _error(bad)["code"] == "invalid_scope" and _error(bad)["param"] == "date"
+    empty = httpx.post(server.url + "/v1/search", json={"query": "gezag", "laws": []})
+    assert empty.status_code == 400 and _error(empty)["param"] == "laws" and _error(empty)["code"] == "invalid_scope"
+
+
+@pytest.mark.integration
+def test_a_long_chunk_id_is_not_echoed_whole(server):
+    """A long id (100 KB in the report) came back whole in the 404 (issue 55, 21)."""
+    r = httpx.get(server.url + "/v1/chunks/" + "x" * 8_000)
+    assert r.status_code == 404 and len(_error(r)["message"]) < 300
+
+
+@pytest.mark.integration
+def test_head_on_a_get_route_is_answered_as_get_without_a_body(server):
+    """HEAD on GET routes was a 405 (issue 55, 22)."""
+    for path in ("/health", "/v1/models", "/"):
+        head = httpx.head(server.url + path)
+        assert head.status_code == 200 and head.content == b"", path
+
+
+@pytest.mark.unit
+def test_an_api_key_no_client_can_send_is_refused_at_start():
+    """``--api-key 'sl€utel'`` started a server whose page never got in; a key with a new line 401'd every request
+    (issue 55, 16)."""
+    import subprocess
+    import sys
+
+    for key in ("sl€utel", "a\nb", "met spatie"):
+        run = subprocess.run([sys.executable, "-m", "wetqa", "serve", "--api-key", key, "--port", "1"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert run.returncode == 2 and "API key" in run.stderr and run.stderr.count("\n") == 1, (key, run.stderr)
