@@ -512,15 +512,25 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_train_reader(args: argparse.Namespace) -> int:
+    import math
+
     from wetqa.home import cache_root
+    from wetqa.io import _refuse_inside_built
 
     from .models.training import train_reader
+    from .ranking.readers import resolve_reader
 
     if not args.data.is_file():
         raise UsageError(f"{args.data}: no such file")
-    if args.minutes <= 0 or args.train_layers < 0 or args.batch_size < 2:
-        raise UsageError("--minutes must be positive, --train-layers at least 0 and --batch-size at least 2")
+    if not math.isfinite(args.minutes) or args.minutes <= 0:
+        raise UsageError(f"--minutes {args.minutes:g}: the time budget must be a positive number of minutes")
+    if args.train_layers < 0 or args.batch_size < 2:
+        raise UsageError("--train-layers must be at least 0 and --batch-size at least 2")
     out = args.out or cache_root() / "models" / (args.model.rstrip("/").split("/")[-1] + "-trained")
+    # Before the minutes of training, not after them: an index's or a corpus's folder, and the model it starts from.
+    _refuse_inside_built(Path(out), "model")
+    if Path(out).expanduser().resolve() == Path(resolve_reader(args.model)).expanduser().resolve():
+        raise UsageError(f"--out {out} would replace the model it starts from ({args.model}): give another --out")
     result = train_reader(args.data, args.model, args.index or default_index(), out, args.minutes, args.train_layers,
                           args.batch_size, progress=not args.no_progress)  # fmt: skip
     emit(args, result, f"{result['model']} ({result['steps']} steps, {result['seconds']} s); evaluate it with "
