@@ -328,7 +328,6 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
     names = "-vs-".join(Path(p).name for p in args.systems[:4])
     out = Path(args.out) if args.out else Path("runs") / "compare" / names
     written = ("compare.json", "per_question.csv", "table.md", "means.png", "diffs.png")
-    own_folder(out, written, adopt=recognised("compare.json", written))
     maps: dict[str, CorpusMap] = {}
 
     def corpus_for(path: Path) -> CorpusMap:
@@ -344,6 +343,9 @@ def cmd_eval_compare(args: argparse.Namespace) -> int:
         )
     except (CompareError, RunFileError) as exc:
         raise UsageError(str(exc)) from None
+    own_folder(
+        out, written, adopt=recognised("compare.json", written)
+    )  # after the comparison: a refused one makes none
     with atomic_file(out / "per_question.csv") as fh:
         fh.write(per_question_csv(result))
     with atomic_file(out / "table.md") as fh:

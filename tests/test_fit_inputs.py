@@ -54,3 +54,15 @@ def test_ranking_without_a_question_the_index_can_answer_is_one_line(articles_in
                 "--folds", "2", "--out", str(tmp_path / "r.json"), "--no-progress")  # fmt: skip
     assert run.returncode == 2 and "the gold law of no question" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and "reshape" not in run.stderr
+
+
+def test_a_refused_compare_leaves_no_folder_behind(tmp_path, dataset):
+    """A refused `eval compare` (exit 2, nothing done) still made its output folder (issue 55, item 14)."""
+    out = tmp_path / "cmp"
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run = wetqa(
+        "eval", "compare", str(tmp_path / "a"), str(tmp_path / "b"), "--dataset", str(dataset), "--out", str(out)
+    )
+    assert run.returncode == 2, run.stderr
+    assert not out.exists()
