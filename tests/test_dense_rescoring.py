@@ -449,3 +449,31 @@ def test_weights_cut_short_are_named_when_exported(tmp_path):
     weights.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")
     with pytest.raises(UnavailableError, match=r"model\.safetensors is damaged \(its header"):
         export_onnx(model)
+
+
+@pytest.mark.unit
+def test_a_rebuild_keeps_what_the_index_was_built_with_unless_a_flag_changes_it(fixture_corpus, tmp_path):
+    """The rebuild a warning suggests (`wetqa index --force --reader ...`) dropped the index's dense model and its
+    kept passage vectors: answers changed (issue 55, item 15)."""
+    import subprocess
+    import sys
+
+    from wetqa.retrieval.engines.index import read_index_meta
+
+    from .tiny_models import tiny_sentence_transformer
+
+    model = tiny_sentence_transformer(tmp_path / "model", [c.text for c in load_chunks(fixture_corpus)])
+    out = tmp_path / "idx"
+
+    def index(*flags):
+        run = subprocess.run([sys.executable, "-m", "wetqa", "index", "--corpus", str(fixture_corpus), "--out", str(out),
+                              "--no-progress", "--reader", "none", *flags], capture_output=True, text=True)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return read_index_meta(out)
+
+    first = index("--rescore", str(model), "--precompute")
+    assert first["rescore"]["model"] and first["passages"]
+    again = index("--force")
+    assert again["rescore"] == first["rescore"] and again["passages"]["passages"] == first["passages"]["passages"]
+    dropped = index("--force", "--rescore", "none")
+    assert dropped["rescore"] is None and not dropped["passages"]
