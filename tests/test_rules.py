@@ -42,3 +42,23 @@ def test_a_changed_rule_changes_the_runs_identity(tmp_path, monkeypatch):
     assert {k: v for k, v in after.items() if k != "question_frames.tsv"} == {
         k: v for k, v in before["rules"].items() if k != "question_frames.tsv"
     }
+
+
+def test_doctor_lists_the_models_wetqa_made_and_the_question_set(tmp_path, monkeypatch):
+    """`doctor` did not list the fetched models (issue 55, item 19)."""
+    import json
+    import subprocess
+    import sys
+
+    models = tmp_path / "cache" / "models"
+    (models / "embeddinggemma-300m").mkdir(parents=True)
+    (models / "embeddinggemma-300m" / "wetqa-model.json").write_text(json.dumps({"kind": "wetqa-fetched-model"}))
+    env = {**__import__("os").environ, "WETQA_CACHE": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-m", "wetqa", "doctor", "--output", "json"], capture_output=True, text=True,
+                         env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    (listed,) = report["wetqa_models"]
+    assert listed["name"] == "embeddinggemma-300m" and listed["kind"] == "wetqa-fetched-model"
+    assert listed["onnx_export"] is False and listed["problem"]  # no weights: said so
+    assert report["question_set"]["questions"] > 0

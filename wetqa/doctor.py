@@ -84,6 +84,45 @@ def _models() -> list[str]:
     return sorted(p.name[len("models--") :].replace("--", "/") for p in hub.glob("models--*"))
 
 
+def _wetqa_models() -> list[dict]:
+    """The models wetqa fetched, converted or trained into its models cache: what each is, whether its ONNX export
+    is there, and what is wrong with it (weights missing or not the ones fetched), if anything."""
+    import json
+
+    from wetqa.home import cache_root
+
+    folder = cache_root() / "models"
+    out = []
+    for path in sorted(p for p in folder.glob("*") if p.is_dir()) if folder.is_dir() else []:
+        try:
+            kind = json.loads((path / "wetqa-model.json").read_text(encoding="utf-8")).get("kind")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        problem = None
+        if not (path / "model.safetensors").is_file():
+            problem = "no model.safetensors (fetch or convert it again)"
+        else:
+            from wetqa.retrieval.models.fetch import FETCHABLE, damaged_fetch
+            from wetqa.retrieval.models.fetch import default_path as fetched_path
+
+            for model in FETCHABLE.values():
+                if fetched_path(model) == path:
+                    problem = damaged_fetch(model.hub_id)
+        out.append({"name": path.name, "path": str(path), "kind": kind,
+                    "onnx_export": (path / "onnx" / "onnx.json").is_file(), "problem": problem})  # fmt: skip
+    return out
+
+
+def _question_set() -> dict:
+    """The question set wetqa ships (the questions each article answers)."""
+    from wetqa.retrieval.questions import shipped, shipped_digest
+
+    qset = shipped()
+    if qset is None:
+        return {"questions": 0}
+    return {"sha256": shipped_digest(), "questions": len(qset), "articles": sum(1 for r in qset.rows if r.questions)}
+
+
 def _presets(cached: list[str]) -> list[dict]:
     """Each generator preset: its engine, model, context window, what to know, and whether its weights
     are in the local Hugging Face cache (a preset with a model nobody has downloaded fails offline)."""
@@ -144,6 +183,8 @@ def report() -> dict:
         "java": _java(),
         "gpu": _gpu(),
         "models_in_hf_cache": models,
+        "wetqa_models": _wetqa_models(),
+        "question_set": _question_set(),
         "presets": _presets(models),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "openai_api_key_set": bool(os.environ.get("OPENAI_API_KEY")),
@@ -169,6 +210,17 @@ def _text(r: dict) -> str:
     g = r["gpu"]
     lines.append(f"gpu: {', '.join(g['devices']) if g['cuda'] else 'none (CPU only)'}")
     lines.append(f"models in HF cache: {', '.join(r['models_in_hf_cache']) or 'none'}")
+    lines.append("models wetqa fetched, converted or trained:" + ("" if r["wetqa_models"] else " none"))
+    lines += [
+        f"  {m['name']:28} {m['kind'] or '?':24} onnx {'yes' if m['onnx_export'] else 'no'}"
+        + (f" - {m['problem']}" if m["problem"] else "")
+        for m in r["wetqa_models"]
+    ]
+    q = r["question_set"]
+    lines.append(
+        f"question set: {q['questions']} questions"
+        + (f" for {q['articles']} articles ({q['sha256']})" if q.get("articles") else "")
+    )
     lines.append("generator presets (weights in the local HF cache?):")
     for p in r["presets"]:
         where = {True: "cached", False: "not cached", None: "-"}[p["in_hf_cache"]]
