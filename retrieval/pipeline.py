@@ -234,8 +234,18 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
 
             read_key = _with_reader(key)
             second = model_for_key(read_key)
+            fitted_dim = ((second.spec.get("reader") or {}).get("dim") if second is not None else None) or 0
             if second is None:
                 log.warning("wetqa: warning: no ranking model is fitted for %s: the reader is not used", read_key)
+            elif reader.encoder.dim < fitted_dim:
+                # Another model than the one its weights were fitted with (mE5's 384 dimensions for EmbeddingGemma's
+                # 768): its cosines mean something else. A Matryoshka cut (--reader-dim) keeps the model's own.
+                log.warning(
+                    "wetqa: warning: the ranking models of %s were fitted with a %d-dimensional reader; %s gives %d "
+                    "dimensions: the reader is not used (fit the ranking with it: wetqa fit ranking --reader ...)",
+                    read_key, fitted_dim, reader.model, reader.encoder.dim,
+                )  # fmt: skip
+                second = None
             else:
                 features.laws_read = LawReader.load(paths[0], reader)  # the index's laws read whole, if it keeps them
         stages += [st.ArticleCandidates(features, reader if second is not None else None), st.ArticleFeatures(features)]

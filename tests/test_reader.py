@@ -855,3 +855,41 @@ def test_the_real_reader_reads_the_first_candidates_of_a_real_question(real_read
     ranking = pipeline.rank([QUESTION], k=3)[0]
     assert (ranking.hits[0].chunk.law, ranking.hits[0].chunk.article) == ("Burgerlijk Wetboek Boek 1", "Artikel 266")
     assert "read" in ranking.hits[0].features and ranking.basis == "articles+reader"
+
+
+@pytest.mark.unit
+def test_a_reader_unlike_the_one_the_ranking_was_fitted_with_is_not_used(
+    tiny_gemma, articles_index, caplog, monkeypatch
+):
+    """Another model given as the reader (a 384-dimensional mE5 where the models were fitted with a 768-dimensional
+    EmbeddingGemma) ranked with weights fitted for another model, said only in a warning about law vectors
+    (issue 55, item 9): it is now not used, and the warning says why."""
+    import logging
+
+    from wetqa.retrieval.ranking import candidates
+    from wetqa.retrieval.spec import RetrievalSpec
+
+    shipped = dict(candidates.shipped_models())
+    spec = dict(shipped["articles+reader"].spec)
+    spec["reader"] = {**spec.get("reader", {}), "dim": 768}
+    monkeypatch.setitem(shipped, "articles+reader", candidates.RankingModel(spec, "articles+reader"))
+    monkeypatch.setattr(candidates, "shipped_models", lambda: shipped)
+    with caplog.at_level(logging.WARNING):
+        pipeline = RetrievalSpec(index=(str(articles_index),), reader=str(tiny_gemma), rescore="none").build()
+    assert "reader" not in pipeline.stage_names
+    assert any("fitted with a 768-dimensional reader" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.unit
+def test_an_identical_copy_of_the_reader_elsewhere_reads_with_the_laws_it_read(tiny_gemma, fixture_corpus, tmp_path):
+    """The reader's identity held its absolute path: the same model copied elsewhere left the index's law vectors
+    unused and moved the confidence (issue 55, item 17). Its identity is its content."""
+    import shutil
+
+    from wetqa.retrieval import build_index
+    from wetqa.retrieval.ranking.readers import LawReader, Reader
+
+    build_index(fixture_corpus, "articles", tmp_path / "idx", progress=False, reader=str(tiny_gemma), questions="none")
+    copy = tmp_path / "elsewhere" / "reader"
+    shutil.copytree(tiny_gemma, copy)
+    assert LawReader.load(tmp_path / "idx", Reader(str(copy))) is not None

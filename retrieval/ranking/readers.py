@@ -511,7 +511,8 @@ class LawReader:
             return None
         meta = json.loads(path.read_text(encoding="utf-8"))
         mine = reader.identity()
-        differ = [k for k in ("path", "weights", "max_tokens", "variant") if meta.get(k) != mine.get(k)]
+        # By content, never by place: the same weights copied elsewhere read with the laws they read.
+        differ = [k for k in ("weights", "max_tokens", "variant") if meta.get(k) != mine.get(k)]
         if differ:
             log.warning(
                 "wetqa: warning: %s holds laws read by another reader (%s differ): questions do not find laws by "
