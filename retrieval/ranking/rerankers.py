@@ -43,7 +43,10 @@ class RerankerInfo:
     needs_model: bool = False  # runs on the generation stage's language model (``complete``)
 
 
-RERANKERS: Registry[RerankerInfo] = Registry("re-ranker", {}, "wetqa.rerankers")
+# Each built-in re-ranker's name and the module that registers it (found as every registry finds its built-ins:
+# a re-ranker in a module of its own is listed here, or comes through the entry point group).
+BUILTIN = {"cross-encoder": __name__, "reader": __name__, LISTWISE: __name__}
+RERANKERS: Registry[RerankerInfo] = Registry("re-ranker", BUILTIN, "wetqa.rerankers")
 
 
 def register(info: RerankerInfo) -> RerankerInfo:
