@@ -3,7 +3,7 @@
     python bench/ablation.py INDEX [INDEX ...] [--dataset FILE ...] [--reader MODEL] [--folds 5] [--smoke]
 
 The hand-written signals are the rules about Dutch legal language the ranking reads
-(``wetqa.retrieval.ranking.candidates.HAND_SIGNALS``): the everyday-to-legal lexicon, the question frame
+(``wetqa.retrieval.articles.candidates.HAND_SIGNALS``): the everyday-to-legal lexicon, the question frame
 words, the announcing clause, the law names, the title cover, the kinds of regulation, the BES rule and the
 decree-beside-its-law relations. For each, the pipeline with the reader (its two learned models) is fitted
 and cross-validated without it (its features 0, the candidates it brings left out), and once more with the
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 def cells(held: list[dict]) -> dict[str, tuple[float, float, int]]:
     """(article Hit@1 or nan, law Hit@1, n) per index/set."""
-    from wetqa.retrieval.ranking.fitting import summary
+    from wetqa.retrieval.fitting.ranking import summary
 
     return {k: (v.get("hit1", float("nan")), v["law_hit1"], v["n"]) for k, v in summary(held).items()}
 
@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> None:
     import numpy as np
     from cross_validate import DATASETS
 
-    from wetqa.retrieval.ranking import fitting
-    from wetqa.retrieval.ranking.candidates import HAND_SIGNALS
+    from wetqa.retrieval.articles.candidates import HAND_SIGNALS
+    from wetqa.retrieval.fitting import ranking as fitting
 
     reader = None if args.reader == "none" or args.smoke else args.reader
     datasets = args.dataset or [d for d in DATASETS if d.is_file()]

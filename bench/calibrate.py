@@ -6,7 +6,7 @@
 
 Every question goes through each pipeline of each index (with the dense signals and without; with the reader
 when one is given), and a logistic regression over the confidence signals tells the questions the index
-answers (it holds their gold laws) from the others: the package's :mod:`wetqa.retrieval.ranking.fitting`.
+answers (it holds their gold laws) from the others: the package's :mod:`wetqa.retrieval.fitting.ranking`.
 Answerable: the benchmark's dev questions and the everyday questions whose laws an index holds (on the
 whole BWB also the everyday, BES and out-of-corpus questions about its other laws); not answerable: the
 out-of-corpus questions the index lacks, the questions about laws enacted after 2012 and, on the 272 laws,
@@ -55,7 +55,7 @@ def main() -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
     from wetqa.retrieval.ranking.confidence import FEATURES
 
     datasets = args.dataset or [d for d in DATASETS if d.is_file()]

@@ -50,7 +50,7 @@ def alone_set(conversations: Path, out: Path) -> Path:
 
 
 def quality(index: str, reader: str, folds: int) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
 
     kinds = {json.loads(x)["id"]: json.loads(x)["kind"] for x in CONVERSATIONS.read_text(encoding="utf-8").splitlines()}
     with tempfile.TemporaryDirectory(prefix="wetqa-conv-bench-") as tmp:
@@ -97,7 +97,7 @@ def quality(index: str, reader: str, folds: int) -> None:
 
 
 def abstention(index: str, reader: str, folds: int) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
     from wetqa.retrieval.ranking.confidence import FEATURES
 
     sets = [s for s in SINGLE_SETS if s.is_file()] + [CONVERSATIONS, DATA / "out_of_corpus.jsonl",
@@ -160,7 +160,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         return smoke()
-    from wetqa.retrieval.ranking.readers import resolve_reader
+    from wetqa.retrieval.articles.reader import resolve_reader
 
     reader = resolve_reader(args.reader) if args.reader != "none" else "none"
     if not args.cost_only:

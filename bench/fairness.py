@@ -150,8 +150,8 @@ def rss_mb(pid: int) -> float:
 def run_long(args: argparse.Namespace) -> None:
     import random
 
+    from wetqa.retrieval.articles.reader import DEFAULT_READER, reader_present
     from wetqa.retrieval.engines.store import STORE, ChunkStore
-    from wetqa.retrieval.ranking.readers import DEFAULT_READER, reader_present
 
     questions = [json.loads(line)["question"] for line in DEV.read_text(encoding="utf-8").splitlines() if line]
     questions = questions[: args.clients]
@@ -201,7 +201,7 @@ def run_long(args: argparse.Namespace) -> None:
 
 def _models_path(reader: str) -> str:
     """The reader as the server (with a cache of its own) finds it: a fetched model by its folder."""
-    from wetqa.retrieval.ranking.readers import resolve_reader
+    from wetqa.retrieval.articles.reader import resolve_reader
 
     return resolve_reader(reader) if reader != "none" else "none"
 

@@ -66,7 +66,7 @@ def the_set(index: str | None) -> None:
 
 
 def quality(indexes: list[str], reader: str, folds: int) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
 
     sets = [s for s in SETS if s.is_file()]
     for questions in (True, False):
@@ -77,7 +77,7 @@ def quality(indexes: list[str], reader: str, folds: int) -> None:
 
 
 def abstention(indexes: list[str], reader: str, folds: int) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
     from wetqa.retrieval.ranking.confidence import FEATURES
 
     sets = [s for s in SETS if s.is_file()] + [DATA / "post_2012.jsonl"]
@@ -138,7 +138,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         return smoke()
-    from wetqa.retrieval.ranking.readers import resolve_reader
+    from wetqa.retrieval.articles.reader import resolve_reader
 
     reader = resolve_reader(args.reader) if args.reader != "none" else "none"
     indexes = [args.index, *([args.whole] if args.whole else [])]
@@ -157,8 +157,8 @@ def smoke() -> None:
     import _smoke
 
     from wetqa.retrieval import build_index
+    from wetqa.retrieval.articles.questions_view import QuestionsView
     from wetqa.retrieval.engines.index import load_index
-    from wetqa.retrieval.engines.questions_view import QuestionsView
     from wetqa.retrieval.questions import ArticleQuestions, QuestionSet, text_hash
 
     _smoke.announce("a tiny index with written questions")

@@ -41,8 +41,8 @@ DATA = ROOT / "bench" / "data"
 
 def precision(index, model: str, n: int = 64) -> dict:
     """Articles/s and cosine with float32 for each graph, on ``n`` real articles of the index."""
+    from wetqa.retrieval.articles.reader import READ_TOKENS, article_documents
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
-    from wetqa.retrieval.ranking.readers import READ_TOKENS, article_documents
 
     rng = np.random.default_rng(0)
     longer = np.flatnonzero(np.asarray(index.count) >= 1)
@@ -74,8 +74,8 @@ def precision(index, model: str, n: int = 64) -> dict:
 
 def laws_cost(index, model: str, n: int = 40) -> dict:
     """Seconds per law read whole with each graph (on ``n`` of the index's laws), and for all of them."""
+    from wetqa.retrieval.articles.reader import READ_TOKENS, law_documents
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
-    from wetqa.retrieval.ranking.readers import READ_TOKENS, law_documents
 
     texts, titles = law_documents(index)
     pick = np.random.default_rng(1).choice(len(texts), size=min(n, len(texts)), replace=False)
@@ -147,7 +147,7 @@ def serving(index: str, reader: str, questions: list[str]) -> dict:
 
 
 def quality(indexes: list[str], reader: str, datasets: list[Path], folds: int) -> None:
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
     from wetqa.retrieval.ranking.confidence import FEATURES
 
     fitted = fitting.fit_ranking(indexes, datasets, folds, reader, progress=False, dense_only=True)
@@ -199,7 +199,7 @@ def main() -> None:
 
 def run(args: argparse.Namespace) -> None:
     from wetqa.retrieval import open_index
-    from wetqa.retrieval.ranking.readers import resolve_reader
+    from wetqa.retrieval.articles.reader import resolve_reader
 
     model = resolve_reader(args.reader)
     index = open_index(args.index, rescore=False)
@@ -231,7 +231,7 @@ def smoke(args: argparse.Namespace) -> None:
 
     from tests.tiny_models import tiny_gemma_embedding
     from wetqa.retrieval import build_index, open_index
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     _smoke.announce("a tiny index, a tiny reader")
     with tempfile.TemporaryDirectory(prefix="wetqa-reader-smoke-") as tmp:

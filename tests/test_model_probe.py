@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 @pytest.fixture
 def exported(fixture_corpus, tmp_path):
     from wetqa.corpus import load_chunks
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     path = tiny_gemma_embedding(tmp_path / "gemma", [c.text for c in load_chunks(fixture_corpus)])
     export_onnx(path)

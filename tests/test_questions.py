@@ -231,8 +231,8 @@ def _first_articles(corpus: Path, n: int) -> list[dict]:
 
 def test_the_index_reads_each_articles_questions(fixture_corpus, tmp_path):
     from wetqa.retrieval import build_index
+    from wetqa.retrieval.articles.questions_view import QuestionsView
     from wetqa.retrieval.engines.index import load_index, read_index_meta
-    from wetqa.retrieval.engines.questions_view import QuestionsView
 
     a, b = _first_articles(fixture_corpus, 2)
     qset = _fixture_set(fixture_corpus, {
@@ -272,9 +272,9 @@ def test_an_older_versions_questions_are_read_when_the_text_changed(fixture_corp
 
 def test_an_article_found_only_by_its_questions_is_a_candidate_with_their_features(fixture_corpus, tmp_path):
     from wetqa.retrieval import build_index
+    from wetqa.retrieval.articles.candidates import CandidateFeatures
+    from wetqa.retrieval.articles.questions_view import QuestionsView
     from wetqa.retrieval.engines.index import load_index
-    from wetqa.retrieval.engines.questions_view import QuestionsView
-    from wetqa.retrieval.ranking.candidates import CandidateFeatures
 
     a, b = _first_articles(fixture_corpus, 2)
     qset = _fixture_set(fixture_corpus, {f"{b['law_id']}|{b['article']}": ["Mag mijn huisbaas de borg zomaar houden?"]})

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from wetqa.cli import main
+from wetqa.retrieval.articles import passages
 from wetqa.retrieval.dutch import LawNames, TitleCover, expand, expanded_question, made_abbreviations, title_words
-from wetqa.retrieval.engines import passages
 
 pytestmark = pytest.mark.unit
 
@@ -362,7 +362,7 @@ def test_an_index_of_the_whole_bwb_is_ranked_by_its_own_model(articles_index, mo
     """Among 18,000 regulations the candidates differ in kind and (without passage vectors) come without a
     dense first stage: the whole BWB has its own fitted ranking; a part of it keeps the general one."""
     from wetqa.retrieval import open_index, scope
-    from wetqa.retrieval.ranking.candidates import model_for, shipped_models
+    from wetqa.retrieval.articles.candidates import model_for, shipped_models
 
     shipped = shipped_models()
     assert {"articles", "articles@whole", "articles+dense", "articles+dense@whole"} <= set(shipped)
@@ -384,7 +384,7 @@ def test_an_index_of_the_whole_bwb_is_ranked_by_its_own_model(articles_index, mo
 
 
 def test_a_whole_bwb_without_its_own_model_takes_the_general_one(monkeypatch):
-    from wetqa.retrieval.ranking import candidates as ranking
+    from wetqa.retrieval.articles import candidates as ranking
 
     general = ranking.shipped_models()["articles"]
     monkeypatch.setattr(ranking, "shipped_models", lambda: {"articles": general})

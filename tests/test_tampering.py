@@ -208,7 +208,7 @@ def read_index(fixture_corpus, tmp_path_factory) -> Path:
     passages kept, and its laws read by a tiny reader."""
     from wetqa.corpus import load_chunks
     from wetqa.retrieval import build_index
-    from wetqa.retrieval.models.onnx_export import export_onnx
+    from wetqa.retrieval.tooling.export import export_onnx
 
     from .tiny_models import tiny_gemma_embedding, tiny_sentence_transformer
 

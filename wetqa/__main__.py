@@ -1,3 +1,3 @@
-from .cli import run
+from wetqa.cli import run
 
 run()

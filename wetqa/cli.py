@@ -19,8 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import __version__
-from .console import (
+from wetqa import __version__
+from wetqa.console import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_PIPE,

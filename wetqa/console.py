@@ -88,7 +88,7 @@ def missing_package_message(module: str) -> str:
 
 def requires(*modules: str, command: str = "this command") -> None:
     """Exit 3 with one line naming the extra and its install command when a needed package is missing."""
-    from .registry import missing_modules
+    from wetqa.registry import missing_modules
 
     missing = missing_modules(modules)
     if missing:

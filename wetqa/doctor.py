@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .console import emit, install_command
+from wetqa.console import emit, install_command
 
 PACKAGES = (
     "lxml",
@@ -102,8 +102,8 @@ def _wetqa_models() -> list[dict]:
         if not (path / "model.safetensors").is_file():
             problem = "no model.safetensors (fetch or convert it again)"
         else:
-            from wetqa.retrieval.models.fetch import FETCHABLE, damaged_fetch
-            from wetqa.retrieval.models.fetch import default_path as fetched_path
+            from wetqa.retrieval.models.fetched import FETCHABLE, damaged_fetch
+            from wetqa.retrieval.models.fetched import default_path as fetched_path
 
             for model in FETCHABLE.values():
                 if fetched_path(model) == path:
@@ -158,7 +158,7 @@ def _extras() -> dict:
     """Each extra: the import names it brings that are missing here (empty: usable)."""
     import importlib.util
 
-    from .console import EXTRA_OF
+    from wetqa.console import EXTRA_OF
 
     out: dict[str, list[str]] = {}
     for module, extra in EXTRA_OF.items():

@@ -13,22 +13,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from wetqa.config import ConfigError, ExperimentConfig, GeneratorSpec
+from wetqa.console import UsageError, emit, progress_bar
 from wetqa.corpus import BuildOptions, ChunkingOptions, build_corpus
 from wetqa.corpus.build import MANIFEST
 from wetqa.corpus.dataset import QAItem, load_dataset
+from wetqa.evaluation.abstention import zeroed
+from wetqa.evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
+from wetqa.evaluation.metrics import score_keys
+from wetqa.evaluation.ranking import evaluate_retrieval
+from wetqa.evaluation.scoring import Scoring
+from wetqa.evaluation.significance import DEFAULT_CORRECTION, LEGEND, correct, mark, randomization_p
 from wetqa.generation import GenerationError, PipelineSpec, make_backend
 from wetqa.generation.runs import check_run_folder, generate_runs
+from wetqa.io import OwnedFolder, atomic_file, own_folder, recognised, write_owned_json
 from wetqa.retrieval import RetrievalSpec, build_index, chunks_of
-
-from .config import ConfigError, ExperimentConfig, GeneratorSpec
-from .console import UsageError, emit, progress_bar
-from .evaluation.abstention import zeroed
-from .evaluation.answers import CorpusMap, csv_text, evaluate_runs, markdown_table, question_means, read_score_rows
-from .evaluation.metrics import score_keys
-from .evaluation.ranking import evaluate_retrieval
-from .evaluation.scoring import Scoring
-from .evaluation.significance import DEFAULT_CORRECTION, LEGEND, correct, mark, randomization_p
-from .io import OwnedFolder, atomic_file, own_folder, recognised, write_owned_json
 
 
 def _source_digests(src: Path) -> dict[str, str]:
@@ -304,7 +303,7 @@ def _ks(value: str | None) -> list[int] | None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_experiment
+    from wetqa.config import ConfigError, load_experiment
 
     try:
         cfg = load_experiment(

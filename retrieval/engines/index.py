@@ -113,7 +113,7 @@ def build_index(
     dense vector is kept too (:mod:`.questions_view`).
 
     ``reader`` (an articles index): every law is read whole by this model and its vectors kept with the index
-    (:func:`~wetqa.retrieval.ranking.readers.read_laws`: the laws a question is about); ``read_all`` also
+    (:func:`~wetqa.retrieval.articles.reader.read_laws`: the laws a question is about); ``read_all`` also
     reads every article into the reader's cache, so no question waits for it.
 
     ``precompute`` (with ``rescore``) encodes every passage of the corpus into the re-scoring
@@ -164,8 +164,8 @@ def build_index(
             if read_all and reading is not None:
                 # --read-all on an index up to date: its articles read into the reader's cache now (the index
                 # itself is not touched; what was read before is kept).
-                from ..ranking.readers import read_all as read_articles
-                from ..ranking.readers import read_all_questions
+                from ..articles.reader import read_all as read_articles
+                from ..articles.reader import read_all_questions
 
                 loaded = load_index(out)
                 kept["read_articles"] = read_articles(loaded, reading, progress)
@@ -217,7 +217,7 @@ def build_index(
 
 
 def _reader(model: str):
-    from ..ranking.readers import Reader
+    from ..articles.reader import Reader
 
     return Reader(model, purpose="build")  # every law (and with --read-all every article): a GPU's work
 
@@ -225,8 +225,8 @@ def _reader(model: str):
 def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bool) -> dict:
     """The laws of a just-built articles index read whole (kept in it); with ``read_all`` every article and
     every written question too."""
-    from ..ranking.readers import read_all as read_articles
-    from ..ranking.readers import read_all_questions, read_laws
+    from ..articles.reader import read_all as read_articles
+    from ..articles.reader import read_all_questions, read_laws
 
     index = cls.load(folder, {"options": options}, ChunkStore(folder / STORE))
     out = {"identity": reader.identity(), "laws": read_laws(folder, index, reader, progress)}
@@ -239,7 +239,7 @@ def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bo
 def _questions(folder: Path, cls, options: dict, qset, rescore: dict | None, progress: bool) -> dict:
     """The questions view of a just-built articles index (:mod:`.questions_view`), with the dense model's vector
     of every question when the index has a dense model."""
-    from . import questions_view
+    from ..articles import questions_view
 
     index = cls.load(folder, {"options": options}, ChunkStore(folder / STORE))
     encoder = cache = None
@@ -262,9 +262,9 @@ def precompute_passages(
     too (:mod:`.passages`: the dense first stage, over those chunks)."""
     import numpy as np
 
+    from ..articles.passages import place_text, write_passages
     from ..models.encoders import make_encoder
     from ..models.vectors import cache_of
-    from .passages import place_text, write_passages
 
     t0 = time.perf_counter()
     index = Path(index)
@@ -531,8 +531,8 @@ def _warn_ignored(path: Path, ignored: list[str]) -> None:
 def dense_parts(index, path: Path | None, model: str):
     """(encoder, vector cache, the index's passage vectors or None) of a re-scoring model over an
     articles index: the vectors are used only when they are that model's."""
+    from ..articles.passages import PassageVectors
     from ..models.vectors import model_identity
-    from .passages import PassageVectors
 
     encoder, cache = dense_encoder(model)
     passages = PassageVectors.load(path, index.chunk_article, index.n_articles) if path is not None else None

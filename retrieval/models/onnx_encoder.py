@@ -23,7 +23,7 @@ from wetqa.console import progress_bar
 
 from .._base import RetrievalError
 from .lanes import LANE
-from .onnx_export import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE_FILE, TABLE, source_identity
+from .layout import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE_FILE, TABLE, source_identity
 from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 

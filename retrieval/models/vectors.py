@@ -311,7 +311,7 @@ def weights_identity(model: str) -> str | None:
     path = Path(model).expanduser()
     if not (path / "model.safetensors").is_file():
         return None
-    from .onnx_export import source_identity
+    from .layout import source_identity
 
     ident = source_identity(path)
     manifest = path / "wetqa-model.json"

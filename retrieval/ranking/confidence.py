@@ -81,7 +81,7 @@ class SignalContext:
     the law names the ranking knows (or None: made once from the index's law table)."""
 
     def __init__(self, index, law_names=None):
-        from ..engines.articles import ArticleRetriever
+        from ..articles.bm25 import ArticleRetriever
 
         # The signals read an articles index's views and vocabulary; any other retriever gives none.
         self.index = index if isinstance(index, ArticleRetriever) else None

@@ -244,7 +244,7 @@ def _cross_encoder(argument: str | None, depth: int, complete, spec=None) -> Rer
 
 def _reader(argument: str | None, depth: int, complete, spec=None):
     """The reader as a re-ranker: the model named, else the spec's reader, read as the spec says (tokens, size)."""
-    from .readers import DEFAULT_READER, READ_TOKENS, HitReader, Reader
+    from ..articles.reader import DEFAULT_READER, READ_TOKENS, HitReader, Reader
 
     model = argument or (spec.reader_model if spec is not None else None) or DEFAULT_READER
     tokens = spec.read_tokens_or_default if spec is not None else READ_TOKENS

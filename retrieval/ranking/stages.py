@@ -4,16 +4,13 @@ Each stage takes the rankings of a batch of questions and moves them on, in plac
 
 - ``search``: the hits of any retriever (bm25s over chunks, Pyserini, dense, an articles index alone);
 - ``fusion``: several retrievers' hits fused (RRF or interpolation);
-- ``candidates`` and ``features``: an articles index's candidates from words and meaning, and their evidence
-  (:class:`~.candidates.CandidateFeatures`);
-- ``learned``: the shipped linear model's score of every candidate (:mod:`.candidates`);
-- ``reader``: the reader's cosines of the first candidates (:mod:`.readers`), features of the next ``learned``
-  model; over plain hits it orders them by cosine;
+- the articles engine's own (``candidates``, ``features``, ``learned``, ``reader``: :mod:`wetqa.retrieval.articles`);
+- ``reader`` over plain hits: they ordered by the reader's cosine (:class:`~wetqa.retrieval.articles.reader.HitReader`);
 - re-rankers (``cross-encoder``, ``listwise``; :mod:`.rerankers`) and ``dense-rescore``: the first hits again;
 - ``confidence``: how sure the pipeline is that its first hit answers, fitted for the stages before it.
 
-Article stages work on a ranking's :class:`~.candidates.Candidates` (every candidate, every feature);
-the first stage that needs hits turns the best of them into hits (:func:`materialize`).
+Article stages work on a ranking's candidates (every candidate, every feature); the first stage that needs hits
+turns the best of them into hits (:func:`wetqa.retrieval.articles.stages.materialize`).
 """
 
 from __future__ import annotations
@@ -25,8 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._base import Hit, search_in
-from .candidates import CandidateFeatures, RankingModel, ranked_hits
+from .._base import search_in
 from .stage import Stage
 
 if TYPE_CHECKING:
@@ -54,15 +50,6 @@ def vectors_begun(rankings: Sequence[Ranking], role: str, encode) -> np.ndarray:
     if future is not None:
         return future.result()
     return encode([r.question for r in rankings])
-
-
-def materialize(ranking: Ranking, n: int, features: CandidateFeatures | None, name: str) -> list[Hit]:
-    """The ranking's first ``n`` hits, made from its scored candidates when it has those (and fewer hits)."""
-    c = ranking.candidates
-    if c is not None and features is not None and len(ranking.hits) < min(n, len(c.articles)):
-        scores = c.scores if c.scores is not None else np.zeros(len(c.articles))
-        ranking.hits = ranked_hits(features, c, scores, n, name)
-    return ranking.hits
 
 
 class SearchStage(Stage):
@@ -108,96 +95,6 @@ class FusionStage(Stage):
         self.hybrid.warm()
 
 
-class ArticleCandidates(Stage):
-    """An articles index's candidates: BM25 of the question and of its legal words, the nearest passages,
-    the articles of the laws it names or covers by title (:meth:`CandidateFeatures.collect`)."""
-
-    kind = "candidates"
-    needs = "question"
-    fitted = True
-    name = "candidates"
-
-    def __init__(self, features: CandidateFeatures, reader=None):
-        self.features = features
-        self.calls_model = features.dense or reader is not None  # question vectors, the nearest passages
-        # The reader finds the laws a question is about when the index keeps its laws read (readers.LawReader).
-        self.reader = reader if features.laws_read is not None else None
-
-    def begin(self, rankings: list[Ranking]) -> Future | None:
-        if self.reader is None or not rankings:
-            return None
-        future = beside(self.reader.views, [r.question for r in rankings])
-        rankings[0].vectors["reader_future"] = future
-        return future
-
-    def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        index = self.features.articles
-        vectors = self.features.query_vectors([r.question for r in rankings])
-        read = vectors_begun(rankings, "reader", self.reader.views) if self.reader is not None else None
-        for i, r in enumerate(rankings):
-            v = None if vectors is None else vectors[i]
-            r.vectors["dense"] = v
-            if read is not None:
-                r.vectors["reader"] = read[i]  # the question's views (the query view first)
-            r.allowed = index.allowed(scope, r.question)
-            context = self.features.read_context(r.context, r.allowed) if r.context is not None else None
-            r.candidates = self.features.collect(r.question, r.allowed, v, r.vectors.get("reader"), context)
-
-    def warm(self) -> None:
-        self.features.articles.warm()
-        if self.features.passages is not None:
-            self.features.passages.warm()
-
-
-class ArticleFeatures(Stage):
-    """Every candidate's evidence (:meth:`CandidateFeatures.featurize`)."""
-
-    kind = "features"
-    needs = "candidates"
-    fitted = True
-    name = "features"
-
-    def __init__(self, features: CandidateFeatures):
-        self.features = features
-        self.calls_model = features.dense  # candidates' passages not cached yet are encoded
-
-    def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        for r in rankings:
-            if r.candidates is not None:
-                self.features.featurize(r.candidates, r.allowed, r.vectors.get("dense"))
-
-
-class LearnedScorer(Stage):
-    """The shipped linear model's score of every candidate (``ranking.json``); after a reader, of the
-    candidates it read, the others kept below them in their order. A conversation's follow-up (a ranking with
-    a context) is scored by the ``+context`` model when one is fitted (``in_context``)."""
-
-    kind = "scorer"
-    needs = "candidates"
-    fitted = True
-    calls_model = False
-
-    def __init__(self, model: RankingModel, key: str, in_context: RankingModel | None = None):
-        self.model, self.key, self.in_context = model, key, in_context
-        self.name = f"learned[{key}]"
-
-    def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
-        for r in rankings:
-            c = r.candidates
-            if c is None or not len(c.articles):
-                continue
-            model = self.in_context if r.context is not None and self.in_context is not None else self.model
-            scores = model.score(c)
-            read = c.values.get("read_mask")
-            if read is not None and c.scores is not None:
-                # Only the candidates the reader read are scored by a model that weighs its cosines; the rest
-                # follow in the order they had, below every one of them.
-                below = float(scores[read > 0].min()) - 1.0 if (read > 0).any() else 0.0
-                rank_before = np.argsort(np.argsort(-c.scores, kind="stable"), kind="stable")
-                scores = np.where(read > 0, scores, below - rank_before * 1e-3)
-            c.scores = scores
-
-
 class ConfidenceStage(Stage):
     """How sure the pipeline is that its first hit answers (:mod:`.confidence`): the model fitted for the
     stages before it, reading the hits as those stages left them (a re-ranker no model was fitted with
@@ -210,8 +107,8 @@ class ConfidenceStage(Stage):
     calls_model = False  # it reads the signals the stages before it left
 
     def __init__(self, context, key: str):
-        from .candidates import with_context
         from .confidence import model_for_key
+        from .keys import with_context
 
         self.context, self.key = context, key
         # The key of the confidence model fitted on conversations' follow-ups, when one is.

@@ -48,6 +48,7 @@ from wetqa.corpus.records import FORMAL_KINDS
 
 from .._base import Hit, minmax
 from ..dutch import expand, expanded_question, lead_overlap, question_terms
+from ..ranking.keys import with_context  # noqa: F401  (re-exported: the fitting reads keys here)
 from ..rules import pairs as rule_pairs
 from ..scope import names_bes
 
@@ -159,14 +160,6 @@ def model_key(
         "articles" + ("+dense" if dense else "") + ("+questions" if questions else "") + ("+context" if context else "")
         + ("+reader" if reader else "") + ("@whole" if whole else "")
     )  # fmt: skip
-
-
-def with_context(key: str) -> str:
-    """The key of the model that ranks a conversation's follow-up in a pipeline of ``key``."""
-    base, at, scale = key.partition("@")
-    reader = base.endswith("+reader")
-    base = base.removesuffix("+reader")
-    return f"{base}+context" + ("+reader" if reader else "") + (f"@{scale}" if at else "")
 
 
 def model_for_key(key: str) -> RankingModel | None:
@@ -528,7 +521,7 @@ class CandidateFeatures:
         return out
 
     def _cached_place_cosines(self, query: np.ndarray, articles: np.ndarray) -> np.ndarray:
-        from ..engines.passages import place_text
+        from .passages import place_text
 
         firsts = self.articles.chunks.rows([int(self.articles.first[x]) for x in articles])
         titles = self.articles.chunks.titles([int(self.articles.ranked_row[x]) for x in articles])

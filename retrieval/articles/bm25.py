@@ -29,13 +29,13 @@ from wetqa.corpus.records import Chunk
 from wetqa.settings import setting
 
 from .._base import DamagedIndex, Hit, RetrievalError, RetrieverBase, check_k, check_query
+from ..engines.store import ChunkStore
+from ..engines.tokenization import DutchAnalyzer
 from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
 from ..kernels.maxscore import MaxScoreRanker, block_files, write_bounds
 from ..kernels.selection import ImpactIndex, dense_scores
 from ..registry import RetrieverInfo, register
 from ..scope import DEFAULT_SCOPE, BoundedCache, LawTable, Scope, scope_key
-from .store import ChunkStore
-from .tokenization import DutchAnalyzer
 
 
 # Fusion weights: those that 3 of 5 cross-validation folds picked on the 51 dev questions
@@ -367,9 +367,17 @@ class ArticleRetriever(RetrieverBase):
         return self.batch_search([query], k, scope=scope)[0]
 
 
+def _own_stages(spec, index, path, dense_model, reader):
+    """The engine's stages (candidates, features, learned models, reader): :func:`wetqa.retrieval.articles.stages_for`."""
+    from . import stages_for
+
+    return stages_for(spec, index, path, dense_model, reader)
+
+
 register(
     RetrieverInfo(
         name="articles",
+        stages=_own_stages,
         cls=ArticleRetriever,
         options=ArticleOptions,
         description="ranks whole articles: chunk, whole-article and heading BM25 views fused (the default)",

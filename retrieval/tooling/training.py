@@ -34,7 +34,7 @@ def triplets(data: str | Path, index, reader_encoder, negatives: int = 2, seed: 
     holds: each in the model's own form (query prompt; titled document)."""
     from wetqa.corpus.dataset import article_key, load_dataset
 
-    from ..ranking.readers import article_documents
+    from ..articles.reader import article_documents
 
     items = load_dataset(data)
     position: dict[str, int] = {}
@@ -97,10 +97,10 @@ def train_reader(
 
     from wetqa.io import atomic_dir, check_replaceable
 
+    from ..articles.reader import resolve_reader
     from ..engines.index import load_index
-    from ..ranking.readers import resolve_reader
-    from .encoders import SentenceTransformerEncoder
-    from .onnx_export import export_onnx, source_identity
+    from ..models.encoders import SentenceTransformerEncoder
+    from .export import export_onnx, source_identity
 
     target = Path(out).expanduser()
     check_replaceable(target, MARKER, "model")  # refused before the minutes of training, not after them

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engines.tokenization import DutchAnalyzer
 from ..kernels.impacts import ImpactBuilder, Vocabulary, load_view
 from ..kernels.selection import ImpactIndex, dense_scores
-from .tokenization import DutchAnalyzer
 
 META = "questions.json"
 TEXTS = "questions.texts.jsonl"

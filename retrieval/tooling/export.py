@@ -21,7 +21,6 @@ refused).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -32,23 +31,12 @@ import numpy as np
 from wetqa.io import FORMAT_KEY, atomic_dir
 
 from .._base import RetrievalError
-from .unigram import export_unigram
+from ..models.layout import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE_FILE, TABLE, source_identity  # noqa: F401
+from ..models.unigram import export_unigram
 
 # 5: Gemma's down projections int8 per token; 4: a Gemma model's SentencePiece tokenizer; 3: Gemma encoders, the
 # output size, prompts; 2: int8
 FORMAT = 5
-ONNX_DIR = "onnx"
-GRAPH = "encoder.onnx"
-# The same graph with its weights quantized to int8, per output channel (ONNX Runtime's dynamic
-# quantization): passages encode 1.6x faster; its vectors agree with the float32 graph's at cosine .996
-# (mean, 200 passages), and the ranking with them is the same (mE5-small, 51 dev questions: dense-alone
-# article Hit@1 .706 with float32 passage vectors and with int8 ones, everyday questions .226 / .250).
-# Questions stay float32 (with both int8, dev Hit@1 fell to .686). Gemma's down projections are quantized
-# with an activation scale per token instead of one a run (see DOWN).
-PASSAGE_GRAPH = "encoder.int8.onnx"
-TABLE = "word_embeddings.npy"
-META = "onnx.json"
-PROBE_FILE = "probe.json"  # the vector of a fixed question through each question path, as exported
 _DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 
 
@@ -94,18 +82,6 @@ def _strip(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                 break
         out[name] = t
     return out
-
-
-def source_identity(model_dir: Path) -> str:
-    """What the export is of: the weights file's size and a hash of its first and last MiB (cheap, stable)."""
-    weights = model_dir / "model.safetensors"
-    size = weights.stat().st_size
-    h = hashlib.sha256(str(size).encode())
-    with open(weights, "rb") as fh:
-        h.update(fh.read(1 << 20))
-        fh.seek(max(0, size - (1 << 20)))
-        h.update(fh.read(1 << 20))
-    return h.hexdigest()[:32]
 
 
 def _pooling(model_dir: Path) -> str:
@@ -556,7 +532,7 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         # The vector of a fixed question through each question path, as made: a model whose files change later
         # (damaged word table, zeroed int8 weights, an edited prompt) is refused at load (OnnxEncoder).
-        from .onnx_encoder import OnnxEncoder
+        from ..models.onnx_encoder import OnnxEncoder
 
         made = OnnxEncoder(model_dir, onnx_dir=tmp, probe=False)
         (tmp / PROBE_FILE).write_text(json.dumps(made.probe_vectors()) + "\n", encoding="utf-8")

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._base import RetrievalError, minmax
-from .stage import Stage
+from ..ranking.stage import Stage
 
 log = logging.getLogger("wetqa.retrieval")
 
@@ -48,7 +48,7 @@ MATRYOSHKA = (768, 512, 256, 128)
 
 def resolve_reader(model: str) -> str:
     """A reader model as a loadable name: a fetched folder for its hub id when there is one, else as given."""
-    from ..models.fetch import fetched_folder
+    from ..models.fetched import fetched_folder
 
     if model in ("", NO_READER):
         raise RetrievalError("no reader model given")
@@ -78,7 +78,7 @@ def reader_present(model: str) -> bool:
 def reader_identity(model: str, depth: int, tokens: int, dim: int | None) -> dict:
     """What a reader's cosines depend on: the model and its weights (size and a hash of their ends, as the
     ONNX export records them), how many candidates it reads, how much of each, at what size."""
-    from ..models.onnx_export import source_identity
+    from ..models.layout import source_identity
 
     path = Path(resolve_reader(model))
     weights = source_identity(path) if (path / "model.safetensors").is_file() else None
@@ -180,7 +180,7 @@ def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
     from wetqa.console import UnavailableError
 
     from ..models.encoders import make_encoder
-    from ..models.fetch import damaged_fetch
+    from ..models.fetched import damaged_fetch
 
     problem = damaged_fetch(model)
     if problem:
@@ -264,7 +264,7 @@ def read_all_questions(folder, index, reader: Reader, progress: bool = True) -> 
 
     from wetqa.console import progress_bar
 
-    from ..engines.questions_view import QuestionsView
+    from .questions_view import QuestionsView
 
     view = QuestionsView.load(Path(folder), index)
     if view is None:
@@ -305,7 +305,7 @@ class ArticleReader(Stage):
     def begin(self, rankings: list):
         """The questions' reader vectors, encoded while the first stages search (unless the candidates stage
         encodes them already: it reads the laws with them)."""
-        from .stages import beside
+        from ..ranking.stages import beside
 
         if not rankings or "reader_future" in rankings[0].vectors:
             return None
@@ -314,7 +314,7 @@ class ArticleReader(Stage):
         return future
 
     def run(self, rankings: list, need: int, scope) -> None:
-        from .stages import vectors_begun
+        from ..ranking.stages import vectors_begun
 
         questions: Sequence[np.ndarray] | np.ndarray
         if rankings and all("reader" in r.vectors for r in rankings):

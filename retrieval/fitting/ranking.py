@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from .._base import RetrievalError
-from .candidates import (
+from ..articles.candidates import (
     CONTEXT_DENSE_FEATURES,
     CONTEXT_FEATURES,
     DENSE_FEATURES,
@@ -54,7 +54,7 @@ from .candidates import (
     model_key,
     with_context,
 )
-from .readers import READ_CONTEXT_FEATURES, READ_DEPTH, READ_QUESTION_FEATURES, READER_FEATURES
+from ..articles.reader import READ_CONTEXT_FEATURES, READ_DEPTH, READ_QUESTION_FEATURES, READER_FEATURES
 
 L2 = 1.0
 ITERATIONS = 400
@@ -148,10 +148,10 @@ def prepare(
     ``reader``."""
     from wetqa.home import cache_root
 
+    from ..articles.questions_view import QuestionsView
+    from ..articles.reader import LawReader
     from ..engines.index import dense_parts, load_index, read_index_meta
-    from ..engines.questions_view import QuestionsView
     from ..scope import holds_whole_bwb
-    from .readers import LawReader
 
     path = Path(path)
     meta = read_index_meta(path)
@@ -303,7 +303,7 @@ def _rows(examples: list[Example], matrices: list[np.ndarray], tops: list[np.nda
 
 def _read(e: Example, reader, top: np.ndarray) -> Candidates:
     """A copy of the example's candidates with the reader's features of the candidates ``top``."""
-    from .readers import read_candidates
+    from ..articles.reader import read_candidates
 
     c = replace(e.c, values=dict(e.c.values), raw=dict(e.c.raw))
     order = np.full(len(c.articles), -np.inf)
@@ -447,7 +447,7 @@ def fit_ranking(
     ``{"models": {key: spec}, "held": {key: [rows]}}`` (the rows of :func:`report`)."""
     from wetqa import __version__
 
-    from .readers import Reader
+    from ..articles.reader import Reader
 
     sets = load_sets(datasets)
     reading = Reader(reader) if reader else None
@@ -777,7 +777,7 @@ def fit_confidence(
     rows: list[Signals], features: Sequence[str], folds: int = 5, budget: float = 0.2, l2: float = 2.0
 ) -> tuple[dict, dict]:
     """(the model's spec, the cross-validated abstention per index, set and label)."""
-    from .confidence import capped
+    from ..ranking.confidence import capped
 
     check_folds(len(rows), folds)
     used = [f for f in features if all(f in r.values for r in rows)]
