@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ._base import GenerationError, Request, Sampling
 
@@ -179,7 +180,7 @@ def write_questions(
     )
     writer = writer or backend.model_name or backend.name
     out.parent.mkdir(parents=True, exist_ok=True)
-    counts = {"articles": len(articles), "done_before": len(articles) - len([a for a in articles if a.key not in done]),
+    counts: dict[str, Any] = {"articles": len(articles), "done_before": len(articles) - len([a for a in articles if a.key not in done]),
               "written": 0, "skipped": 0, "failed": 0, "questions": 0, "dropped": 0}  # fmt: skip
     first_error = None
     t0 = time.perf_counter()
@@ -196,7 +197,7 @@ def write_questions(
                 questions, skip = parse(g.text)
                 kept, dropped = checked(questions)
                 counts["dropped"] += len(dropped)
-                base = {"law_id": a.law_id, "article": a.article, "version_date": a.version_date,
+                base: dict[str, Any] = {"law_id": a.law_id, "article": a.article, "version_date": a.version_date,
                         "text_hash": a.hash, "writer": writer}  # fmt: skip
                 if kept:
                     rows.append(ArticleQuestions(**base, questions=tuple(kept)))

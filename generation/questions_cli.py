@@ -32,6 +32,15 @@ def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -
 
     c = commands.add_parser("check", parents=[output], help="count and check a question set")
     c.add_argument("file", type=Path)
+    c.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DATASET",
+        help="a dataset (JSONL with `question`) the set must not copy: a written question at word Jaccard >= .6 to "
+        "one of its questions is a problem (repeatable; the sets a ranking is evaluated on)",
+    )
     c.set_defaults(func=cmd_check)
 
     s = commands.add_parser("show", parents=[output], help="the questions of an article (the shipped set by default)")
@@ -111,7 +120,19 @@ def cmd_check(args: argparse.Namespace) -> int:
                 problems[problem.split(" (")[0]] += 1
                 if len(shown) < 20:
                     shown.append(f"{row.law_id} {row.article}: {problem}: {q}")
+    if args.against:
+        from wetqa.corpus.dataset import load_dataset
+        from wetqa.retrieval.questions import asked_in, near_copies
+
+        asked = asked_in([item for path in args.against for item in load_dataset(path)])
+        written = [(row, q) for row in qset.rows for q in row.questions]
+        for i, (j, jaccard) in near_copies([q for _, q in written], asked).items():
+            problems["a near copy of an evaluation question"] += 1
+            if len(shown) < 20:
+                row, q = written[i]
+                shown.append(f"{row.law_id} {row.article}: {q} ~ {asked[j]} ({jaccard:.2f})")
     with_q = [r for r in qset.rows if r.questions]
+    skipped = Counter(r.skip for r in qset.rows if r.skip)
     summary = {
         "file": str(args.file),
         "sha256": qset.digest[:16],
@@ -119,7 +140,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         "questions": len(qset),
         "laws": len({r.law_id for r in with_q}),
         "whole_regulations": sum(1 for r in with_q if not r.article),
-        "skipped": dict(Counter(r.skip for r in qset.rows if r.skip)),
+        "skipped": dict(skipped),
         "problems": dict(problems),
         "examples": shown,
     }
@@ -127,7 +148,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     def text() -> str:
         lines = [
             f"{summary['file']} ({summary['sha256']}): {summary['questions']} questions for {summary['articles']} "
-            f"articles of {summary['laws']} laws; {sum(summary['skipped'].values())} articles without"
+            f"articles of {summary['laws']} laws; {sum(skipped.values())} articles without"
         ]
         lines += [f"  {n} {p}" for p, n in problems.items()] + [f"  {e}" for e in shown]
         return "\n".join(lines)

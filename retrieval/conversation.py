@@ -223,10 +223,10 @@ def resolve(context: Context, index, law_names) -> tuple[list[int], set[str]]:
         candidates = list(m.law_ids) or sorted(law_names.named(m.law_text) if law_names is not None else set())
         for law_id in (candidates or sorted(named_anywhere))[:3]:
             live = [r for r, expired, until in rows_of(law_id, article_label(m.article)) if not expired and not until]
-            ranked = [int(chunk_article[r]) for r in live if 0 <= r < len(chunk_article)]
-            ranked = [x for x in ranked if x >= 0]
-            if ranked:
-                articles.append(ranked[0])
+            found = [int(chunk_article[r]) for r in live if 0 <= r < len(chunk_article)]
+            found = [x for x in found if x >= 0]
+            if found:
+                articles.append(found[0])
                 laws.add(law_id)
                 break
     return list(dict.fromkeys(articles)), laws

@@ -58,17 +58,14 @@ class RetrievalPipeline(RetrieverBase):
         self.identity = identity or {}
         self.need = need  # the hits the stages after the first want to see (re-rankers' depth)
         self._hit_stage = next((i for i, s in enumerate(self.stages) if s.needs == "hits"), len(self.stages))
+        # Cheap enough for a server's event loop: every engine registered ``inline`` (numpy, a millisecond) and
+        # no stage that calls a model (a reader, a re-ranker, dense re-scoring). Model calls run in worker
+        # threads, where one request's new passages hold up no other. The stages are fixed once built.
+        self.inline = all(e.inline for e in self.engines) and not any(s.calls_model for s in self.stages)
 
     @property
     def stage_names(self) -> list[str]:
         return [s.name for s in self.stages]
-
-    @property
-    def inline(self) -> bool:
-        """Cheap enough for a server's event loop: every engine registered ``inline`` (numpy, a millisecond)
-        and no stage that calls a model (a stage that does not say calls one: a reader, a re-ranker, dense
-        re-scoring). Model calls run in worker threads, where one request's new passages hold up no other."""
-        return all(e.inline for e in self.engines) and not any(s.calls_model for s in self.stages)
 
     @property
     def index(self):

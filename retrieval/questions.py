@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -98,7 +99,7 @@ class ArticleQuestions:
         return (self.law_id, " ".join(self.article.split()), self.text_hash)
 
     def to_json(self) -> dict:
-        out = {"law_id": self.law_id, "article": self.article, "version_date": self.version_date,
+        out: dict[str, object] = {"law_id": self.law_id, "article": self.article, "version_date": self.version_date,
                "text_hash": self.text_hash, "writer": self.writer}  # fmt: skip
         if self.skip:
             out["skip"] = self.skip
@@ -254,3 +255,62 @@ def checked(questions: Sequence[str], seen: set[str] | None = None) -> tuple[lis
         seen.add(norm)
         kept.append(q)
     return kept, dropped
+
+
+NEAR_COPY = 0.6  # word Jaccard at which a written question counts as a copy of an evaluation question
+
+
+def _word_set(question: str) -> frozenset[str]:
+    return frozenset(re.findall(r"\w+", question.lower()))
+
+
+def near_copies(
+    questions: Sequence[str], others: Sequence[str], threshold: float = NEAR_COPY
+) -> dict[int, tuple[int, float]]:
+    r"""Which of ``questions`` are near copies of one of ``others``: question index -> (the other's index, their
+    word Jaccard), for every pair at ``threshold`` or above (the nearest one kept).
+
+    A question set is checked against the questions a ranking is evaluated on: a written question that is almost an
+    evaluation question, on its gold article, answers the evaluation for it (the set is decontaminated, as
+    benchmarks' training data are). The words are lower-cased ``\w+`` tokens. Prefix filtering keeps it to few
+    pairs: two sets at Jaccard >= t share a word among the ``|A| - ceil(t|A|) + 1`` rarest of either, so only
+    those prefixes are indexed and probed, and every pair found is verified in full."""
+    from collections import Counter, defaultdict
+
+    other_sets = [_word_set(o) for o in others]
+    question_sets = [_word_set(q) for q in questions]
+    frequency = Counter(w for words in other_sets for w in words)
+
+    def prefix(words: frozenset[str]) -> list[str]:
+        rarest = sorted(words, key=lambda w: (frequency[w], w))
+        return rarest[: len(words) - math.ceil(threshold * len(words) - 1e-9) + 1]
+
+    holders: dict[str, list[int]] = defaultdict(list)
+    for j, words in enumerate(other_sets):
+        for w in prefix(words):
+            holders[w].append(j)
+    found: dict[int, tuple[int, float]] = {}
+    for i, words in enumerate(question_sets):
+        if not words:
+            continue
+        best = (-1, 0.0)
+        for j in {j for w in prefix(words) for j in holders.get(w, ())}:
+            shared = len(words & other_sets[j])
+            jaccard = shared / (len(words) + len(other_sets[j]) - shared)
+            if jaccard > best[1] or (jaccard == best[1] and best[0] >= 0 and j < best[0]):
+                best = (j, jaccard)
+        if best[0] >= 0 and best[1] >= threshold:
+            found[i] = best
+    return found
+
+
+def asked_in(items) -> list[str]:
+    """Every question a dataset asks: its items' questions and the earlier user turns of its conversations."""
+    out: list[str] = []
+    for item in items:
+        out.append(item.question)
+        for m in item.messages or ():
+            content = m.get("content") if isinstance(m, dict) else None
+            if m.get("role") == "user" and isinstance(content, str) and content != item.question:
+                out.append(content)
+    return out

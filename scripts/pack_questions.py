@@ -28,7 +28,7 @@ from wetqa.retrieval.questions import SKIP_REASONS, ArticleQuestions, QuestionSe
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pack(folder: Path) -> tuple[QuestionSet, dict]:
+def pack(folder: Path, against: list[Path] | None = None) -> tuple[QuestionSet, dict]:
     keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
     rows: list[ArticleQuestions] = []
     report: dict = {"dropped": Counter(), "skips": Counter(), "by_law": defaultdict(Counter)}
@@ -80,6 +80,15 @@ def pack(folder: Path) -> tuple[QuestionSet, dict]:
         report["by_law"][key.get("law") or key["law_id"]][f"skip:{reason}"] += 1
     regulations = _regulations(folder / "regs", report)
     rows += regulations
+    rows = _cleaned(rows, against or [], report)
+    names = {k["law_id"]: k.get("law") or k["law_id"] for k in keys.values()}
+    for counts in report["by_law"].values():
+        counts.pop("articles", None), counts.pop("questions", None)
+    for r in rows:
+        if r.article and r.questions:
+            report["by_law"][names.get(r.law_id, r.law_id)]["articles"] += 1
+            report["by_law"][names.get(r.law_id, r.law_id)]["questions"] += len(r.questions)
+    regulations = [r for r in rows if not r.article]
     qset = QuestionSet(rows)
     with_q = [r for r in qset.rows if r.questions]
     summary = {
@@ -89,6 +98,7 @@ def pack(folder: Path) -> tuple[QuestionSet, dict]:
         "articles_not_written": len(keys) - len(written),
         "skips": dict(report["skips"]),
         "dropped": dict(report["dropped"]),
+        "near_copies_by_evaluation_set": dict(report.get("near_copies", {})),
         "questions_per_article": round(len(qset) / max(len(with_q), 1), 2),
         "regulations_with_questions": sum(1 for r in regulations if r.questions),
         "regulation_questions": sum(len(r.questions) for r in regulations),
@@ -96,6 +106,44 @@ def pack(folder: Path) -> tuple[QuestionSet, dict]:
         "by_law": {law: dict(c) for law, c in sorted(report["by_law"].items())},
     }
     return qset, summary
+
+
+def _cleaned(rows: list[ArticleQuestions], against: list[Path], report: dict) -> list[ArticleQuestions]:
+    """The rows without the questions written for an article and a regulation both (each round deduplicated its
+    own), and without near copies of any question the ranking is evaluated on (decontaminated: a written question
+    at word Jaccard >= NEAR_COPY to an evaluation question is dropped, whichever article it was written for)."""
+    from dataclasses import replace
+
+    from wetqa.corpus.dataset import load_dataset
+    from wetqa.retrieval.questions import NEAR_COPY, asked_in, near_copies
+
+    counts = Counter(normalised(q) for r in rows for q in set(r.questions))
+    asked: list[str] = []
+    source: list[str] = []
+    for path in against:
+        texts = asked_in(load_dataset(path))
+        asked += texts
+        source += [path.stem] * len(texts)
+    written = [(i, q) for i, r in enumerate(rows) for q in r.questions if counts[normalised(q)] == 1]
+    copies = near_copies([q for _, q in written], asked, NEAR_COPY)
+    report["near_copies"] = Counter(source[j] for j, _ in copies.values())
+    keep: dict[int, list[str]] = {}
+    for n, (i, q) in enumerate(written):
+        if n not in copies:
+            keep.setdefault(i, []).append(q)
+    report["dropped"]["written for an article and a regulation"] += sum(
+        1 for r in rows for q in r.questions if counts[normalised(q)] > 1
+    )
+    report["dropped"]["a near copy of an evaluation question"] += len(copies)
+    out = []
+    for i, r in enumerate(rows):
+        if r.skip or r.writer == "rule":
+            out.append(r)
+        elif keep.get(i):
+            out.append(replace(r, questions=tuple(keep[i])))
+        else:
+            report["dropped"]["an article left without questions"] += 1
+    return out
 
 
 def _regulations(folder: Path, report: dict) -> list[ArticleQuestions]:
@@ -134,13 +182,27 @@ def _regulations(folder: Path, report: dict) -> list[ArticleQuestions]:
     return out
 
 
+def _evaluation_sets() -> list[Path]:
+    shared = ROOT.parent / "shared" / "data" / "legalqa"
+    return sorted((ROOT / "bench" / "data").glob("*.jsonl")) + sorted(shared.glob("*.jsonl"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("writers", type=Path)
     parser.add_argument("--out", type=Path, default=ROOT / "retrieval" / "questions.jsonl.gz")
     parser.add_argument("--report", type=Path, help="write the report (JSON) here too")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        action="append",
+        help="an evaluation dataset the set must not copy (repeatable; default bench/data/*.jsonl and "
+        "../shared/data/legalqa/*.jsonl)",
+    )
     args = parser.parse_args(argv)
-    qset, summary = pack(args.writers)
+    against = args.against or _evaluation_sets()
+    qset, summary = pack(args.writers, against)
+    summary["decontaminated_against"] = [str(p) for p in against]
     qset.write(args.out)
     text = json.dumps(summary, indent=2, ensure_ascii=False)
     if args.report:

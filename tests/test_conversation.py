@@ -147,6 +147,33 @@ def test_ask_with_context_and_chat_read_follow_ups(real_corpus, real_articles_in
     assert answers[2]["context"] is None  # /nieuw started afresh: the same words, read alone
 
 
+@pytest.mark.integration
+def test_the_fits_cached_candidates_follow_a_conversations_earlier_turns(real_articles_index, monkeypatch, tmp_path):
+    """The candidates a fit caches are keyed by a conversation's earlier turns too (review finding 10): editing
+    them is not fitted on the candidates of the old ones."""
+    from wetqa.retrieval.ranking.fitting import FitQuestion, prepare
+
+    monkeypatch.setenv("WETQA_CACHE", str(tmp_path / "cache"))
+    cited = (
+        "Volgens artikel 5:7 van de Arbeidstijdenwet mag dat hoogstens 12 uur. [1]\n\nBronnen:\n[1] Arbeidstijdenwet, "
+        "Artikel 5:7, tekst van 1 januari 2024 (DOC17850, BWBR0007671_2024-01-01_art5:7_1)"
+    )
+
+    def conversation(answer):
+        messages = (("user", "Hoeveel uur mag mijn baas mij per dag laten werken?"), ("assistant", answer),
+                    ("user", "en als het een nachtdienst is?"))  # fmt: skip
+        q = FitQuestion("c1", "conv", "en als het een nachtdienst is?", frozenset(), frozenset({"BWBR0007671"}),
+                        messages)  # fmt: skip
+        return {"conv": [q]}
+
+    def cited_values(answer):
+        prep = prepare(real_articles_index, conversation(answer), dense=False, progress=False, questions=False)
+        ((_, c),) = prep.items
+        return sorted(float(v) for v in c.values["ctx_cited"])
+
+    assert cited_values(cited) != cited_values("Dat hangt af van uw contract.")
+
+
 # ----------------------------------------------------------------------------------------- the API
 @pytest.mark.integration
 def test_a_three_turn_conversation_through_the_openai_client(bm25s_index):

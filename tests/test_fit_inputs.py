@@ -66,3 +66,36 @@ def test_a_refused_compare_leaves_no_folder_behind(tmp_path, dataset):
     )
     assert run.returncode == 2, run.stderr
     assert not out.exists()
+
+
+def test_no_questions_reaches_every_pipeline_the_confidence_is_fitted_on(monkeypatch, dataset, tmp_path):
+    """`fit confidence --no-questions` (review finding 2): each index's pipelines are built without the questions
+    view, the second and later ones too (a loop variable once took the flag's name)."""
+    from wetqa.retrieval import spec as spec_module
+    from wetqa.retrieval.ranking import fitting
+
+    seen = []
+
+    class Pipeline:
+        key, features = "articles", None
+
+        class index:  # noqa: N801  (the law table a fit reads)
+            class laws:  # noqa: N801
+                ids = ["BWBR9990001"]
+
+        def rank(self, questions, k, contexts=None):
+            from wetqa.retrieval._base import Ranking
+
+            return [Ranking(q, [], signals={}) for q in questions]
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            seen.append(kwargs["questions"])
+
+        def build(self):
+            return Pipeline()
+
+    monkeypatch.setattr(spec_module, "RetrievalSpec", Recorder)
+    monkeypatch.setattr("wetqa.retrieval.engines.index.read_index_meta", lambda path: {"rescore": {"model": "m"}})
+    fitting.collect_signals([tmp_path / "a", tmp_path / "b"], [dataset], progress=False, questions=False)
+    assert seen == [False] * 4

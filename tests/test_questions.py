@@ -15,7 +15,9 @@ from wetqa.generation.questions import parse, write_questions
 from wetqa.retrieval.questions import (
     ArticleQuestions,
     QuestionSet,
+    asked_in,
     checked,
+    near_copies,
     question_problem,
     text_hash,
 )
@@ -126,6 +128,51 @@ def test_the_writers_round_is_packed_checked_and_deduplicated(tmp_path):
     assert qset.get("BWBR1", "Artikel 4", hashed="3" * 16).skip == "citeertitel"
     assert summary["questions"] == 2 and summary["skips"] == {"definities": 1, "citeertitel": 1}
     assert summary["dropped"]["written for two articles"] == 2
+
+
+def test_a_near_copy_of_an_evaluation_question_is_found_by_its_words():
+    asked = ["Hoe lang krijg ik loon door als ik ziek ben?", "Mag de huisbaas zomaar de huur verhogen?"]
+    written = [
+        "Hoe lang krijg ik mijn loon door als ik ziek ben?",  # one word added: Jaccard 9/10
+        "Hoeveel vakantiedagen heb ik per jaar?",  # shares a word or two, not the question
+        "Mag mijn huisbaas de huur zomaar verhogen?",  # the same words in another order: 7/8
+    ]
+    found = near_copies(written, asked, 0.6)
+    assert sorted(found) == [0, 2]
+    assert found[0][0] == 0 and found[2][0] == 1 and found[0][1] == pytest.approx(0.9)
+    assert near_copies(written, asked, 0.95) == {}
+    # A conversation's earlier user turns are asked questions too (the last turn is its question).
+    items = [type("Item", (), {"question": "En als ik parttime werk?",
+                               "messages": [{"role": "user", "content": "Hoeveel vakantiedagen heb ik?"},
+                                            {"role": "assistant", "content": "Vier keer ..."},
+                                            {"role": "user", "content": "En als ik parttime werk?"}]})()]  # fmt: skip
+    assert sorted(asked_in(items)) == ["En als ik parttime werk?", "Hoeveel vakantiedagen heb ik?"]
+
+
+def test_packing_drops_near_copies_of_the_evaluation_questions(tmp_path):
+    folder = tmp_path / "round"
+    (folder / "out").mkdir(parents=True)
+    keys = {"a00001": {"law_id": "BWBR1", "article": "Artikel 1", "version_date": "2024-01-01",
+                       "text_hash": "0" * 64, "law": "Wet A"}}  # fmt: skip
+    (folder / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
+    line = {"id": "a00001", "questions": ["Hoe lang krijg ik mijn loon door als ik ziek ben?",
+                                          "Moet ik me ziek melden bij mijn baas?"]}  # fmt: skip
+    (folder / "skipped_auto.json").write_text("[]", encoding="utf-8")
+    (folder / "out" / "b001.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    evaluation = tmp_path / "eval.jsonl"
+    evaluation.write_text(json.dumps({"id": "q1", "question": "Hoe lang krijg ik loon door als ik ziek ben?",
+                                      "gold": [{"law_id": "BWBR1", "article": "Artikel 1"}]}) + "\n")  # fmt: skip
+    out = tmp_path / "set.jsonl.gz"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pack_questions.py"), str(folder), "--out", str(out),
+         "--against", str(evaluation)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    summary = json.loads(run.stdout)
+    assert QuestionSet.load(out).get("BWBR1", "Artikel 1", hashed="0" * 16).questions == (
+        "Moet ik me ziek melden bij mijn baas?",
+    )
+    assert summary["near_copies_by_evaluation_set"] == {"eval": 1}
 
 
 # ------------------------------------------------------------------------------------------ the writer

@@ -87,10 +87,7 @@ class HybridRetriever(RetrieverBase):
         self.chunks = self.retrievers[0].chunks  # hits are cited from the first index's store
         self.laws = self.retrievers[0].laws
         self.calls_model = any(r.calls_model for r in self.retrievers)
-
-    @property
-    def inline(self) -> bool:
-        return all(r.inline for r in self.retrievers)
+        self.inline = all(r.inline for r in self.retrievers)
 
     def _fuse(self, rankings: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
         if self.method == "rrf":

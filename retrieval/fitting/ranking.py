@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from .._base import RetrievalError
+from ..conversation import Context
 from ..articles.candidates import (
     CONTEXT_DENSE_FEATURES,
     CONTEXT_FEATURES,
@@ -112,7 +113,7 @@ class Prepared:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # question -> its reader vector
     # A conversation's follow-up: its context (retrieval.conversation.Context) and its reader vector read with the
     # earlier questions before it, by question id.
-    contexts: dict[str, object] = field(default_factory=dict)
+    contexts: dict[str, Context] = field(default_factory=dict)
     in_context: dict[str, np.ndarray] = field(default_factory=dict)
     items: list[tuple[FitQuestion, Candidates]] = field(default_factory=list)
     keys: dict[int, tuple[str, str]] = field(default_factory=dict)  # candidate -> (article key, law id)
@@ -169,11 +170,11 @@ def prepare(
         features = CandidateFeatures(index, passages, encoder, cache, without=without, questions=view)
     else:
         features = CandidateFeatures(index, without=without, questions=view)
-    questions = [q for qs in sets.values() for q in qs if not answerable or q.laws <= held]
+    asked = [q for qs in sets.values() for q in qs if not answerable or q.laws <= held]
     prep = Prepared(path, index, features, dense, holds_whole_bwb(held))
     from ..conversation import Conversation
 
-    for q in questions:
+    for q in asked:
         if q.messages:
             context = Conversation.of([{"role": r, "content": t} for r, t in q.messages]).context(features.law_names)
             if context is not None:
@@ -183,27 +184,27 @@ def prepare(
         if features.laws_read is None:
             return None
         prep.reader = reader
-        texts = sorted({q.question for q in questions})
+        texts = sorted({q.question for q in asked})
         prep.vectors = dict(zip(texts, reader.views(texts))) if texts else {}
         followed = sorted(prep.contexts)
         if followed:
-            read = reader.questions([f"{prep.contexts[i].text} {next(q.question for q in questions if q.id == i)}"
+            read = reader.questions([f"{prep.contexts[i].text} {next(q.question for q in asked if q.id == i)}"
                                      for i in followed])  # fmt: skip
             prep.in_context = dict(zip(followed, read))
     ident = json.dumps(
-        [meta.get("files"), model, dense, code_fingerprint(), [(q.id, q.question) for q in questions],
+        [meta.get("files"), model, dense, code_fingerprint(), [(q.id, q.question, q.messages) for q in asked],
          reader.identity() if reader is not None else None, sorted(without), view is not None]
     )  # fmt: skip
     store = cache_root() / "fit" / f"candidates-{hashlib.sha1(ident.encode()).hexdigest()[:20]}.pkl"
     if store.is_file():
         cands = pickle.loads(store.read_bytes())
     else:
-        cands = _candidates(prep, questions, progress)
+        cands = _candidates(prep, asked, progress)
         from wetqa.io import atomic_file
 
         with atomic_file(store, "wb") as fh:  # a temporary of its own: two fits of the same inputs do not collide
             fh.write(pickle.dumps(cands))
-    prep.items = list(zip(questions, cands))
+    prep.items = list(zip(asked, cands))
     _keys(prep)
     return prep
 
@@ -744,7 +745,7 @@ def collect_signals(
 
             law_names = pipeline.features.law_names if pipeline.features is not None else None
             for name, qs in sets.items():
-                questions = [q.question for q in qs]
+                texts = [q.question for q in qs]
                 # A conversation's follow-up is read in its context, as a server reads it.
                 contexts = [
                     Conversation.of([{"role": r, "content": t} for r, t in q.messages]).context(law_names)
@@ -752,9 +753,9 @@ def collect_signals(
                     for q in qs
                 ]  # fmt: skip
                 rankings = []
-                for start in tqdm(range(0, len(questions), 16), desc=f"{Path(path).name} {pipeline.key} {name}",
+                for start in tqdm(range(0, len(texts), 16), desc=f"{Path(path).name} {pipeline.key} {name}",
                                   disable=not progress, leave=False):  # fmt: skip
-                    rankings += pipeline.rank(questions[start : start + 16], 3, contexts=contexts[start : start + 16])
+                    rankings += pipeline.rank(texts[start : start + 16], 3, contexts=contexts[start : start + 16])
                 for q, r in zip(qs, rankings):
                     row = Signals(Path(path).name, name, q.question, r.signals, float(q.laws <= held))
                     # A follow-up read in its context has a confidence model of its own (+context), fitted on the

@@ -15,11 +15,11 @@ import zlib
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from .._base import RetrievalError
-from .encoders import Encoder
 
 
 def _key(text: str) -> bytes:
@@ -46,6 +46,12 @@ def _unpacked(blob: bytes, dim: int) -> np.ndarray | None:
     if len(blob) == size:
         return np.frombuffer(blob, dtype=np.float32)
     return None
+
+
+class PassageEncoder(Protocol):
+    """What the cache asks of an encoder: the vectors of the passages it lacks."""
+
+    def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
 class EmbeddingCache:
@@ -207,7 +213,7 @@ class EmbeddingCache:
         return found
 
     def vectors(
-        self, texts: Sequence[str], encoder: Encoder, progress: bool = False, slice_size: int | None = None
+        self, texts: Sequence[str], encoder: PassageEncoder, progress: bool = False, slice_size: int | None = None
     ) -> np.ndarray:
         """The texts' vectors: read from the cache, the missing ones encoded (``slice_size`` per model call;
         default all in one, as index builds want them).
@@ -229,7 +235,7 @@ class EmbeddingCache:
         return np.stack([found[k] for k in keys])
 
     def _encode_missing(
-        self, missing: dict[bytes, str], encoder: Encoder, progress: bool, slice_size: int | None
+        self, missing: dict[bytes, str], encoder: PassageEncoder, progress: bool, slice_size: int | None
     ) -> dict[bytes, np.ndarray]:
         with self._encoding_lock:
             mine = [k for k in missing if k not in self._encoding]

@@ -6,9 +6,8 @@ articles ranking's; :mod:`.readers`, :mod:`.rescoring` and :mod:`.rerankers` the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..scope import Scope
@@ -29,7 +28,7 @@ class Stage:
     # The hits it works on (a re-ranker's, re-scoring's): what the stages before it must give (0: as many as asked).
     depth: int = 0
 
-    def begin(self, rankings: Sequence[Any]) -> Future | None:
+    def begin(self, rankings: list) -> Future | None:
         """Work that needs only the questions (a model's question vectors), started beside the first stage."""
         return None
 
