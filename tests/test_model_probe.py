@@ -68,3 +68,32 @@ def test_an_edited_prompt_is_refused(exported):
     meta_path.write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(UnavailableError, match="other vectors than at its export"):
         _load(exported)
+
+
+def test_another_models_graph_in_the_folder_is_refused_as_a_damaged_model(exported, tmp_path, fixture_corpus):
+    """Another model's ONNX file in the reader's folder was an internal error (exit 70; issue 55, item 8): it is a
+    model that cannot be used, refused in one line (exit 3) naming its folder."""
+    from wetqa.corpus import load_chunks
+    from wetqa.retrieval.tooling.export import export_onnx
+
+    from .tiny_models import tiny_unigram_sentence_transformer
+
+    other = tiny_unigram_sentence_transformer(tmp_path / "other", [c.text for c in load_chunks(fixture_corpus)])
+    export_onnx(other)  # a BERT-like model: other inputs, another width
+    for name in ("encoder.onnx", "encoder.int8.onnx"):
+        if (other / "onnx" / name).is_file():
+            (exported / "onnx" / name).write_bytes((other / "onnx" / name).read_bytes())
+    with pytest.raises(UnavailableError, match=str(exported)):
+        _load(exported, int8_questions=True)
+
+
+def test_a_damaged_tokenizer_is_refused_as_a_damaged_model(exported):
+    """A damaged tokenizer file was a usage error (exit 2; issue 55, item 8): the model cannot be used (exit 3)."""
+    meta = json.loads((exported / "onnx" / "onnx.json").read_text(encoding="utf-8"))
+    kind = meta.get("tokenizer", "unigram")
+    target = {"sentencepiece": exported / "tokenizer.model", "tokenizers": exported / "tokenizer.json"}.get(kind)
+    if target is None:  # the export's own unigram tables
+        target = next(p for p in (exported / "onnx").iterdir() if "vocab" in p.name or "token" in p.name)
+    target.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(UnavailableError, match=str(exported)):
+        _load(exported)

@@ -54,7 +54,7 @@ def test_bytes_overwritten_in_a_cache_are_never_served(tmp_path, caplog):
     assert np.allclose(got, truth, atol=1e-6)  # what the model gives: the damaged rows encoded again
     assert encoder.encoded > 0
     damaged = [r.getMessage() for r in caplog.records if "vector cache" in r.getMessage()]
-    if any(p.name.endswith(".damaged") for p in path.parent.iterdir()):  # SQLite called the file malformed
+    if any(".damaged-" in p.name for p in path.parent.iterdir()):  # SQLite called the file malformed
         assert damaged and str(path) in damaged[0] and "set aside" in damaged[0]
 
 
@@ -68,7 +68,8 @@ def test_a_file_that_is_not_a_database_is_named_and_rebuilt(tmp_path, caplog):
     assert got.shape == (5, DIM)
     message = " ".join(r.getMessage() for r in caplog.records)
     assert str(folder / EmbeddingCache.FILE) in message and "not a vector cache" in message
-    assert (folder / (EmbeddingCache.FILE + ".damaged")).read_bytes().startswith(b"this is not sqlite")
+    (aside,) = folder.glob(EmbeddingCache.FILE + ".damaged-*")
+    assert aside.read_bytes().startswith(b"this is not sqlite")
 
 
 def test_a_read_only_cache_keeps_its_vectors_in_memory(tmp_path, caplog):
@@ -96,3 +97,74 @@ def test_a_row_whose_bytes_changed_is_encoded_again(tmp_path):
     encoder = Counting()
     assert np.allclose(cache.vectors(TEXTS, encoder), truth, atol=1e-6)
     assert encoder.encoded == 1  # that row alone
+
+
+def test_a_row_of_an_older_wetqa_is_checked_once_and_never_served_unchecked(tmp_path):
+    """Rows without a checksum (every cache made before it) were served unchecked (review finding 7): a cache of
+    an older wetqa is checked once (SQLite's quick_check) and its rows given their checksum; a row without one
+    that turns up later is encoded again."""
+    import json
+    import sqlite3
+
+    folder = tmp_path / "c"
+    encoder = Counting()
+    truth = EmbeddingCache(folder, "m", DIM).vectors(TEXTS[:3], encoder)
+    # As an older wetqa left it: no format recorded, each row the vector's bytes alone.
+    meta = json.loads((folder / "cache.json").read_text())
+    meta.pop("format", None)
+    (folder / "cache.json").write_text(json.dumps(meta))
+    db = sqlite3.connect(folder / EmbeddingCache.FILE)
+    for key, blob in db.execute("SELECT key, v FROM vectors").fetchall():
+        db.execute("UPDATE vectors SET v = ? WHERE key = ?", (blob[: 4 * DIM], key))
+    db.commit()
+    db.close()
+    again = Counting()
+    cache = EmbeddingCache(folder, "m", DIM)
+    assert np.allclose(cache.vectors(TEXTS[:3], again), truth) and again.encoded == 0  # migrated, not re-encoded
+    assert json.loads((folder / "cache.json").read_text())["format"] == 2
+    # A row without a checksum in a cache already migrated (random bytes, as an older wetqa might write): a miss.
+    from wetqa.retrieval.models.vectors import _key
+
+    with cache.lock:
+        cache.db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (_key(TEXTS[5]), os.urandom(4 * DIM)))
+        cache.db.commit()
+    fresh = Counting()
+    got = cache.vectors([TEXTS[5]], fresh)
+    assert fresh.encoded == 1 and np.allclose(got, Counting().encode_passages([TEXTS[5]]))
+
+
+def test_a_busy_cache_is_not_taken_for_a_damaged_one(tmp_path, caplog):
+    """Every SQLite error set the cache aside as damaged ("database is locked" included), and a second event
+    overwrote the first .damaged copy (review finding 6): only a corrupt file or one that is not a database is
+    damaged; a busy one is left as it is, and the vectors still served."""
+    import sqlite3
+
+    truth = _filled(tmp_path / "c")
+    cache = EmbeddingCache(tmp_path / "c", "m", DIM)
+    cache.db.execute("PRAGMA busy_timeout=100")
+    other = sqlite3.connect(tmp_path / "c" / EmbeddingCache.FILE)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock past the timeout
+    try:
+        with caplog.at_level(logging.WARNING):
+            got = cache.vectors(["een tekst die er nog niet in staat", *TEXTS[:2]], Counting())
+    finally:
+        other.rollback()
+        other.close()
+    assert np.allclose(got[1:], truth[:2])
+    assert not [p for p in (tmp_path / "c").iterdir() if ".damaged" in p.name]
+    assert "busy" in caplog.text or "locked" in caplog.text
+
+
+def test_each_damaged_copy_is_kept_under_a_name_of_its_own(tmp_path):
+    for _ in range(2):
+        folder = tmp_path / "c"
+        folder.mkdir(exist_ok=True)
+        (folder / EmbeddingCache.FILE).write_bytes(b"not a database at all" * 100)
+        cache = EmbeddingCache(folder, "m", DIM)
+        cache.vectors(TEXTS[:1], Counting())
+        cache.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # as a process that ended leaves it
+        cache.db.close()
+    aside = [
+        p.name for p in (tmp_path / "c").iterdir() if ".damaged" in p.name and not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert len(aside) == 2, aside

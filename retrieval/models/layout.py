@@ -20,6 +20,10 @@ TABLE = "word_embeddings.npy"
 META = "onnx.json"
 PROBE_FILE = "probe.json"  # the vector of a fixed question through each question path, as exported
 
+# Encoded at build time and again at load: the same model gives the same vector. A model folder
+# replaced by another model (or a re-conversion that changed it) is caught before any search.
+PROBE = "Wanneer kan de rechter het gezag van een ouder beëindigen?"
+
 
 def source_identity(model_dir: Path) -> str:
     """What the export is of: the weights file's size and a hash of its first and last MiB (cheap, stable)."""

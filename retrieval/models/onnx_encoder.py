@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.console import progress_bar
+from wetqa.console import UnavailableError, progress_bar
 
 from .._base import RetrievalError
 from .lanes import LANE
-from .layout import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE_FILE, TABLE, source_identity
+from .layout import GRAPH, META, ONNX_DIR, PASSAGE_GRAPH, PROBE, PROBE_FILE, TABLE, source_identity
 from .prompts import PrefixedEncoder
 from .unigram import UnigramTokenizer
 
@@ -65,8 +65,6 @@ class OnnxEncoder(PrefixedEncoder):
         try:
             import onnxruntime as ort
         except ImportError:
-            from wetqa.console import UnavailableError
-
             raise UnavailableError(
                 "the ONNX encoder needs onnxruntime (the dense extra): pip install 'wetqa[dense]'"
             ) from None
@@ -89,10 +87,15 @@ class OnnxEncoder(PrefixedEncoder):
             )
         longest = int(self.meta["max_length"])
         self.max_length = min(longest, int(max_length)) if max_length else longest
-        self.tokenizer = _tokenizer(
-            folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"), self.meta.get("special_ids"),
-            onnx_dir,
-        )  # fmt: skip
+        try:
+            self.tokenizer = _tokenizer(
+                folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"),
+                self.meta.get("special_ids"), onnx_dir,
+            )  # fmt: skip
+        except (OSError, ImportError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a tokenizer file that does not read is a damaged model (exit 3)
+            raise _unavailable(f"{folder}: its tokenizer cannot be read ({_first_line(exc)})", folder) from None
         try:
             self.table = np.load(onnx_dir / TABLE, mmap_mode="r")
         except ValueError as exc:  # cut short, or not a NumPy file (a file that cannot be opened says so itself)
@@ -119,7 +122,10 @@ class OnnxEncoder(PrefixedEncoder):
         self.workers = max(1, min(int(workers), threads)) if narrow else 1
         self._worker_sessions: list | None = None
         self._worker_options = _session_options(ort, max(1, threads // self.workers), prepack=True)
-        self._question_session = self.int8_session if int8_questions else self.session
+        try:
+            self._question_session = self.int8_session if int8_questions else self.session
+        except Exception as exc:  # noqa: BLE001 - a graph file that does not open is a damaged model (exit 3)
+            raise _unavailable(f"{folder}: its ONNX graph cannot be opened ({_first_line(exc)})", folder) from None
         # The int8 graph quantizes a run's activations with one scale, so a text's vector depends a little on the
         # texts that share its run. A question is short and costs little alone: each goes in a run of its own,
         # so its vector depends on its text alone (a fit's batch and a server's concurrent requests agree).
@@ -137,12 +143,15 @@ class OnnxEncoder(PrefixedEncoder):
         self._use_family(str(folder), self.meta.get("prompts"))
         self._int8_questions = int8_questions and self._passage_graph is not None
         if probe:
-            self._check_probe(onnx_dir, folder)
+            try:
+                self._check_probe(onnx_dir, folder)
+            except UnavailableError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a graph that does not run (another model's): a damaged model
+                raise _unavailable(f"{folder}: its ONNX graph does not run ({_first_line(exc)})", folder) from None
 
     def probe_vectors(self) -> dict:
         """The vectors of the probe question through each question path (what an export records)."""
-        from .encoders import PROBE
-
         text = self.query_prefix + PROBE
         out = {"text": PROBE, "fp32": self._encode([text], session=self.session)[0].round(6).tolist()}
         if self._passage_graph is not None:
@@ -284,9 +293,12 @@ class OnnxEncoder(PrefixedEncoder):
 PROBE_COSINE = 0.99  # the probe's vector agrees with the recorded one to this cosine (int8 runs repeat to .9999)
 
 
-def _unavailable(problem: str, folder: Path):
-    from wetqa.console import UnavailableError
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
+
+def _unavailable(problem: str, folder: Path):
     return UnavailableError(
         f"{problem}; fetch it again (`wetqa models fetch ... --force`) or export it again "
         f"(`wetqa models export-onnx {folder} --force`)"
@@ -295,7 +307,6 @@ def _unavailable(problem: str, folder: Path):
 
 def _damaged(path: Path, folder: Path, exc: BaseException):
     """A model file that cannot be read: a missing component (exit 3), named, with how to make it again."""
-    from wetqa.console import UnavailableError
 
     why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
     return UnavailableError(

@@ -11,6 +11,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -36,16 +37,25 @@ def _packed(vector: np.ndarray) -> bytes:
 
 
 def _unpacked(blob: bytes, dim: int) -> np.ndarray | None:
-    """The vector of a row, or None when its bytes do not check (a cache of an older wetqa: no checksum)."""
+    """The vector of a row, or None when its bytes do not check (a row without a checksum included: an older
+    wetqa's rows are given theirs when its cache is first opened, see :meth:`EmbeddingCache._migrate`)."""
     size = 4 * dim
-    if len(blob) == size + 4:
-        data = blob[:size]
-        if zlib.crc32(data).to_bytes(4, "little") != blob[size:]:
-            return None
-        return np.frombuffer(data, dtype=np.float32)
-    if len(blob) == size:
-        return np.frombuffer(blob, dtype=np.float32)
-    return None
+    if len(blob) != size + 4:
+        return None
+    data = blob[:size]
+    if zlib.crc32(data).to_bytes(4, "little") != blob[size:]:
+        return None
+    return np.frombuffer(data, dtype=np.float32)
+
+
+# The format of the rows (2: each with its CRC-32), recorded in cache.json.
+FORMAT = 2
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is bad (corrupt, or not a database). A busy, locked, full or
+    unreadable file is not damaged: it is left where it is."""
+    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 class PassageEncoder(Protocol):
@@ -81,11 +91,14 @@ class EmbeddingCache:
                     f"(dim {old.get('dim')}), not of {model!r}; give another cache folder"
                 )
         stale = weights is not None and old.get("weights") not in (None, weights)
+        migrate = meta_path.is_file() and old.get("format") != FORMAT
         if weights is not None and old.get("weights") != weights or not meta_path.is_file():
             # A cache that records no weights (an older wetqa's) is taken to be of the weights there now.
             from wetqa.io import write_json
 
-            write_json(meta_path, {**meta, "weights": weights} if weights else meta)
+            write_json(
+                meta_path, {**meta, "weights": weights, "format": FORMAT} if weights else {**meta, "format": FORMAT}
+            )
         self.dim = dim
         self.weights = weights  # what the vectors are of (a reader's identity reads it: the weights hashed once)
         self.lock = threading.RLock()  # the writing connection: one transaction at a time
@@ -97,7 +110,11 @@ class EmbeddingCache:
         try:
             self.db = self._open()
         except sqlite3.DatabaseError as exc:
+            if not _damaged(exc):
+                raise RetrievalError(f"the vector cache {self.path} cannot be opened ({exc})") from None
             self.db = self._replace(exc)
+        if migrate:
+            self._migrate(meta_path)
         if stale:
             self.db.execute("DELETE FROM vectors")  # wetqa's own cache: the vectors of the weights before
         self.db.commit()
@@ -114,7 +131,7 @@ class EmbeddingCache:
             db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, v BLOB) WITHOUT ROWID")
             db.commit()
         except sqlite3.OperationalError as exc:
-            if "readonly" not in str(exc) and "read-only" not in str(exc):
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_READONLY:
                 db.close()
                 raise
             db.close()
@@ -138,7 +155,13 @@ class EmbeddingCache:
         """The cache file is damaged or not a vector cache: named, set aside (``.damaged``, never deleted) and
         made again empty, so its vectors are encoded again; never served, never an internal error."""
         what = "not a vector cache" if "not a database" in str(exc) else "damaged"
-        aside = self.path.with_name(self.FILE + ".damaged")
+        # A name of its own each time: a second event never overwrites the first copy.
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.path.with_name(f"{self.FILE}.damaged-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.FILE}.damaged-{stamp}-{n}")
         log.warning(
             "wetqa: warning: the vector cache %s is %s (%s): set aside as %s and made again (its vectors are "
             "encoded again)", self.path, what, exc, aside.name,
@@ -159,6 +182,25 @@ class EmbeddingCache:
                         self.path, again)  # fmt: skip
             return self._in_memory()
 
+    def _migrate(self, meta_path: Path) -> None:
+        """A cache of an older wetqa, whose rows hold no checksum: checked once by SQLite (quick_check: set
+        aside when damaged), then each row given its checksum, so no row is ever served unchecked after."""
+        from wetqa.io import write_json
+
+        if not self.memory:
+            with self.lock:
+                verdict = self.db.execute("PRAGMA quick_check").fetchone()[0]
+                if verdict != "ok":
+                    self.db = self._replace(sqlite3.DatabaseError(f"quick_check: {verdict}"))
+                else:
+                    size = 4 * self.dim
+                    old = self.db.execute("SELECT key, v FROM vectors WHERE length(v) = ?", (size,)).fetchall()
+                    self.db.executemany("UPDATE vectors SET v = ? WHERE key = ?",
+                                        [(_packed(np.frombuffer(v, dtype=np.float32)), k) for k, v in old])  # fmt: skip
+                    self.db.commit()
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        write_json(meta_path, {**meta, "format": FORMAT})
+
     def _take_over_legacy(self) -> None:
         keys_path, vec_path = self.folder / "keys.txt", self.folder / "vectors.f32"
         if not keys_path.is_file():
@@ -167,7 +209,10 @@ class EmbeddingCache:
         raw = vec_path.read_bytes() if vec_path.is_file() else b""
         n = min(len(keys), len(raw) // (4 * self.dim))  # records both files hold (an interrupted append)
         size = 4 * self.dim
-        rows = ((bytes.fromhex(keys[i]), raw[i * size : (i + 1) * size]) for i in range(n))
+        rows = (
+            (bytes.fromhex(keys[i]), _packed(np.frombuffer(raw[i * size : (i + 1) * size], dtype=np.float32)))
+            for i in range(n)
+        )  # each row given its checksum as it is taken over
         with self.lock:
             self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
             self.db.commit()
@@ -179,7 +224,8 @@ class EmbeddingCache:
             try:
                 return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
             except sqlite3.DatabaseError as exc:
-                self.db = self._replace(exc)
+                if _damaged(exc):
+                    self.db = self._replace(exc)
                 return 0
 
     def _reader(self) -> sqlite3.Connection:
@@ -195,6 +241,7 @@ class EmbeddingCache:
         """The cached vectors of these keys that check (a row whose bytes changed is left out: encoded again);
         a cache file SQLite calls damaged is set aside and made again."""
         found: dict[bytes, np.ndarray] = {}
+        generation = self._generation
         try:
             for start in range(0, len(keys), 500):
                 part = keys[start : start + 500]
@@ -207,7 +254,11 @@ class EmbeddingCache:
                         found[k] = vector
         except sqlite3.DatabaseError as exc:
             with self.lock:
-                if not self.memory:
+                if self.memory:
+                    pass
+                elif not _damaged(exc):  # busy or unreadable now: these texts are encoded, the file left as it is
+                    log.warning("wetqa: warning: the vector cache %s cannot be read now (%s)", self.path, exc)
+                elif generation == self._generation:  # not set aside already by another thread
                     self.db = self._replace(exc)
             return {}
         return found
@@ -278,6 +329,11 @@ class EmbeddingCache:
             except sqlite3.DatabaseError as exc:
                 if self.memory:
                     raise
+                if not _damaged(exc):  # busy, full, unreadable: the vectors are served, not kept; the file stays
+                    self.db.rollback()
+                    log.warning("wetqa: warning: the vector cache %s cannot be written now (%s): %d vectors not kept",
+                                self.path, exc, len(rows))  # fmt: skip
+                    return
                 self.db = self._replace(exc)
                 self.db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", rows)
                 self.db.commit()
@@ -342,7 +398,7 @@ def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
 
 def cache_of(model: str, encoder) -> EmbeddingCache:
     """The cache of the passage vectors ``encoder`` makes for ``model``."""
-    return cache_for(model, encoder.dim, getattr(encoder, "passage_variant", ""))
+    return cache_for(model, encoder.dim, encoder.passage_variant)
 
 
 def best_cosines(
