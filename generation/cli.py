@@ -109,7 +109,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
     import json
 
     from wetqa.home import cache_root
+    from wetqa.retrieval import RetrievalError
+    from wetqa.retrieval.conversation import CONTEXT_TURNS, ConversationError
 
+    from ._base import GenerationError
     from .spec import PipelineSpec
 
     pipeline = PipelineSpec.from_cli_args(args).build()
@@ -126,6 +129,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             history = None
         print("wetqa chat: stel een vraag (/nieuw begint opnieuw, /stop of Ctrl-D stopt)", file=sys.stderr)
     messages: list[dict] = []
+    failed = 0
     try:
         while True:
             try:
@@ -144,12 +148,24 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 continue
             messages.append({"role": "user", "content": question})
             try:
-                request = pipeline.converse(messages)
+                try:
+                    request = pipeline.converse(messages)
+                except GenerationError as exc:
+                    if not isinstance(exc.__cause__, ConversationError):
+                        raise
+                    # Grown past what is read: start afresh with this question, and say so.
+                    print(f"wetqa: {exc} -- nieuw gesprek begonnen", file=sys.stderr)
+                    messages = [messages[-1]]
+                    request = pipeline.converse(messages)
                 answer = pipeline.answer_one(request)
-            except Exception:
+            except (GenerationError, RetrievalError) as exc:  # one question failed: say so, the chat goes on
                 messages.pop()  # the question was not answered: the next is not its follow-up
-                raise
+                print(f"wetqa: {exc}", file=sys.stderr)
+                failed += 1
+                continue
             messages.append({"role": "assistant", "content": answer.answer + "\n\n" + sources(answer)})
+            # Only the latest exchanges are read as context: older ones are not kept (nor sent on).
+            messages = messages[-2 * CONTEXT_TURNS :]
             if wants_json(args):
                 print(json.dumps(answer.to_json(), ensure_ascii=False), flush=True)
             else:
@@ -165,7 +181,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 history.parent.mkdir(parents=True, exist_ok=True)
                 readline.write_history_file(history)
-    return 0
+    return 1 if failed else 0  # a question that failed was said on stderr; the others were answered
 
 
 def sources(answer: Answer) -> str:

@@ -42,6 +42,7 @@ Geef alleen de vragen, elk op een eigen regel.
 {law}, {article}{heading}
 {text}"""
 
+_SKIP_FORM = re.compile(r"^\W*GEEN\s*:", re.IGNORECASE)
 _SKIP_WORDS = {
     "vervallen": "vervallen",
     "definitie": "definities",
@@ -107,7 +108,7 @@ def parse(text: str) -> tuple[list[str], str]:
     """(the questions of a model's answer, the reason it gave for none): one question a line, bullets and
     numbers taken off; ``GEEN: reden`` says the article has none."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if lines and lines[0].upper().startswith("GEEN"):
+    if lines and _SKIP_FORM.match(lines[0]):  # "GEEN: reden", not a question that begins with "Geen"
         reason = lines[0].split(":", 1)[-1].lower()
         return [], next((v for k, v in _SKIP_WORDS.items() if k in reason), "technisch")
     out = []
@@ -125,21 +126,31 @@ def _done(path: Path) -> set[tuple[str, str, str]]:
     """The articles (law id, label, text hash) a question set file holds already; a file that is not a
     question set is refused (wetqa appends only to its own)."""
     from wetqa.io import read_journal
-    from wetqa.retrieval.questions import _row
+    from wetqa.retrieval.questions import row_from_json
 
     if not path.exists():
         return set()
     if not path.is_file():
         raise GenerationError(f"--out {path} is not a file")
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b" or path.suffix == ".gz":
+        raise GenerationError(f"--out {path} is compressed: wetqa appends to plain JSON lines; give a .jsonl --out")
+    # Every whole line is read as a question row before anything is written: a file that is not wetqa's own is
+    # refused untouched. Only then is a torn last record (an interrupted run's) cut by read_journal.
+    *whole, tail = data.split(b"\n")
     done = set()
-    for n, rec in enumerate(read_journal(path), 1):
+    for n, raw in enumerate(whole, 1):
+        if not raw.strip():
+            continue
         try:
-            row = _row(rec, f"{path}:{n}")
+            done.add(row_from_json(json.loads(raw), f"{path}:{n}").key)
         except ValueError as exc:
             raise GenerationError(
                 f"--out {path} is not a question set wetqa writes ({exc}); give another --out"
             ) from None
-        done.add(row.key)
+    if tail.strip() and not done:
+        raise GenerationError(f"--out {path} is not a question set wetqa writes (no whole row); give another --out")
+    read_journal(path)  # cuts the torn tail, if any
     return done
 
 
@@ -159,11 +170,11 @@ def write_questions(
     """Questions for every article in force of ``corpus`` not yet in ``out`` (by its text's hash), appended to
     ``out`` a batch at a time; returns what was done."""
     from wetqa.console import progress_bar
-    from wetqa.io import _refuse_inside_built
+    from wetqa.io import refuse_inside_built
     from wetqa.retrieval.questions import ArticleQuestions, checked
 
     out = Path(out)
-    _refuse_inside_built(out, None)
+    refuse_inside_built(out, None)
     if not backend.uses_model:
         raise GenerationError("writing questions needs a language model: give --generator (vllm, openai, transformers)")
     done = _done(out)
@@ -203,9 +214,12 @@ def write_questions(
                     rows.append(ArticleQuestions(**base, questions=tuple(kept)))
                     counts["written"] += 1
                     counts["questions"] += len(kept)
-                else:
-                    rows.append(ArticleQuestions(**base, skip=skip or "leeg"))
+                elif skip:  # the writer said why the article has none (GEEN: reden)
+                    rows.append(ArticleQuestions(**base, skip=skip))
                     counts["skipped"] += 1
+                else:  # no question survived the checks (cut short, an article number in each): asked again next run
+                    counts["failed"] += 1
+                    first_error = first_error or f"{a.law_id} {a.article}: no question passed the checks"
             if rows:
                 with open(out, "a", encoding="utf-8") as fh:
                     fh.write("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in rows))

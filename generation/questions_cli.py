@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -135,8 +136,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     skipped = Counter(r.skip for r in qset.rows if r.skip)
     summary = {
         "file": str(args.file),
-        "sha256": qset.digest[:16],
-        "articles": len(with_q),
+        # Two names for two hashes: the file's bytes (what a run's identity records, models.questions) and its
+        # content (the rows, however written: what an index records).
+        "file_sha256": hashlib.sha256(Path(args.file).read_bytes()).hexdigest()[:16],
+        "content_digest": qset.digest[:16],
+        "articles": sum(1 for r in with_q if r.article),
         "questions": len(qset),
         "laws": len({r.law_id for r in with_q}),
         "whole_regulations": sum(1 for r in with_q if not r.article),
@@ -147,8 +151,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     def text() -> str:
         lines = [
-            f"{summary['file']} ({summary['sha256']}): {summary['questions']} questions for {summary['articles']} "
-            f"articles of {summary['laws']} laws; {sum(skipped.values())} articles without"
+            f"{summary['file']} (sha256 {summary['file_sha256']}, content {summary['content_digest']}): "
+            f"{summary['questions']} questions for {summary['articles']} articles and {summary['whole_regulations']} "
+            f"whole regulations of {summary['laws']} laws; {sum(skipped.values())} articles without"
         ]
         lines += [f"  {n} {p}" for p, n in problems.items()] + [f"  {e}" for e in shown]
         return "\n".join(lines)
@@ -158,7 +163,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from wetqa.retrieval._base import RetrievalError
+    from wetqa.retrieval import RetrievalError
     from wetqa.retrieval.engines.versions import article_label
     from wetqa.retrieval.questions import QuestionSet, shipped
 

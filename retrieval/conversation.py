@@ -29,9 +29,12 @@ MAX_CONTEXT_CHARS = 6000  # characters of the earlier turns read at most
 CONTEXT_TURNS = 2  # the latest earlier user questions read as context
 READ_ROLES = ("user", "assistant")
 
-# A message that says it changes the subject.
+# A message that says it changes the subject (a soft switch: unless the rest of it points back).
+_SOFT_SWITCH = frozenset(w for role, w in rule_pairs("conversation_words.tsv") if role == "soft_switch")
 _SWITCH = re.compile(
-    r"^\s*(" + "|".join(re.escape(w) for role, w in rule_pairs("conversation_words.tsv") if role == "switch") + r")\b",
+    r"^\s*("
+    + "|".join(re.escape(w) for role, w in rule_pairs("conversation_words.tsv") if role in ("switch", "soft_switch"))
+    + r")\b",
     re.IGNORECASE,
 )
 # Words that point back at what was said before (a follow-up needs its context).
@@ -112,13 +115,24 @@ class Conversation:
         if not users:
             raise ConversationError("no user message: the last user message is the question")
         conversation = cls(tuple(turns), ignored, users[-1])
-        earlier = sum(len(t.text) for t in conversation.earlier)
-        if earlier > MAX_CONTEXT_CHARS:
+        # Only what is read counts: the turns from the first of the latest CONTEXT_TURNS questions on (a client
+        # that sends the whole history is not refused for turns wetqa never reads).
+        read = sum(len(t.text) for t in conversation._read_turns())
+        if read > MAX_CONTEXT_CHARS:
             raise ConversationError(
-                f"the earlier turns hold {earlier} characters: a conversation's context is read up to "
-                f"{MAX_CONTEXT_CHARS} (start a new conversation, or send fewer turns)"
+                f"the earlier turns read hold {read} characters: a conversation's context is read up to "
+                f"{MAX_CONTEXT_CHARS} (start a new conversation, or send shorter turns)"
             )
         return conversation
+
+    def _read_turns(self) -> list[Turn]:
+        """The earlier turns read as context: from the first of the latest CONTEXT_TURNS user questions on."""
+        earlier = self.earlier
+        users = [t for t in earlier if t.role == "user" and t.text.strip()]
+        if not users:
+            return []
+        first = users[-CONTEXT_TURNS:][0].index
+        return [t for t in earlier if t.index >= first]
 
     @classmethod
     def single(cls, question: str) -> Conversation:
@@ -140,8 +154,7 @@ class Conversation:
         if not users or switches_topic(self.question, earlier, law_names):
             return None
         read = users[-CONTEXT_TURNS:]
-        first = read[0].index
-        after = [t for t in earlier if t.index >= first]
+        after = self._read_turns()
         mentions = tuple(m for t in after for m in mentions_of(t.text))
         return Context(
             turns=tuple(t.index for t in after),
@@ -170,8 +183,12 @@ def switches_topic(question: str, earlier: Iterable[Turn] = (), law_names=None) 
     """Whether the last message changes the subject: it says so ("iets anders: ..."), or it stands alone (at
     least six words of content, nothing pointing back, not opened by "en"/"maar") and names a law that no
     earlier turn named."""
-    if _SWITCH.match(question):
-        return True
+    said = _SWITCH.match(question)
+    if said:
+        rest = _WORD.findall(question[said.end() :].lower())
+        if said.group(1).lower() not in _SOFT_SWITCH or not any(w in _BACK for w in rest):
+            return True
+        return False  # "Nog een vraag: geldt dat ook ...?": it says so, but points back
     words = [w for w in _WORD.findall(question.lower())]
     if not words or words[0] in _OPENERS or any(w in _BACK for w in words):
         return False
@@ -208,17 +225,19 @@ def resolve(context: Context, index, law_names) -> tuple[list[int], set[str]]:
     named_anywhere = law_names.named(context.law_text) if law_names is not None else set()
     articles: list[int] = []
     laws: set[str] = set(named_anywhere)
-    rows_of = getattr(index.chunks, "article_rows", None)
-    if rows_of is None:
+    from .engines.store import ChunkStore
+
+    if not isinstance(index.chunks, ChunkStore):  # an articles index keeps its chunks in SQLite
         return articles, laws
+    rows_of = index.chunks.article_rows
     chunk_article = np.asarray(index.chunk_article)
     for m in context.mentions:
         if m.chunk_id:  # a citation id: its chunk in the index says which article and law
             row = index.chunks.row_of(m.chunk_id)
-            ranked = int(chunk_article[row]) if row is not None and 0 <= row < len(chunk_article) else -1
-            if ranked >= 0:
-                articles.append(ranked)
-                laws.add(index.chunks.rows([row])[0].law_id)
+            if row is None or not 0 <= row < len(chunk_article) or int(chunk_article[row]) < 0:
+                continue
+            articles.append(int(chunk_article[row]))
+            laws.add(index.chunks.rows([row])[0].law_id)
             continue
         candidates = list(m.law_ids) or sorted(law_names.named(m.law_text) if law_names is not None else set())
         for law_id in (candidates or sorted(named_anywhere))[:3]:

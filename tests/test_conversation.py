@@ -89,6 +89,39 @@ def test_a_conversation_over_the_limits_is_one_error_naming_the_limit():
 
 
 @pytest.mark.unit
+def test_the_limit_counts_only_the_turns_that_are_read():
+    """Three exchanges with long answers were refused although only the last two questions are read (review
+    finding 4): the turns before them are not read, so they do not count."""
+    answer = "Volgens artikel 7:629 BW " + "loon " * 420  # about 2,100 characters, as answers that quote articles
+    conversation = Conversation.of(
+        _chat(
+            "Krijg ik loon als ik ziek ben?",
+            answer,
+            "Hoe lang duurt dat?",
+            answer,
+            "Moet ik me ziek melden?",
+            answer,
+            "en als ik 17 ben?",
+        )  # fmt: skip
+    )
+    context = conversation.context()
+    assert context is not None and context.questions == ("Hoe lang duurt dat?", "Moet ik me ziek melden?")
+    with pytest.raises(ConversationError, match=f"read up to {MAX_CONTEXT_CHARS}"):  # what is read still counts
+        Conversation.of(_chat("Hoe lang duurt dat?", "x" * MAX_CONTEXT_CHARS, "en nu?"))
+
+
+@pytest.mark.unit
+def test_a_follow_up_that_points_back_is_no_switch_whatever_it_opens_with():
+    """ "Nog een vraag" and "verder" open follow-ups too: with a word pointing back, the context stays (review
+    finding 17); with none, the subject changes."""
+    assert not switches_topic("Nog een vraag: geldt dat ook voor mijn ex?")
+    assert not switches_topic("Verder: mag hij dat zomaar doen?")
+    assert not switches_topic("verder nog, geldt dat ook in het weekend?")
+    assert switches_topic("Iets anders: hoeveel vakantiedagen heb ik per jaar?")
+    assert switches_topic("Nog een vraag: hoeveel vakantiedagen heb ik per jaar?")
+
+
+@pytest.mark.unit
 def test_a_dataset_of_conversations_loads_its_last_user_message_as_the_question(tmp_path):
     from wetqa.corpus.dataset import DatasetError, load_dataset
 
@@ -145,13 +178,22 @@ def test_ask_with_context_and_chat_read_follow_ups(real_corpus, real_articles_in
     assert len(answers) == 3
     assert answers[0]["context"] is None and answers[1]["context"]["turns"] == [0, 1]
     assert answers[2]["context"] is None  # /nieuw started afresh: the same words, read alone
+    # A conversation grown past what is read does not end the chat (review finding 4): it starts afresh, says so
+    # in one line, and answers the question alone.
+    long = "Hoeveel uur mag ik werken als " + "ik heel lang doorwerk en " * 260 + "dat zo blijft?"
+    lines = "\n".join([long, "en als het een nachtdienst is?", WORK, ""])
+    chat = wetqa("chat", "--index", str(real_articles_index), "--reader", "none", "--output", "json", stdin=lines)
+    assert chat.returncode == 0, chat.stderr
+    answers = [json.loads(line) for line in chat.stdout.splitlines()]
+    assert len(answers) == 3 and answers[1]["context"] is None and answers[2]["context"]["turns"] == [0, 1]
+    assert chat.stderr.count("nieuw gesprek") == 1
 
 
 @pytest.mark.integration
 def test_the_fits_cached_candidates_follow_a_conversations_earlier_turns(real_articles_index, monkeypatch, tmp_path):
     """The candidates a fit caches are keyed by a conversation's earlier turns too (review finding 10): editing
     them is not fitted on the candidates of the old ones."""
-    from wetqa.retrieval.ranking.fitting import FitQuestion, prepare
+    from wetqa.retrieval.fitting.ranking import FitQuestion, prepare
 
     monkeypatch.setenv("WETQA_CACHE", str(tmp_path / "cache"))
     cited = (

@@ -27,6 +27,16 @@ from .conftest import ROOT
 pytestmark = pytest.mark.unit
 
 
+def test_a_question_that_begins_with_geen_is_a_question_not_a_skip():
+    """Only the skip form ``GEEN: reden`` says an article has no questions (review finding 9)."""
+    assert parse("Geen vakantiegeld gekregen, mag dat?\nKrijg ik vakantiegeld?") == (
+        ["Geen vakantiegeld gekregen, mag dat?", "Krijg ik vakantiegeld?"],
+        "",
+    )
+    assert parse("GEEN: alleen definities") == ([], "definities")
+    assert parse("geen : vervallen artikel") == ([], "vervallen")
+
+
 def test_a_model_answer_is_parsed_leniently():
     text = (
         "Hier zijn drie vragen:\n1. Mag mijn baas mij op zondag laten werken?\n- mag dat zomaar?\n"
@@ -114,8 +124,12 @@ def test_the_writers_round_is_packed_checked_and_deduplicated(tmp_path):
     ]  # fmt: skip
     (folder / "out" / "b001.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
     out = tmp_path / "set.jsonl.gz"
+    unrelated = tmp_path / "eval.jsonl"  # the evaluation questions it is decontaminated against (none near)
+    unrelated.write_text(json.dumps({"id": "e1", "question": "Wat is de erfbelasting bij een schenking?",
+                                     "gold": [{"law_id": "BWBR2", "article": "Artikel 9"}]}) + "\n")  # fmt: skip
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "pack_questions.py"), str(folder), "--out", str(out)],
+        [sys.executable, str(ROOT / "scripts" / "pack_questions.py"), str(folder), "--out", str(out),
+         "--against", str(unrelated)],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     summary = json.loads(run.stdout)
@@ -189,7 +203,45 @@ def tiny_writer(tmp_path_factory):
     return make_backend(resolve_generator("transformers", model=str(model), max_tokens=12))
 
 
-def test_writing_resumes_and_keys_each_article_by_its_text(tiny_writer, fixture_corpus, tmp_path):
+class ScriptedWriter:
+    """A writer whose answers are fixed (the tiny random model's are noise, which no check passes): the journal,
+    the keys and the resumption are what these tests are about; tiny_writer drives a real model call."""
+
+    name = model_name = "scripted"
+    supports = frozenset({"temperature", "max_tokens"})
+    structured = False
+    uses_model = True
+    inline_safe = False
+    schedules = False
+
+    def generate(self, requests):
+        from wetqa.generation import Generation
+
+        return [
+            Generation("1. Mag mijn baas dat zomaar doen?\n2. Moet ik dat melden bij de gemeente?") for _ in requests
+        ]
+
+    def refuse(self, sampling):
+        return None
+
+    def close(self):
+        return None
+
+
+def test_a_real_models_questions_are_journaled_or_asked_again(tiny_writer, fixture_corpus, tmp_path):
+    """Through a real model call: each article is written, skipped (GEEN: reden) or failed; a failed one (no
+    question passed the checks) is not journaled, so the next run asks again (review finding 9)."""
+    out = tmp_path / "questions.jsonl"
+    first = write_questions(fixture_corpus, out, tiny_writer, limit=2, progress=False, max_tokens=12)
+    assert first["written"] + first["skipped"] + first["failed"] == 2
+    journaled = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+    assert len(journaled) == first["written"] + first["skipped"]
+    second = write_questions(fixture_corpus, out, tiny_writer, limit=2, progress=False, max_tokens=12)
+    assert second["done_before"] == len(journaled)
+
+
+def test_writing_resumes_and_keys_each_article_by_its_text(fixture_corpus, tmp_path):
+    tiny_writer = ScriptedWriter()
     out = tmp_path / "questions.jsonl"
     first = write_questions(fixture_corpus, out, tiny_writer, limit=2, progress=False, max_tokens=12)
     assert first["failed"] == 0 and first["written"] + first["skipped"] == 2
@@ -204,9 +256,10 @@ def test_writing_resumes_and_keys_each_article_by_its_text(tiny_writer, fixture_
     assert len(keys) == 4 == len(set(keys))
 
 
-def test_a_changed_article_gets_new_questions(tiny_writer, fixture_corpus, tmp_path):
+def test_a_changed_article_gets_new_questions(fixture_corpus, tmp_path):
     import shutil
 
+    tiny_writer = ScriptedWriter()
     corpus = tmp_path / "corpus"
     shutil.copytree(fixture_corpus, corpus)
     out = tmp_path / "questions.jsonl"
@@ -236,6 +289,18 @@ def test_the_writer_refuses_what_is_not_its_own(tiny_writer, fixture_corpus, tmp
     with pytest.raises(GenerationError, match="not a question set"):
         write_questions(fixture_corpus, notes, tiny_writer, progress=False)
     assert notes.read_text(encoding="utf-8") == '{"mine": 1}\n'
+    # Nothing of a file that is not its own is cut or appended to (review finding 1): a dataset without its last
+    # newline, a text file, a compressed question set (wetqa appends only to plain JSON lines).
+    dataset = tmp_path / "dev.jsonl"
+    dataset.write_text('{"id": "q1", "question": "Wat?"}\n{"id": "q2", "question": "Waarom?"}', encoding="utf-8")
+    text = tmp_path / "notes.txt"
+    text.write_text("boodschappen\nmelk", encoding="utf-8")
+    compressed = QuestionSet([_row()]).write(tmp_path / "mine.jsonl.gz")
+    for path in (dataset, text, compressed):
+        before = path.read_bytes()
+        with pytest.raises(GenerationError, match="not a question set|compressed"):
+            write_questions(fixture_corpus, path, tiny_writer, progress=False)
+        assert path.read_bytes() == before, path
     with pytest.raises(GenerationError, match="needs a language model"):
         write_questions(fixture_corpus, tmp_path / "q.jsonl", ExtractiveBackend(), progress=False)
     with pytest.raises(GenerationError, match="no article in force of BWBR0000000"):
@@ -250,11 +315,17 @@ def test_the_cli_refuses_bad_input_in_one_line(fixture_corpus, tmp_path):
     assert run.returncode == 2 and "--generator" in run.stderr
     run = wetqa("questions", "check", str(tmp_path / "missing.jsonl"))
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "not found" in run.stderr
-    good = QuestionSet([_row(questions=("Mag mijn baas mij verbieden te staken?", "Wat staat in artikel 3?"))])
+    good = QuestionSet([_row(questions=("Mag mijn baas mij verbieden te staken?", "Wat staat in artikel 3?")),
+                        _row(article="", questions=("Waar regelt deze wet het stakingsrecht?",))])  # fmt: skip
     path = good.write(tmp_path / "set.jsonl.gz")
     run = wetqa("questions", "check", str(path), "--output", "json")
     assert run.returncode == 1, run.stderr
-    assert json.loads(run.stdout)["problems"] == {"names an article number": 1}
+    summary = json.loads(run.stdout)
+    assert summary["problems"] == {"names an article number": 1}
+    # Articles and whole regulations are counted apart; the file's hash and the content's digest are named apart.
+    assert (summary["articles"], summary["whole_regulations"]) == (1, 1)
+    assert summary["file_sha256"] == __import__("hashlib").sha256(path.read_bytes()).hexdigest()[:16]
+    assert summary["content_digest"] == good.digest[:16] != summary["file_sha256"]
     run = wetqa("questions", "show", "BWBR9990001", "1", "--set", str(path))
     assert run.returncode == 0 and "Mag mijn baas mij verbieden te staken?" in run.stdout
 
@@ -338,3 +409,30 @@ def test_an_article_found_only_by_its_questions_is_a_candidate_with_their_featur
     first = index.chunks.rows([int(index.first[c.articles[0]])])[0]
     assert (first.law_id, first.article) == (b["law_id"], b["article"])
     assert c.values["qbm"][0] == 1.0 and c.raw["qbm"][0] == 1.0  # its question is the best of all
+
+
+def test_a_questions_ranking_model_is_read_only_beside_its_confidence_model(fixture_corpus, tmp_path, monkeypatch,
+                                                                           caplog):  # fmt: skip
+    """A ranking model fitted with the questions view but no confidence model for it turned abstention off (every
+    question answered at confidence 1; review finding 5): the view is read only when both were fitted."""
+    import logging
+
+    from wetqa.retrieval import RetrievalSpec, build_index
+    from wetqa.retrieval.articles import candidates
+    from wetqa.retrieval.ranking import confidence
+
+    (a,) = _first_articles(fixture_corpus, 1)
+    qset = _fixture_set(fixture_corpus, {f"{a['law_id']}|{a['article']}": ["Mag mijn huisbaas de borg zomaar houden?"]})
+    index = tmp_path / "index"
+    build_index(fixture_corpus, "articles", index, progress=False, questions=str(qset.write(tmp_path / "s.jsonl")))
+    ranking = dict(candidates.shipped_models())
+    ranking["articles+questions"] = candidates.RankingModel(ranking["articles"].spec, "articles+questions")
+    monkeypatch.setattr(candidates, "shipped_models", lambda: ranking)
+    spec = RetrievalSpec(index=(str(index),), rescore="none", reader="none")
+    with caplog.at_level(logging.WARNING, logger="wetqa.retrieval"):
+        assert spec.build().key == "articles"
+    assert "no confidence model is fitted for articles+questions" in caplog.text
+    fitted = dict(confidence.shipped_models())
+    fitted["articles+questions"] = fitted["articles"]
+    monkeypatch.setattr(confidence, "shipped_models", lambda: fitted)
+    assert spec.build().key == "articles+questions"

@@ -63,3 +63,16 @@ def test_doctor_lists_the_models_wetqa_made_and_the_question_set(tmp_path, monke
     assert listed["name"] == "embeddinggemma-300m" and listed["kind"] == "wetqa-fetched-model"
     assert listed["onnx_export"] is False and listed["problem"]  # no weights: said so
     assert report["question_set"]["questions"] > 0
+
+
+def test_doctor_reports_a_damaged_question_set_instead_of_failing(monkeypatch):
+    """`doctor` failed as a whole on a damaged shipped set (review finding 19)."""
+    from wetqa import doctor
+    from wetqa.retrieval import RetrievalError, questions
+
+    def damaged():
+        raise RetrievalError("questions.jsonl.gz: not a readable gzip file")
+
+    monkeypatch.setattr(questions, "shipped", damaged)
+    report = doctor._question_set()
+    assert report["problem"] == "questions.jsonl.gz: not a readable gzip file"

@@ -115,12 +115,17 @@ def _wetqa_models() -> list[dict]:
 
 def _question_set() -> dict:
     """The question set wetqa ships (the questions each article answers)."""
-    from wetqa.retrieval.questions import shipped, shipped_digest
+    from wetqa.retrieval import RetrievalError, questions
 
-    qset = shipped()
+    try:
+        qset = questions.shipped()
+    except RetrievalError as exc:  # a damaged set is reported, not the end of the report
+        return {"questions": 0, "problem": str(exc)}
     if qset is None:
         return {"questions": 0}
-    return {"sha256": shipped_digest(), "questions": len(qset), "articles": sum(1 for r in qset.rows if r.questions)}
+    return {"file_sha256": questions.shipped_digest(), "content_digest": qset.digest[:16], "questions": len(qset),
+            "articles": sum(1 for r in qset.rows if r.questions and r.article),
+            "whole_regulations": sum(1 for r in qset.rows if r.questions and not r.article)}  # fmt: skip
 
 
 def _presets(cached: list[str]) -> list[dict]:
@@ -219,7 +224,12 @@ def _text(r: dict) -> str:
     q = r["question_set"]
     lines.append(
         f"question set: {q['questions']} questions"
-        + (f" for {q['articles']} articles ({q['sha256']})" if q.get("articles") else "")
+        + (
+            f" for {q['articles']} articles and {q['whole_regulations']} regulations (sha256 {q['file_sha256']})"
+            if q.get("articles")
+            else ""
+        )
+        + (f": {q['problem']}" if q.get("problem") else "")
     )
     lines.append("generator presets (weights in the local HF cache?):")
     for p in r["presets"]:

@@ -207,6 +207,7 @@ function render(resp) {
 function dutch(status, body) {
   const code = body && body.error ? body.error.code : null;
   if (code === "question_too_long" || status === 413) return "de vraag is te lang; maak haar korter";
+  if (code === "conversation_too_long") return "het gesprek is te lang om mee te lezen; begin een nieuw gesprek met ‘Nieuwe vraag’";
   if (status === 400 && body && body.error && body.error.param === "date") {
     return "deze datum bij ‘geldend op’ kan niet worden gebruikt (de wetten van dit corpus hebben dan geen tekst); kies een andere datum of laat het veld leeg";
   }
@@ -251,7 +252,8 @@ function clearSources() {
 
 // The question after the conversation so far, asked of the law as it stood on the page's date ("geldend op").
 function request(model, q) {
-  const body = { model, messages: [...conversation, { role: "user", content: q }] };
+  // Only the latest exchanges are read as context (the server's CONTEXT_TURNS, 2): older ones are not sent.
+  const body = { model, messages: [...conversation.slice(-4), { role: "user", content: q }] };
   const day = $("date").value;
   if (day) body.date = day;
   return body;
