@@ -7,7 +7,7 @@ Names are imported from their modules when first used, so ``import wetqa.corpus.
 
 from typing import TYPE_CHECKING
 
-from wetqa._lazy import lazy
+from wetqa.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(

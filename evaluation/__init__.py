@@ -5,7 +5,7 @@ Names are imported from their modules when first used.
 
 from typing import TYPE_CHECKING
 
-from wetqa._lazy import lazy
+from wetqa.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(["DatasetError", "GoldArticle", "QAItem", "article_key", "load_dataset"], "wetqa.corpus.dataset"),

@@ -17,7 +17,7 @@ from wetqa.console import (
     emit,
     positive_int,
 )
-from wetqa.retrieval._base import K_RANGE, MAX_K
+from wetqa.retrieval import K_RANGE, MAX_K
 
 
 def register(sub: argparse._SubParsersAction, output: argparse.ArgumentParser) -> None:

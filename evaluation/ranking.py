@@ -12,7 +12,7 @@ from pathlib import Path
 
 from wetqa.corpus.dataset import QAItem, article_key
 from wetqa.corpus.records import Chunk
-from wetqa.retrieval._base import Hit
+from wetqa.retrieval import Hit
 
 MEASURE_NAMES = {"R": "R@{k}", "Success": "Hit@{k}"}
 

@@ -9,7 +9,7 @@ Names are imported from their modules when first used.
 
 from typing import TYPE_CHECKING
 
-from wetqa._lazy import lazy
+from wetqa.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(
@@ -28,6 +28,7 @@ _EXPORTS = {
             "StreamedSentence",
             "StreamingBackend",
             "UnsupportedSetting",
+            "UpstreamTimeout",
             "Usage",
             "check_sampling",
             "cut_at_stop",
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
         StreamedSentence,
         StreamingBackend,
         UnsupportedSetting,
+        UpstreamTimeout,
         Usage,
         check_sampling,
         cut_at_stop,

@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from wetqa.corpus.records import DEFAULT_COLLECTION
 from wetqa.corpus.sources import citation_url, document_fields
-from wetqa.retrieval._base import Hit
+from wetqa.retrieval import Hit
 from wetqa.settings import setting
 
 from .structured import StructuredSentence, marked_text
@@ -16,6 +16,8 @@ from .structured import StructuredSentence, marked_text
 
 class GenerationError(RuntimeError):
     """A backend could not produce an answer; the message names the problem."""
+
+    failure = ""  # the kind a subclass is (an upstream failure a server answers in its own way); "" another
 
 
 class ModelUnavailable(GenerationError, ConnectionError):
@@ -47,7 +49,7 @@ FAILURES: dict[str, type[GenerationError]] = {
 
 def failure_of(exc: BaseException) -> str:
     """The failure kind of an error a backend caught (``""``: another)."""
-    return str(getattr(exc, "failure", "")) if isinstance(exc, GenerationError) else ""
+    return exc.failure if isinstance(exc, GenerationError) else ""
 
 
 def raise_failure(message: str, failure: str = "", unavailable: bool = False):
@@ -87,8 +89,9 @@ class Sampling:
     logprobs: int | None = None
 
     def given(self) -> list[str]:
-        names = ("temperature", "max_tokens", "stop", "seed", "logprobs")
-        return [name for name in names if getattr(self, name) not in (None, ())]
+        values = {"temperature": self.temperature, "max_tokens": self.max_tokens, "stop": self.stop,
+                  "seed": self.seed, "logprobs": self.logprobs}  # fmt: skip
+        return [name for name, value in values.items() if value not in (None, ())]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import threading
 from collections.abc import AsyncGenerator, Generator, Iterator, MutableSequence, Sequence
 from dataclasses import replace
 
-from wetqa.retrieval._base import Hit, RetrievalError, Retriever, check_k, check_retriever
+from wetqa.retrieval import Hit, RetrievalError, Retriever, check_k, check_retriever
 
 from ._base import (
     Answer,
@@ -25,6 +25,7 @@ from ._base import (
     check_sampling,
     raise_failure,
 )
+from .abstention import decide, explanation
 from .parser import AnswerStream, parse_output
 from .prompt import as_text, build_request
 from .structured import SentenceStream, SourceResolver, looks_structured, marked_text, parse_structured
@@ -216,7 +217,7 @@ def abstained_answer(request: Request) -> Answer:
     return cited(
         Answer(
             request.question,
-            abstention_text(request, related[:3]),
+            explanation(request.question, request.signals, request.confidence, related[:3]),
             [],
             request.hits,
             confidence=request.confidence,
@@ -228,53 +229,11 @@ def abstained_answer(request: Request) -> Answer:
     )
 
 
-def too_short(request: Request) -> bool:
-    """Whether the question says too little to point at an article: the one abstention that blames the
-    question. A full question that finds nothing (in a narrow scope, say) is no such case."""
-    from wetqa.retrieval.engines.tokenization import cached_tokens
-    from wetqa.retrieval.ranking.confidence import MIN_CONTENT_WORDS
-
-    words = request.signals.get("content_words")
-    if words is None:  # no hits, so no signals: the question's own words, counted as the signal counts them
-        words = len({t for t in cached_tokens(request.question) if len(t) > 1})
-    return words < MIN_CONTENT_WORDS
-
-
-def abstention_text(request: Request, related: Sequence[Citation]) -> str:
-    signals = request.signals
-    if too_short(request):
-        lead = "De vraag is te kort of te algemeen om er een wetsartikel bij te zoeken. Stel een volledige vraag."
-    else:
-        lead = (
-            "Ik heb in de wetten van dit corpus geen artikel gevonden dat deze vraag beantwoordt. Het corpus bevat "
-            "niet alle Nederlandse wetgeving: de vraag gaat mogelijk over een wet die er niet in staat."
-        )
-        if signals.get("law_named") == -1.0:
-            lead += " De vraag noemt een wet die niet in dit corpus staat."
-        if signals.get("english"):
-            lead += " Stel de vraag in het Nederlands: wetqa zoekt in Nederlandse wetteksten."
-    if request.confidence is not None:
-        lead += f" (Zekerheid: {request.confidence:.0%}.)"
-    if related:
-        lead += "\n\nMogelijk verwant (niet als antwoord aangehaald):\n" + "\n".join(
-            f"- {c.law}, {c.article}" for c in related
-        )
-    return lead
-
-
 def _assess(ranking, request: Request, min_confidence: float | None) -> Request:
-    """The request with retrieval's confidence (the ranking's last stage), and whether the pipeline abstains
-    from answering it: below ``min_confidence``, or by default below the threshold fitted with the model."""
-    from wetqa.retrieval.ranking.confidence import names_a_held_law
-
-    confidence, signals = ranking.confidence, ranking.signals
-    if min_confidence is None:
-        min_confidence = ranking.threshold if ranking.threshold is not None else 0.0
-    # A question that names a law the corpus holds ("volgens de Awb") is answered from that law: the
-    # corpus cannot lack it.
-    low = confidence is not None and confidence < min_confidence
-    abstain = not request.hits or (min_confidence > 0 and low and not names_a_held_law(signals))
-    return replace(request, confidence=confidence, signals=signals, abstain=abstain)
+    """The request with retrieval's confidence (the ranking's last stage) and the pipeline's decision
+    (:func:`.abstention.decide`)."""
+    decision = decide(ranking.confidence, ranking.threshold, ranking.signals, bool(request.hits), min_confidence)
+    return replace(request, confidence=ranking.confidence, signals=ranking.signals, abstain=decision.abstain)
 
 
 class Pipeline:
@@ -411,7 +370,7 @@ class Pipeline:
         try:
             conversation = Conversation.of(messages)
         except ConversationError as exc:
-            raise GenerationError(str(exc)) from None
+            raise GenerationError(str(exc)) from exc  # the cause says which (a chat starts afresh on it)
         features = self.retriever.features
         return conversation, conversation.context(features.law_names if features is not None else None)
 
@@ -444,9 +403,8 @@ class Pipeline:
                         break
                     yield from reader.feed(item)
             finally:
-                close = getattr(pieces, "close", None)
-                if close is not None:
-                    close()
+                if isinstance(pieces, Generator):  # a backend's generator: its stream is closed with it
+                    pieces.close()
         else:
             gen = self.backend.generate([request])[0]
         if gen is not None and gen.rejected_schema:  # refused before anything was written: ask again in text
@@ -475,9 +433,8 @@ class Pipeline:
                 for piece in reader.feed(item):
                     yield piece
         finally:
-            aclose = getattr(pieces, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if isinstance(pieces, AsyncGenerator):
+                await pieces.aclose()
         if gen is not None and gen.rejected_schema:
             self.refused_schema(gen)
             async for again in self.astream_request(as_text(request)):

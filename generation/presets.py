@@ -90,7 +90,7 @@ class GeneratorConfig:
 
     @property
     def model(self) -> str:
-        return getattr(self.settings, "model", "")
+        return str(asdict(self.settings).get("model", ""))
 
     def to_json(self) -> dict:
         return {"generator": self.name, "kind": self.kind, **asdict(self.settings)}

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 
-from wetqa.retrieval._base import Hit
+from wetqa.retrieval import Hit
 
 from ._base import Request
 from .structured import answer_schema

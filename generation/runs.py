@@ -88,7 +88,7 @@ def prompt_fingerprint(language: str = "nl", structured: bool = False) -> str:
     """A hash of the prompt as rendered (in the text or the structured format): any change of
     instructions, example or layout changes it."""
     from wetqa.corpus.records import Chunk
-    from wetqa.retrieval._base import Hit
+    from wetqa.retrieval import Hit
 
     from .prompt import build_messages
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from wetqa.retrieval._base import K_RANGE, MAX_K, RetrievalError
+from wetqa.retrieval import K_RANGE, MAX_K, RetrievalError
 from wetqa.retrieval.spec import RETRIEVAL_SETTINGS, RetrievalSpec
 from wetqa.settings import SettingError, add_arguments, build, coerce, given, setting, settings_of
 
@@ -136,10 +136,11 @@ class PipelineSpec:
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> PipelineSpec:
         values = given(args, [*RETRIEVAL_SETTINGS, *all_settings(), *PIPELINE_SETTINGS])
+        given_args = vars(args)  # the flags of the command that parsed them (not every command has each)
         for key in ("generator", "backend"):
-            if getattr(args, key, None) is not None:
-                values[key] = getattr(args, key)
-        if getattr(args, "config", None):
+            if given_args.get(key) is not None:
+                values[key] = given_args[key]
+        if given_args.get("config"):
             return cls.from_toml(args.config, values)
         return cls.from_values(values)
 

@@ -8,11 +8,24 @@ Names are imported from their modules when first used.
 
 from typing import TYPE_CHECKING
 
-from wetqa._lazy import lazy
+from wetqa.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(
-        ["Hit", "InvalidSetting", "RetrievalError", "Retriever", "RetrieverBase", "chunks_of", "warm_up"], "._base"
+        [
+            "Hit",
+            "InvalidSetting",
+            "K_RANGE",
+            "MAX_K",
+            "RetrievalError",
+            "Retriever",
+            "RetrieverBase",
+            "check_k",
+            "check_retriever",
+            "chunks_of",
+            "warm_up",
+        ],
+        "._base",
     ),
     **dict.fromkeys(["HybridRetriever", "interpolate", "rrf"], ".engines.fusion"),
     **dict.fromkeys(["build_index", "index_identity", "read_index_meta"], ".engines.index"),
@@ -24,7 +37,19 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
-    from ._base import Hit, InvalidSetting, RetrievalError, Retriever, RetrieverBase, chunks_of, warm_up
+    from ._base import (
+        K_RANGE,
+        MAX_K,
+        Hit,
+        InvalidSetting,
+        RetrievalError,
+        Retriever,
+        RetrieverBase,
+        check_k,
+        check_retriever,
+        chunks_of,
+        warm_up,
+    )
     from .engines.fusion import HybridRetriever, interpolate, rrf
     from .engines.index import build_index, index_identity, read_index_meta
     from .pipeline import Ranking, RetrievalPipeline

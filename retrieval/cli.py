@@ -133,14 +133,14 @@ def _fit_inputs(args: argparse.Namespace, kind: str) -> None:
     if args.folds < 2:
         raise UsageError(f"--folds {args.folds}: cross-validation needs at least 2 folds")
     if args.out:
-        from wetqa.io import _refuse_inside_built
+        from wetqa.io import refuse_inside_built
 
-        _refuse_inside_built(Path(args.out), None)  # an index's, a corpus's or a model's own folder is refused
-    if args.out and Path(args.out).exists() and not getattr(args, "sweep", False):  # refused now, not after the fit
+        refuse_inside_built(Path(args.out), None)  # an index's, a corpus's or a model's own folder is refused
+    if args.out and Path(args.out).exists() and not vars(args).get("sweep"):  # refused now, not after the fit
         from .fitting.ranking import models_in
 
         models_in(Path(args.out), kind)
-    if args.per_question if hasattr(args, "per_question") else None:
+    if vars(args).get("per_question"):
         folder = args.per_question.resolve().parent
         if not folder.is_dir():
             raise UsageError(f"--per-question: no folder {folder}")
@@ -359,7 +359,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                 "read_all",
                 "questions",
             )
-            if getattr(args, name) not in (None, False)
+            if vars(args)[name] not in (None, False)
         ]
         if building:
             raise UsageError(f"--verify checks the index at --out and builds nothing; leave out {', '.join(building)}")
@@ -375,7 +375,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         rescore_given = dict(recorded["rescore"])
         args.rescore = rescore_given["model"]
         for name in ("weight", "depth", "clause_weight"):
-            if getattr(args, f"rescore_{name}") is None:
+            if vars(args)[f"rescore_{name}"] is None:
                 setattr(args, f"rescore_{name}", rescore_given.get(name))
         if not args.precompute and recorded.get("passages"):
             args.precompute = True
@@ -515,7 +515,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             for h in hits
         )
 
-    payload = {"query": args.query, "retriever": retriever.name, "date": getattr(args, "date", None)}
+    payload = {"query": args.query, "retriever": retriever.name, "date": vars(args).get("date")}
     emit(args, {**payload, "hits": [h.to_json() for h in hits]}, text)
     return 0
 
@@ -556,7 +556,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
     import math
 
     from wetqa.home import cache_root
-    from wetqa.io import _refuse_inside_built
+    from wetqa.io import refuse_inside_built
 
     from .articles.reader import resolve_reader
     from .tooling.training import train_reader
@@ -569,7 +569,7 @@ def cmd_train_reader(args: argparse.Namespace) -> int:
         raise UsageError("--train-layers must be at least 0 and --batch-size at least 2")
     out = args.out or cache_root() / "models" / (args.model.rstrip("/").split("/")[-1] + "-trained")
     # Before the minutes of training, not after them: an index's or a corpus's folder, and the model it starts from.
-    _refuse_inside_built(Path(out), "model")
+    refuse_inside_built(Path(out), "model")
     if Path(out).expanduser().resolve() == Path(resolve_reader(args.model)).expanduser().resolve():
         raise UsageError(f"--out {out} would replace the model it starts from ({args.model}): give another --out")
     result = train_reader(args.data, args.model, args.index or default_index(), out, args.minutes, args.train_layers,

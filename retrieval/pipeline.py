@@ -225,7 +225,7 @@ def assemble(spec, complete: Callable[[list[list[dict]]], list[str]] | None = No
     reader = _reader_of(spec)
     # An engine with stages of its own (its registration says which: the articles engine's candidates, features,
     # learned models and reader) ranks through them; any other gives its hits as they come.
-    own = _retriever_info(engines[0].name).stages if len(engines) == 1 else None
+    own = _retriever_info(engines[0].name).stage_list() if len(engines) == 1 else None
     made = own(spec, engines[0], paths[0], dense_model, reader) if own is not None else None
     if made is not None:
         stages, features, key = made
@@ -297,7 +297,6 @@ def _dense_rescore(spec, meta: dict, model: str):
         pick(spec.rescore_weight, "weight", RESCORE_WEIGHT),
         pick(spec.rescore_depth, "depth", RESCORE_DEPTH),
         pick(spec.rescore_clause_weight, "clause_weight", RESCORE_CLAUSE_WEIGHT),
-        analyzer=getattr(spec, "_analyzer", None),
     )
 
 

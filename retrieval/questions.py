@@ -108,7 +108,7 @@ class ArticleQuestions:
         return out
 
 
-def _row(record: dict, where: str) -> ArticleQuestions:
+def row_from_json(record: dict, where: str) -> ArticleQuestions:
     if not isinstance(record, dict):
         raise RetrievalError(f"{where}: not a JSON object")
     for name in ("law_id", "text_hash"):
@@ -177,7 +177,7 @@ class QuestionSet:
                 data = gzip.decompress(data)
             except (OSError, EOFError) as exc:
                 raise RetrievalError(f"{path}: not a readable gzip file ({exc})") from None
-        return cls((_row(rec, where) for where, rec in _lines(data, str(path))), str(path))
+        return cls((row_from_json(rec, where) for where, rec in _lines(data, str(path))), str(path))
 
     def get(self, law_id: str, article: str, text: str | None = None, hashed: str | None = None):
         """The questions of an article by its text (hash); None when the set has none for that text."""

@@ -10,6 +10,8 @@ built or opened, so loading the registry is cheap.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -41,9 +43,17 @@ class RetrieverInfo:
     extra: str | None = None
     requires: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
-    # (spec, index, path, dense model, reader) -> (stages, candidate features, pipeline key) or None: an engine's
-    # own stages (the articles engine's); None: the pipeline takes the engine's hits as they come.
-    stages: Any = None
+    # "module:function" of an engine's own stages (the articles engine's), named, not imported, so an index never
+    # imports the stages that read it; the function: (spec, index, path, dense model, reader) -> (stages,
+    # candidate features, pipeline key) or None. None: the pipeline takes the engine's hits as they come.
+    stages: str | None = None
+
+    def stage_list(self) -> Callable | None:
+        """The function :attr:`stages` names (imported now), or None."""
+        if self.stages is None:
+            return None
+        module, _, function = self.stages.partition(":")
+        return vars(importlib.import_module(module))[function]
 
     @property
     def infos(self) -> tuple[SettingInfo, ...]:

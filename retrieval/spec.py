@@ -73,7 +73,7 @@ class RetrievalSpec:
     )  # fmt: skip
     questions: bool = setting(
         True,
-        "read the index's questions view (the questions each article answers, written by people who know the law); "
+        "read the index's questions view (the questions each article answers, written per article by helpers, language-model agents that read only the articles); "
         "--no-questions ranks without it",
     )
     rerank: tuple[str, ...] = setting(
@@ -120,14 +120,17 @@ class RetrievalSpec:
             raise RetrievalError(f"--weights gives {len(self.weights)} weights for {n} indexes")
         if self.fusion != "rrf" and n < 2:
             raise RetrievalError("--fusion applies to two or more indexes")
-        for name in ("rescore_weight", "rescore_depth", "rescore_clause_weight"):
-            if getattr(self, name) is not None and self.rescore in (None, "none"):
+        rescoring = {"rescore_weight": self.rescore_weight, "rescore_depth": self.rescore_depth,
+                     "rescore_clause_weight": self.rescore_clause_weight}  # fmt: skip
+        for name, value in rescoring.items():
+            if value is not None and self.rescore in (None, "none"):
                 raise RetrievalError(f"--{name.replace('_', '-')} applies with --rescore MODEL")
         if self.rerank_top != 20 and not self.rerank:
             raise RetrievalError("--rerank-top applies with --rerank MODEL")
         if self.reader == NO_READER:
-            for name in ("read_depth", "read_tokens", "reader_dim"):
-                if getattr(self, name) is not None:
+            reading = {"read_depth": self.read_depth, "read_tokens": self.read_tokens, "reader_dim": self.reader_dim}
+            for name, value in reading.items():
+                if value is not None:
                     raise RetrievalError(f"--{name.replace('_', '-')} applies with a reader (not --reader none)")
         from wetqa.corpus.sources import id_problem
 

@@ -6,7 +6,7 @@ CLI never import FastAPI or uvicorn (the ``serve`` extra).
 
 from typing import TYPE_CHECKING
 
-from wetqa._lazy import lazy
+from wetqa.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(["ServerConfig", "create_app"], ".app"),

@@ -9,8 +9,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from wetqa.generation import ContextOverflowError, GenerationError, UnsupportedSetting
-from wetqa.generation._base import UpstreamTimeout
+from wetqa.generation import ContextOverflowError, GenerationError, UnsupportedSetting, UpstreamTimeout
 from wetqa.retrieval import RetrievalError
 
 from .protocol import ErrorDetail, ErrorResponse

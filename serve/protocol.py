@@ -14,7 +14,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, model_serializer
 
-from wetqa.retrieval._base import MAX_K, InvalidSetting
+from wetqa.retrieval import MAX_K, InvalidSetting
 from wetqa.retrieval.scope import DEFAULT_SCOPE, SCOPE_SETTINGS, Jurisdiction, Scope
 from wetqa.retrieval.spec import SCOPE_SETTING_INFOS
 

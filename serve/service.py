@@ -31,6 +31,7 @@ from wetqa.generation import (
 from wetqa.generation.citing import Cited
 from wetqa.generation.pipeline import ScopedPipeline
 from wetqa.retrieval import InvalidSetting, RetrievalError, chunks_of
+from wetqa.retrieval.engines.store import ArticleStore, ChunkStore
 from wetqa.retrieval.engines.versions import echoed
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
@@ -122,7 +123,7 @@ class ChunkLookup:
     @staticmethod
     def _describe(store, target) -> ChunkResponse:
         row, chunk = target
-        article = store.article_of(row) if hasattr(store, "article_of") else None
+        article = store.article_of(row) if isinstance(store, ArticleStore) else None
         parts = sorted(store.rows(article["chunks"]) if article else [chunk], key=lambda c: c.part)
         # The chunk's place among its article's parts, each joined by one line break: found by position, since
         # a short last chunk's words ("van toepassing.") may occur earlier in the article as well.
@@ -142,7 +143,7 @@ class ChunkLookup:
 
 def _find(store, chunk_id: str):
     """(row, chunk) of an id in a store (or, for a retriever holding a plain list, by a scan)."""
-    if hasattr(store, "row_of"):
+    if isinstance(store, ChunkStore):
         row = store.row_of(chunk_id)
         return None if row is None else (row, store[row])
     for row, c in enumerate(store):
@@ -339,7 +340,7 @@ class ChatService:
         """The served pipeline asked in the request's scope (its date, kinds, laws, jurisdiction over the
         pipeline's own), checked against what the index holds before any work: a 400 naming the field."""
         base = served.loaded.retriever.scope or DEFAULT_SCOPE
-        if getattr(req, "laws", None) == []:  # as the CLI refuses --laws "": an empty list filters nothing
+        if req.laws == []:  # as the CLI refuses --laws "": an empty list filters nothing
             raise APIError(400, "laws: give at least one law id, or leave laws out", code="invalid_scope", param="laws")
         try:
             scope = req.to_scope(base)

@@ -303,3 +303,93 @@ def test_only_the_corpus_knows_the_bwb():
 
 def test_the_bwb_check_sees_a_spelling():
     assert bwb_spellings('x = chunk.law_id\ny = row["bwb_id"]\nz = "BWBR0001854"') == ["line 2: bwb_id", "line 3: BWBR"]
+
+
+# ----------------------------------------------------------------------- private parts and the query path
+
+
+def private_imports() -> list[str]:
+    """Imports of another stage's private parts: a module or a name starting with one underscore (``_base``,
+    ``_row``), from outside the stage (core's included: a stage may read only what core exports)."""
+    known = modules()
+    wrong = []
+    for module, path in known.items():
+        here = layer(module)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not target.startswith("wetqa.") or layer(target) == here:
+                continue
+            private_module = any(p.startswith("_") and not p.startswith("__") for p in target.split("."))
+            private_names = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if private_module or private_names:
+                wrong.append(f"{module} imports {target} {private_names or ''}".rstrip())
+    return wrong
+
+
+def test_no_module_imports_another_stages_private_parts():
+    assert private_imports() == []
+
+
+def closure(start: str) -> set[str]:
+    """Every wetqa module ``start`` can import (lazy imports included), the stages' CLIs left out."""
+    known = modules()
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module in seen or module not in known:
+            continue
+        seen.add(module)
+        for target in imports_of(module, known[module]):
+            target = target if target in known else target.rsplit(".", 1)[0]
+            if target in known and not target.endswith(".cli") and target not in TOP:
+                todo.append(target)
+    return seen
+
+
+def test_the_query_path_imports_no_model_tooling_and_no_fitting():
+    """A question's path (the server, the answer pipeline, retrieval) never reaches the offline model tooling
+    (export, fetch, convert, training) or the fitting: they live in rooms of their own."""
+    reached = closure("wetqa.serve.app") | closure("wetqa.generation.pipeline") | closure("wetqa.retrieval.pipeline")
+    assert "wetqa.retrieval.articles.stages" in reached  # the walk follows the stages
+    offline = sorted(m for m in reached if m.startswith(("wetqa.retrieval.tooling", "wetqa.retrieval.fitting")))
+    assert offline == []
+
+
+# What the protocols declare (Retriever, Backend, Stage, Encoder): read, never probed for.
+DECLARED_ABILITIES = {
+    "chunks", "retrievers", "laws", "calls_model", "features", "scope", "inline", "warm",
+    "supports", "structured", "uses_model", "inline_safe", "schedules", "model_name", "generate_stream",
+    "kind", "needs", "fitted", "depth", "begin",
+    "dim", "query_prefix", "prompts", "passage_variant", "document", "encode_prompted", "encode_formatted",
+}  # fmt: skip
+
+
+def probes(source: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"getattr", "hasattr"}:
+            if (
+                len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in DECLARED_ABILITIES
+            ):
+                found.append(f"{node.func.id}(..., {node.args[1].value!r}) at line {node.lineno}")
+    return found
+
+
+def test_no_part_is_probed_for_what_its_protocol_declares():
+    wrong = [f"{module}: {p}" for module, path in modules().items() for p in probes(path.read_text(encoding="utf-8"))]
+    assert wrong == []
+
+
+def test_the_probe_check_sees_a_probe():
+    assert probes("def f(r):\n    return getattr(r, 'scope', None)\n") == ["getattr(..., 'scope') at line 2"]
+    assert probes("def f(r):\n    return getattr(r, 'something_else', None)\n") == []

@@ -72,7 +72,7 @@ def test_no_questions_reaches_every_pipeline_the_confidence_is_fitted_on(monkeyp
     """`fit confidence --no-questions` (review finding 2): each index's pipelines are built without the questions
     view, the second and later ones too (a loop variable once took the flag's name)."""
     from wetqa.retrieval import spec as spec_module
-    from wetqa.retrieval.ranking import fitting
+    from wetqa.retrieval.fitting import ranking as fitting
 
     seen = []
 

@@ -104,7 +104,7 @@ class ExperimentConfig:
             raise ConfigError('metrics names no metric: give at least one (e.g. metrics = ["rouge"])')
         if self.runs < 1 or not self.k or min(self.k) < 1:
             raise ConfigError("runs and every k must be >= 1")
-        from wetqa.retrieval._base import K_RANGE, MAX_K
+        from wetqa.retrieval import K_RANGE, MAX_K
 
         if max(self.k) > MAX_K:
             raise ConfigError(f"{K_RANGE}, got {max(self.k)}")
@@ -216,11 +216,12 @@ def load_experiment(path: str | Path, overrides: dict | None = None) -> Experime
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     cfg = ExperimentConfig(**data, metric_settings=settings, retrievers=retrievers, generators=generators)
+
     # Paths in the file are relative to the file.
-    for attr in ("dataset", "corpus", "out"):
-        value = getattr(cfg, attr)
-        if value and not Path(value).is_absolute():
-            setattr(cfg, attr, str((base / value).resolve()))
+    def beside_file(value):
+        return str((base / value).resolve()) if value and not Path(value).is_absolute() else value
+
+    cfg.dataset, cfg.corpus, cfg.out = beside_file(cfg.dataset), beside_file(cfg.corpus), beside_file(cfg.out)
     for key, value in (overrides or {}).items():
         if value is None:
             continue

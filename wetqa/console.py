@@ -124,7 +124,8 @@ def output_parent() -> argparse.ArgumentParser:
 
 
 def wants_json(args: argparse.Namespace | None) -> bool:
-    return getattr(args, "output", "text") == "json"
+    # A command without --output has no such key in its namespace.
+    return args is not None and vars(args).get("output", "text") == "json"
 
 
 def emit(args: argparse.Namespace, payload: object, text: Callable[[], str] | str) -> None:

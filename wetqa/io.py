@@ -220,7 +220,7 @@ BUILT_MARKERS = {
 BUILT_INSIDE = {("ONNX export", "model")}
 
 
-def _refuse_inside_built(path: Path, kind: str | None) -> None:
+def refuse_inside_built(path: Path, kind: str | None) -> None:
     """Refuse an output below a folder wetqa built whole (an index, a corpus, a model): it would be listed in
     that folder and then fail its checks (an index opens as damaged), or be deleted with it by its next
     build. ``kind``: the kind of folder the output is, when it is one built whole."""
@@ -309,7 +309,7 @@ def own_folder(
     _refuse_special(path)
     if path.is_symlink() or (path.exists() and not path.is_dir()):
         raise OutputError(f"{path} is a file (or a link), not a folder; give a folder for the output")
-    _refuse_inside_built(path, None)
+    refuse_inside_built(path, None)
     if not path.exists():
         _make_owned(path)
     built = built_kind(path)
@@ -417,7 +417,7 @@ def atomic_dir(path: str | os.PathLike, marker: str | None = None, kind: str = "
         path = path.resolve()
     _refuse_special(path)
     _check_replaceable(path, marker, kind)
-    _refuse_inside_built(path, kind if marker else None)
+    refuse_inside_built(path, kind if marker else None)
     if not path.parent.exists():
         _make_owned(path.parent)
     above = owned_names(path.parent)

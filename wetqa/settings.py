@@ -332,8 +332,9 @@ def add_arguments(
 def given(args: argparse.Namespace, infos: Iterable[SettingInfo]) -> dict:
     """The settings given on the command line (flags left out are None and not included)."""
     out = {}
+    flags = vars(args)
     for info in infos:
-        value = getattr(args, info.name, None)
+        value = flags.get(info.name)
         if value is not None:
             out[info.name] = tuple(value) if isinstance(value, list) else value
     return out

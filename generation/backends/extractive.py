@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from wetqa.retrieval._base import Hit
+from wetqa.retrieval import Hit
 from wetqa.retrieval.dutch import frame_terms
 from wetqa.retrieval.engines.tokenization import cached_tokens
 from wetqa.settings import setting

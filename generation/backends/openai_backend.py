@@ -41,6 +41,7 @@ class OpenAISettings(ModelSettings):
 class OpenAIBackend(BackendBase):
     def __init__(self, settings: OpenAISettings):
         self.model_name = settings.model
+        self._aclient_loop = None  # the event loop the async client belongs to (one client per loop)
         try:
             import openai
         except ImportError:
@@ -121,15 +122,20 @@ class OpenAIBackend(BackendBase):
         if isinstance(exc, o.AuthenticationError):
             return f"the model server rejected the API key ({self._where()})"
         if isinstance(exc, o.BadRequestError):
-            msg = str(getattr(exc, "message", exc))
-            if "context" in msg.lower() or "too long" in msg.lower() or "maximum" in msg.lower():
-                msg = f"context overflow: the prompt does not fit the model's context window ({msg})"
-            return msg
+            if self._overflows(exc):
+                return f"context overflow: the prompt does not fit the model's context window ({exc.message})"
+            return exc.message
         if isinstance(exc, o.APIStatusError):
-            return f"model server error {exc.status_code}: {getattr(exc, 'message', exc)}"
+            return f"model server error {exc.status_code}: {exc.message}"
         if isinstance(exc, o.APIError):  # an error event inside a stream (vLLM's "EngineCore encountered an issue")
-            return f"model server error: {getattr(exc, 'message', exc)}"
+            return f"model server error: {exc.message}"
         return None
+
+    def _overflows(self, exc: Exception) -> bool:
+        """A 400 saying the prompt does not fit: OpenAI's typed code, or (vLLM sends none) its message."""
+        if not isinstance(exc, self._openai.BadRequestError):
+            return False
+        return exc.code == "context_length_exceeded" or bool(_CONTEXT_OVERFLOW.search(exc.message))
 
     def _not_a_completion(self) -> str:
         # An answer of 200 whose body is not a chat completion (an HTML error page, plain text).
@@ -141,9 +147,8 @@ class OpenAIBackend(BackendBase):
             return False
         if exc.status_code not in (400, 422):
             return False
-        body = getattr(exc, "body", None)
-        param = body.get("param") if isinstance(body, dict) else None
-        return param == "response_format" or bool(_ABOUT_SCHEMA.search(str(getattr(exc, "message", exc))))
+        param = exc.body.get("param") if isinstance(exc.body, dict) else None
+        return param == "response_format" or bool(_ABOUT_SCHEMA.search(exc.message))
 
     def _failed(self, request: Request, exc: Exception, t0: float, otherwise: str | None = None) -> Generation:
         """The Generation of a request the client raised for (None-message errors re-raised by callers)."""
@@ -153,7 +158,7 @@ class OpenAIBackend(BackendBase):
         if refused:  # one line: vLLM's grammar errors span several, with a caret under the fault
             msg = f"the model server at {self._where()} refused the answer schema ({' '.join(msg.split())})"
         kind = "timeout" if isinstance(exc, self._openai.APITimeoutError) else "unavailable" if absent else ""
-        if not refused and isinstance(exc, self._openai.BadRequestError) and msg.startswith("context overflow"):
+        if not refused and self._overflows(exc):
             kind = "context_overflow"
         return Generation(error=msg, seconds=time.perf_counter() - t0, unavailable=absent, rejected_schema=refused,
                           failure=kind)  # fmt: skip
@@ -243,7 +248,7 @@ class OpenAIBackend(BackendBase):
         import asyncio
 
         loop = asyncio.get_running_loop()
-        if getattr(self, "_aclient_loop", None) is not loop:
+        if self._aclient_loop is not loop:
             c = self._client
             self._aclient = self._openai.AsyncOpenAI(
                 base_url=c.base_url, api_key=c.api_key, max_retries=c.max_retries, timeout=c.timeout
@@ -277,6 +282,9 @@ def _first_token_logprobs(choice) -> dict[str, float]:
 
 # What a server's refusal of the schema says: OpenAI names response_format (and its param), vLLM its
 # grammar or schema, llama.cpp the json_schema; other 400s (a prompt too long) do not match.
+# vLLM's 400 for a prompt beyond the model's window carries no code, only its message ("This model's maximum
+# context length is ...", "... is too long"); OpenAI's carries code context_length_exceeded.
+_CONTEXT_OVERFLOW = re.compile(r"context|too long|maximum", re.IGNORECASE)
 _ABOUT_SCHEMA = re.compile(r"response_format|json_schema|schema|grammar|structured output|guided", re.IGNORECASE)
 
 

@@ -367,17 +367,10 @@ class ArticleRetriever(RetrieverBase):
         return self.batch_search([query], k, scope=scope)[0]
 
 
-def _own_stages(spec, index, path, dense_model, reader):
-    """The engine's stages (candidates, features, learned models, reader): :func:`wetqa.retrieval.articles.stages_for`."""
-    from . import stages_for
-
-    return stages_for(spec, index, path, dense_model, reader)
-
-
 register(
     RetrieverInfo(
         name="articles",
-        stages=_own_stages,
+        stages="wetqa.retrieval.articles.stage_list:stages_for",
         cls=ArticleRetriever,
         options=ArticleOptions,
         description="ranks whole articles: chunk, whole-article and heading BM25 views fused (the default)",

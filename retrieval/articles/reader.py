@@ -103,7 +103,9 @@ class Reader:
         self.model = model
         self.path = resolve_reader(model)
         encoder = _load(model, self.path, max_tokens, purpose)
-        if not hasattr(encoder, "document"):
+        from ..models.encoders import DocumentEncoder
+
+        if not isinstance(encoder, DocumentEncoder):
             raise RetrievalError(f"{model} cannot read documents (give a sentence-transformers model)")
         self.encoder: DocumentEncoder = encoder  # type: ignore[assignment]
         full = int(self.encoder.dim)

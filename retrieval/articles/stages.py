@@ -1,4 +1,4 @@
-"""The articles engine's stages, in the order its pipeline runs them (:func:`wetqa.retrieval.articles.stages_for`):
+"""The articles engine's stages, in the order its pipeline runs them (:func:`wetqa.retrieval.articles.stage_list.stages_for`):
 
 - ``candidates``: an articles index's candidates from words and meaning (:class:`~.candidates.CandidateFeatures`);
 - ``features``: every candidate's evidence;

@@ -19,6 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 
@@ -76,6 +77,15 @@ def corpus_articles(corpus_dir: Path) -> Iterator[tuple[dict, list[Chunk]]]:
             f"{corpus_dir}: chunk {pending.id} belongs to no article in corpus order; "
             "rebuild the corpus with `wetqa corpus build`"
         )
+
+
+@runtime_checkable
+class ArticleStore(Protocol):
+    """A chunk store that knows each chunk's article (:class:`ChunkStore`; a plain list of chunks does not)."""
+
+    def article_of(self, row: int) -> dict: ...
+
+    def rows(self, rows: Iterable[int]) -> list[Chunk]: ...
 
 
 class StoreWriter:

@@ -15,6 +15,7 @@ from wetqa.corpus.records import DEFAULT_COLLECTION, Chunk
 from wetqa.corpus.sources import citation_url, document_fields
 
 from .._base import InvalidSetting, Named, RetrievalError
+from .store import ChunkStore
 
 _SPACE = re.compile(r"\s+")
 # Words and the spaces after them, so that joining the pieces gives the text back.
@@ -97,9 +98,8 @@ def article_label(article: str) -> str:
 def article_versions(store, law_id: str, article: str) -> list[ArticleVersion]:
     """The versions of one article in a chunk store (oldest first); [] when the index does not hold it."""
     label = article_label(article)
-    query = getattr(store, "article_versions", None)
-    if query is not None:  # the SQLite chunk store answers from its articles table
-        rows = query(law_id, label)
+    if isinstance(store, ChunkStore):  # the SQLite chunk store answers from its articles table
+        rows = store.article_versions(law_id, label)
     else:  # a plain list of chunks (small indexes): one scan
         rows = _scan(store, law_id, label)
     versions = sorted((ArticleVersion(*row) for row in rows), key=lambda v: v.version_date)

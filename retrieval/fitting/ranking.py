@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 from .._base import RetrievalError
-from ..conversation import Context
 from ..articles.candidates import (
     CONTEXT_DENSE_FEATURES,
     CONTEXT_FEATURES,
@@ -56,6 +55,7 @@ from ..articles.candidates import (
     with_context,
 )
 from ..articles.reader import READ_CONTEXT_FEATURES, READ_DEPTH, READ_QUESTION_FEATURES, READER_FEATURES
+from ..conversation import Context
 
 L2 = 1.0
 ITERATIONS = 400

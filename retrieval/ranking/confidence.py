@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import weakref
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
@@ -112,11 +113,14 @@ def _contains(view, term: int, doc: int) -> bool:
 
 def law_titles(index) -> frozenset[str]:
     """The lower-cased law titles of an index's corpus (read once per index)."""
-    titles = getattr(index, "_law_titles", None)
+    titles = _LAW_TITLES.get(index)
     if titles is None:
-        titles = frozenset(t.lower() for t in index.chunks.law_titles())
-        index._law_titles = titles
+        titles = _LAW_TITLES[index] = frozenset(t.lower() for t in index.chunks.law_titles())
     return titles
+
+
+# Each index's law titles, read once (kept while the index lives).
+_LAW_TITLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def signals(context: SignalContext, question: str, hits: Sequence[Hit]) -> dict[str, float]:
@@ -269,8 +273,3 @@ def capped(values: dict[str, float], confidence: float) -> float:
     if values.get("content_words", MIN_CONTENT_WORDS) < MIN_CONTENT_WORDS or values.get("english"):
         return min(confidence, SHORT_QUESTION_CAP)
     return confidence
-
-
-def names_a_held_law(values: dict[str, float]) -> bool:
-    """The question names a law the corpus holds: it is never refused for lack of that law."""
-    return bool(values.get("named_held"))
