@@ -99,8 +99,9 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
         p.add_argument("--reader", metavar="MODEL", help="also fit the pipelines that read with this model (none: not)")
         p.add_argument("--no-questions", action="store_true",
                        help="fit the pipelines that do not read the indexes' questions views (the +questions keys' twins)")  # fmt: skip
-        p.add_argument("--out", type=Path, metavar="FILE",
-                       help=f"the model file to merge the fitted models into (default the one wetqa ships: {name}.json)")  # fmt: skip
+        p.add_argument("--out", type=Path, metavar="FILE", required=True,
+                       help=f"the model file to merge the fitted models into (the one wetqa ships, {name}.json, only "
+                            "when named)")  # fmt: skip
         p.add_argument("--no-progress", action="store_true")
         if name == "ranking":
             p.add_argument("--read-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), default=READ_DEPTH,
@@ -160,7 +161,7 @@ def cmd_fit_ranking(args: argparse.Namespace) -> int:
     _fit_inputs(args, "ranking")
     fitted = fitting.fit_ranking(args.index, args.dataset, args.folds, _reader_arg(args), args.read_depth,
                                  progress=shows_progress(not args.no_progress), questions=not args.no_questions)  # fmt: skip
-    out = fitting.write_models(args.out or fitting.shipped_path("ranking"), fitted["models"], "ranking")
+    out = fitting.write_models(args.out, fitted["models"], "ranking")
     if args.per_question:
         rows = [r for key, held in fitted["held"].items() for r in fitting.per_question(key, held)]
         with atomic_file(args.per_question) as fh:  # whole at the end: an interrupted run leaves the old file
@@ -192,7 +193,7 @@ def cmd_fit_confidence(args: argparse.Namespace) -> int:
             ]
     written = None
     if not args.sweep:
-        written = fitting.write_models(args.out or fitting.shipped_path("confidence"), out, "confidence")
+        written = fitting.write_models(args.out, out, "confidence")
     emit(args, {"models": {k: v["cv"] for k, v in out.items()}, "out": str(written) if written else None},
          "\n".join(lines) + (f"\n\nwrote {written}" if written else ""))  # fmt: skip
     return 0

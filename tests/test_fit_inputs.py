@@ -33,8 +33,21 @@ def test_an_out_inside_a_built_index_is_refused_before_any_work(articles_index, 
         assert not (articles_index / f"{kind}.json").exists()
 
 
+def test_fit_writes_only_where_out_says(articles_index, dataset):
+    """`fit` without --out merged its models into the installed package's files (review finding 15): --out is
+    required (the shipped files are written only when named)."""
+    from wetqa.retrieval.fitting import ranking as fitting
+
+    for kind in ("ranking", "confidence"):
+        run = wetqa("fit", kind, "--index", str(articles_index), "--dataset", str(dataset), "--no-progress")
+        assert run.returncode == 2 and "--out" in run.stderr and run.stderr.count("\n") == 1, run.stderr
+        # The shipped files, named when a developer refits them: the package's own, where the ranking reads them.
+        assert fitting.shipped_path(kind).parent.name == "ranking" and fitting.shipped_path(kind).is_file()
+
+
 def test_a_folder_given_as_a_dataset_is_named_as_one(articles_index, tmp_path):
-    run = wetqa("fit", "ranking", "--index", str(articles_index), "--dataset", str(tmp_path), "--no-progress")
+    run = wetqa("fit", "ranking", "--index", str(articles_index), "--dataset", str(tmp_path), "--no-progress",
+                "--out", str(tmp_path / "ranking.json"))  # fmt: skip
     assert run.returncode == 2 and "is a folder" in run.stderr, run.stderr
 
 

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from pathlib import Path
 
 log = logging.getLogger("wetqa.retrieval")
+
+# Set while `wetqa fit confidence` builds the pipelines whose confidence it fits: their ranking models are used
+# though no confidence model was fitted for them yet (everywhere else a ranking model is used only beside one).
+FITTING_CONFIDENCE: contextvars.ContextVar[bool] = contextvars.ContextVar("fitting_confidence", default=False)
 
 
 def stages_for(spec, index, path: Path, dense_model: str | None, reader):
@@ -78,7 +83,7 @@ def _parts(index, path: Path, dense_model: str | None, questions: bool = True):
     learned = model_for_key(key)
     if learned is None and view is not None:
         log.warning("wetqa: warning: no ranking model is fitted for %s: the index's questions are not read", key)
-    elif view is not None and confidence_for_key(key) is None:
+    elif view is not None and confidence_for_key(key) is None and not FITTING_CONFIDENCE.get():
         # The two are fitted by two commands: a ranking model alone would rank without a confidence, and answer
         # every question (out-of-corpus ones too). Both, or neither.
         log.warning("wetqa: warning: no confidence model is fitted for %s: the index's questions are not read", key)

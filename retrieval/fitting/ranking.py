@@ -629,8 +629,10 @@ def models_in(path: Path, kind: str) -> dict:
 
 
 def shipped_path(kind: str) -> Path:
-    """The model file the package ships (``ranking.json``, ``confidence.json``)."""
-    return Path(__file__).resolve().parent / f"{kind}.json"
+    """The model file the package ships (``ranking.json``, ``confidence.json``), beside the stages that read it."""
+    from importlib import resources
+
+    return Path(str(resources.files("wetqa.retrieval.ranking").joinpath(f"{kind}.json")))
 
 
 # ------------------------------------------------------------------------------------------ confidence
@@ -737,7 +739,13 @@ def collect_signals(
         for dense in [True, False] if dense_model else [False]:
             spec = RetrievalSpec(index=(str(path),), rescore=None if dense else "none", reader=reader or "none",
                                  questions=questions)  # fmt: skip
-            pipeline = spec.build()
+            from ..articles.stage_list import FITTING_CONFIDENCE
+
+            fitting = FITTING_CONFIDENCE.set(True)  # the pipelines whose confidence is fitted now: none has one yet
+            try:
+                pipeline = spec.build()
+            finally:
+                FITTING_CONFIDENCE.reset(fitting)
             if not pipeline.key:
                 continue
             held = set(pipeline.index.laws.ids)
