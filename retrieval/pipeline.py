@@ -91,8 +91,9 @@ class RetrievalPipeline(RetrieverBase):
 
         check_k(k)
         rankings = [Ranking(check_query(q)) for q in questions]
+        reads = any(s.reads_context for s in self.stages)
         for r, context in zip(rankings, contexts or ()):
-            r.context = context
+            r.context = context if reads else None  # read by no stage: the question was searched alone
         if scope is None and not self.scope.is_default:
             scope = self.scope  # the pipeline's own (--kind, --laws, --jurisdiction, --date); None: the default
         need = max(k, self.need)

@@ -258,3 +258,20 @@ def test_a_three_turn_conversation_through_the_openai_client(bm25s_index):
                 model="wetqa-conv", messages=[{"role": "user", "content": "vraag?"}] * (MAX_MESSAGES + 1)
             )
         assert refused.value.body["param"] == "messages" and str(MAX_MESSAGES) in refused.value.body["message"]
+
+
+@pytest.mark.unit
+def test_the_context_is_reported_only_where_retrieval_read_it(bm25s_index, articles_index):
+    """A bm25s pipeline searched the last message alone but the answer said it had read the earlier turns
+    (`context.standalone_question`; review finding 14): only a pipeline whose stages read a conversation says so."""
+    from wetqa.generation import Pipeline
+    from wetqa.generation.backends.extractive import ExtractiveBackend
+    from wetqa.retrieval import RetrievalSpec, open_index
+
+    messages = _chat(WORK, CITED, "en als het een nachtdienst is?")
+    plain = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=2)
+    assert plain.answer_one(plain.converse(messages)).context is None
+    articles = Pipeline(RetrievalSpec(index=(str(articles_index),), rescore="none", reader="none").build(),
+                        ExtractiveBackend(), k=2)  # fmt: skip
+    read = articles.answer_one(articles.converse(messages)).context
+    assert read is not None and read["turns"] == [0, 1]

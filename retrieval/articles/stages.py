@@ -44,6 +44,7 @@ class ArticleCandidates(Stage):
     needs = "question"
     fitted = True
     name = "candidates"
+    reads_context = True
 
     def __init__(self, features: CandidateFeatures, reader=None):
         self.features = features

@@ -27,6 +27,9 @@ class Stage:
     fitted: bool = False
     # The hits it works on (a re-ranker's, re-scoring's): what the stages before it must give (0: as many as asked).
     depth: int = 0
+    # It reads a conversation's context (the articles candidates): only a pipeline with such a stage says, in
+    # its rankings and answers, that it read the earlier turns.
+    reads_context: bool = False
 
     def begin(self, rankings: list) -> Future | None:
         """Work that needs only the questions (a model's question vectors), started beside the first stage."""
