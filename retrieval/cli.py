@@ -384,6 +384,11 @@ def cmd_index(args: argparse.Namespace) -> int:
                 args.precompute_kinds = ",".join(recorded["passages"]["kinds"])
     if args.reader is None and recorded.get("reader"):
         args.reader = recorded["reader"]
+    if args.questions is None and recorded.get("questions") not in (None, "shipped"):
+        given = recorded["questions"]
+        if given != "none" and not Path(given).is_file():
+            raise UsageError(f"the index at --out was built with --questions {given}, which is gone: give --questions")
+        args.questions = given
     if args.rescore == NO_RESCORE:
         args.rescore = None
         if args.precompute:
@@ -458,7 +463,8 @@ def _recorded_settings(out: Path, retriever: str) -> dict:
     if not isinstance(meta, dict) or meta.get("retriever") != retriever:
         return {}
     reader = ((meta.get("reader") or {}).get("identity") or {}).get("model")
-    return {"rescore": meta.get("rescore"), "passages": meta.get("passages"), "reader": reader}
+    return {"rescore": meta.get("rescore"), "passages": meta.get("passages"), "reader": reader,
+            "questions": meta.get("questions_given")}  # fmt: skip
 
 
 def _index_reader(given: str | None, retriever: str, read_all: bool) -> str | None:

@@ -477,3 +477,34 @@ def test_a_rebuild_keeps_what_the_index_was_built_with_unless_a_flag_changes_it(
     assert again["rescore"] == first["rescore"] and again["passages"]["passages"] == first["passages"]["passages"]
     dropped = index("--force", "--rescore", "none")
     assert dropped["rescore"] is None and not dropped["passages"]
+
+
+@pytest.mark.unit
+def test_a_rebuild_keeps_the_question_set_the_index_was_built_with(fixture_corpus, tmp_path):
+    """An index built with --questions none (or a set of one's own) was rebuilt by `wetqa index --force` with the
+    shipped set: answers changed (review finding 11). The rebuild keeps what was given; a set that is gone is named."""
+    import subprocess
+    import sys
+
+    from wetqa.retrieval.engines.index import read_index_meta
+
+    out = tmp_path / "idx"
+
+    def index(*flags, ok=True):
+        run = subprocess.run([sys.executable, "-m", "wetqa", "index", "--corpus", str(fixture_corpus), "--out", str(out),
+                              "--no-progress", "--reader", "none", *flags], capture_output=True, text=True)  # fmt: skip
+        assert (run.returncode == 0) == ok, run.stderr
+        return read_index_meta(out) if ok else run
+
+    assert index("--questions", "none")["questions"] is None
+    assert index("--force")["questions"] is None
+    from wetqa.retrieval.questions import ArticleQuestions, QuestionSet
+
+    mine = QuestionSet([ArticleQuestions("BWBR9990001", "Artikel 1", "2024-01-01", "0" * 64,
+                                         ("Mag mijn baas dat zomaar doen?",), writer="test")]).write(tmp_path / "mine.jsonl")  # fmt: skip
+    built = index("--force", "--questions", str(mine))
+    assert built["questions_given"] == str(mine.resolve())
+    assert index("--force")["questions_given"] == str(mine.resolve())
+    mine.unlink()
+    gone = index("--force", ok=False)
+    assert gone.returncode == 2 and str(mine.resolve()) in gone.stderr and gone.stderr.count("\n") == 1

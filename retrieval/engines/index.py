@@ -204,6 +204,8 @@ def build_index(
             "passages": passages,
             "reader": read,
             "questions": asked,
+            # The set as given (a rebuild keeps it): "none", "shipped" or the absolute path of one's own.
+            "questions_given": _questions_given(questions) if retriever == "articles" else None,
         }
         (tmp / SETTINGS).write_text(
             json.dumps({key: meta.get(key) for key in ANSWER_SETTINGS}, indent=2, ensure_ascii=False) + "\n",
@@ -220,6 +222,16 @@ def _reader(model: str):
     from ..articles.reader import Reader
 
     return Reader(model, purpose="build")  # every law (and with --read-all every article): a GPU's work
+
+
+def _questions_given(questions: str | None) -> str:
+    from ..questions import NO_QUESTIONS
+
+    if questions in (None, "", "shipped"):
+        return "shipped"
+    if questions == NO_QUESTIONS:
+        return NO_QUESTIONS
+    return str(Path(questions).expanduser().resolve())
 
 
 def _read(folder: Path, cls, options: dict, reader, progress: bool, read_all: bool) -> dict:
