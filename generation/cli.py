@@ -112,7 +112,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from wetqa.retrieval import RetrievalError
     from wetqa.retrieval.conversation import CONTEXT_TURNS, ConversationError
 
-    from ._base import GenerationError
+    from ._base import GenerationError, ModelUnavailable, UpstreamTimeout
     from .spec import PipelineSpec
 
     pipeline = PipelineSpec.from_cli_args(args).build()
@@ -154,11 +154,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     if not isinstance(exc.__cause__, ConversationError):
                         raise
                     # Grown past what is read: start afresh with this question, and say so.
-                    print(f"wetqa: {exc} -- nieuw gesprek begonnen", file=sys.stderr)
+                    print(f"wetqa: {str(exc).split(' (start a new')[0]}: nieuw gesprek begonnen", file=sys.stderr)
                     messages = [messages[-1]]
                     request = pipeline.converse(messages)
                 answer = pipeline.answer_one(request)
             except (GenerationError, RetrievalError) as exc:  # one question failed: say so, the chat goes on
+                if isinstance(exc, ModelUnavailable) and not isinstance(exc, UpstreamTimeout):
+                    raise  # the model server is not there: no question can be answered (exit 3)
                 messages.pop()  # the question was not answered: the next is not its follow-up
                 print(f"wetqa: {exc}", file=sys.stderr)
                 failed += 1

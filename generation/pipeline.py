@@ -283,8 +283,9 @@ class Pipeline:
         for q, r in zip(qs, rankings):
             asked = r.context.standalone(q) if r.context is not None else q
             request = build_request(asked, r.hits, self.language, self.structured)
+            # The context is reported where retrieval read it (an articles pipeline); the prompt reads it always.
             request = replace(request, question=q, asked=asked,
-                              context=r.context.to_json(q) if r.context is not None else None)  # fmt: skip
+                              context=r.context.to_json(q) if r.context is not None and r.context_read else None)  # fmt: skip
             built.append(replace(_assess(r, request, self.min_confidence), date=day))
         return [replace(r, sampling=sampling) for r in built] if sampling is not None else built
 
@@ -403,8 +404,9 @@ class Pipeline:
                         break
                     yield from reader.feed(item)
             finally:
-                if isinstance(pieces, Generator):  # a backend's generator: its stream is closed with it
-                    pieces.close()
+                close = getattr(pieces, "close", None)  # a generator, or any iterator that holds a connection
+                if close is not None:
+                    close()
         else:
             gen = self.backend.generate([request])[0]
         if gen is not None and gen.rejected_schema:  # refused before anything was written: ask again in text
@@ -433,8 +435,9 @@ class Pipeline:
                 for piece in reader.feed(item):
                     yield piece
         finally:
-            if isinstance(pieces, AsyncGenerator):
-                await pieces.aclose()
+            aclose = getattr(pieces, "aclose", None)
+            if aclose is not None:
+                await aclose()
         if gen is not None and gen.rejected_schema:
             self.refused_schema(gen)
             async for again in self.astream_request(as_text(request)):

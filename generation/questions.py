@@ -42,7 +42,7 @@ Geef alleen de vragen, elk op een eigen regel.
 {law}, {article}{heading}
 {text}"""
 
-_SKIP_FORM = re.compile(r"^\W*GEEN\s*:", re.IGNORECASE)
+_SKIP_FORM = re.compile(r"^\W*GEEN\b", re.IGNORECASE)
 _SKIP_WORDS = {
     "vervallen": "vervallen",
     "definitie": "definities",
@@ -108,8 +108,9 @@ def parse(text: str) -> tuple[list[str], str]:
     """(the questions of a model's answer, the reason it gave for none): one question a line, bullets and
     numbers taken off; ``GEEN: reden`` says the article has none."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if lines and _SKIP_FORM.match(lines[0]):  # "GEEN: reden", not a question that begins with "Geen"
-        reason = lines[0].split(":", 1)[-1].lower()
+    if lines and _SKIP_FORM.match(lines[0]) and not lines[0].rstrip().endswith("?"):
+        # "GEEN: reden", "GEEN - reden", "Geen vragen: ..."; not a question that begins with "Geen"
+        reason = lines[0].lower()
         return [], next((v for k, v in _SKIP_WORDS.items() if k in reason), "technisch")
     out = []
     for line in lines:
@@ -148,9 +149,18 @@ def _done(path: Path) -> set[tuple[str, str, str]]:
             raise GenerationError(
                 f"--out {path} is not a question set wetqa writes ({exc}); give another --out"
             ) from None
-    if tail.strip() and not done:
-        raise GenerationError(f"--out {path} is not a question set wetqa writes (no whole row); give another --out")
-    read_journal(path)  # cuts the torn tail, if any
+    if tail.strip():
+        try:  # a whole row whose newline is missing (an editor took it): kept, and given its newline
+            row = row_from_json(json.loads(tail), f"{path}:{len(whole) + 1}")
+        except ValueError:
+            row = None
+        if row is not None:
+            done.add(row.key)
+            with open(path, "ab") as fh:
+                fh.write(b"\n")
+        elif not done:
+            raise GenerationError(f"--out {path} is not a question set wetqa writes (no whole row); give another --out")
+    read_journal(path)  # cuts a torn tail (an interrupted run's), if any
     return done
 
 

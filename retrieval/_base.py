@@ -96,7 +96,7 @@ class Ranking:
     question: str
     hits: list[Hit] = field(default_factory=list)  # best first, each with its evidence (``features``)
     candidates: Any = (
-        None  # an articles pipeline's every candidate and feature (:class:`~.ranking.candidates.Candidates`)
+        None  # an articles pipeline's every candidate and feature (:class:`~.articles.candidates.Candidates`)
     )
     confidence: float | None = None  # that the corpus answers the question (None: no model for this pipeline)
     threshold: float | None = None  # below it the fitted pipeline abstains
@@ -108,6 +108,9 @@ class Ranking:
     # The conversation the question is the last message of (:class:`~.conversation.Context`): what came before,
     # read beside it; None for a single question (or one that changed the subject).
     context: Any = None
+    # A stage read the context (an articles pipeline's candidates); others search the last message alone, and
+    # only the prompt reads the context then.
+    context_read: bool = False
 
     def to_json(self) -> dict:
         return {

@@ -99,9 +99,9 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
         p.add_argument("--reader", metavar="MODEL", help="also fit the pipelines that read with this model (none: not)")
         p.add_argument("--no-questions", action="store_true",
                        help="fit the pipelines that do not read the indexes' questions views (the +questions keys' twins)")  # fmt: skip
-        p.add_argument("--out", type=Path, metavar="FILE", required=True,
-                       help=f"the model file to merge the fitted models into (the one wetqa ships, {name}.json, only "
-                            "when named)")  # fmt: skip
+        p.add_argument("--out", type=Path, metavar="FILE",
+                       help=f"the model file to merge the fitted models into, required (the one wetqa ships, {name}.json, "
+                            "only when named)" + ("; fit confidence reads the ranking wetqa ships" if name == "confidence" else ""))  # fmt: skip
         p.add_argument("--no-progress", action="store_true")
         if name == "ranking":
             p.add_argument("--read-depth", type=bounded_int(1, MAX_RESCORE_DEPTH, DEPTH_RANGE), default=READ_DEPTH,
@@ -122,6 +122,10 @@ def register_fit(sub: argparse._SubParsersAction, output: argparse.ArgumentParse
 
 def _fit_inputs(args: argparse.Namespace, kind: str) -> None:
     """The indexes and datasets exist and the reader is one that can be loaded, before any work (one line)."""
+    if not args.out and not vars(args).get("sweep"):  # a sweep writes nothing
+        raise UsageError(
+            "--out FILE is required: the model file to merge the fitted models into (the shipped ones only when named)"
+        )
     from .engines.index import read_index_meta
 
     for path in args.index:
@@ -385,10 +389,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.reader is None and recorded.get("reader"):
         args.reader = recorded["reader"]
     if args.questions is None and recorded.get("questions") not in (None, "shipped"):
-        given = recorded["questions"]
-        if given != "none" and not Path(given).is_file():
-            raise UsageError(f"the index at --out was built with --questions {given}, which is gone: give --questions")
-        args.questions = given
+        built_with = recorded["questions"]
+        if built_with != "none" and not Path(built_with).is_file():
+            raise UsageError(
+                f"the index at --out was built with --questions {built_with}, which is gone: give --questions"
+            )
+        args.questions = built_with
     if args.rescore == NO_RESCORE:
         args.rescore = None
         if args.precompute:

@@ -5,7 +5,7 @@
 :func:`assemble` turns a :class:`~.spec.RetrievalSpec` into a :class:`RetrievalPipeline`, here and nowhere
 else: ``ask``, ``search``, ``generate``, ``serve``, ``experiment`` and the benches all rank through it, so a
 stage one of them has, all of them have. Every stage is a registered part (:mod:`.ranking.stages`,
-:mod:`.ranking.readers`, :mod:`.ranking.rerankers`) that takes a batch of rankings and moves them on; the
+:mod:`.articles.reader`, :mod:`.ranking.rerankers`) that takes a batch of rankings and moves them on; the
 confidence is the last stage and is the model fitted for the stages before it (``ranking/confidence.json``
 by pipeline key: ``articles+dense+reader@whole`` ...). A re-ranker that no model was fitted with reorders
 the hits after the fitted stages; the confidence then reads the hits as the fitted stages left them, and
@@ -93,7 +93,7 @@ class RetrievalPipeline(RetrieverBase):
         rankings = [Ranking(check_query(q)) for q in questions]
         reads = any(s.reads_context for s in self.stages)
         for r, context in zip(rankings, contexts or ()):
-            r.context = context if reads else None  # read by no stage: the question was searched alone
+            r.context, r.context_read = context, reads and context is not None
         if scope is None and not self.scope.is_default:
             scope = self.scope  # the pipeline's own (--kind, --laws, --jurisdiction, --date); None: the default
         need = max(k, self.need)

@@ -3,7 +3,7 @@
 People name a legal concept by words the article never uses (the everyday name of a leave, a tax, a fine,
 an heir's right). Writers who know the law and how people talk about it put that knowledge into the index
 as the questions each article answers ("doc2query"; "hypothetical questions" in RAG), and a person's
-question is read against those questions as well as against the article (:mod:`.engines.questions_view`).
+question is read against those questions as well as against the article (:mod:`.articles.questions_view`).
 
 A question set is JSON lines, one row per article (or per regulation, ``article`` empty: what the whole
 regulation is for), keyed by the article text's hash so that a changed article gets new questions and an
@@ -25,6 +25,7 @@ import io
 import json
 import math
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -175,7 +176,7 @@ class QuestionSet:
         if data[:2] == b"\x1f\x8b":
             try:
                 data = gzip.decompress(data)
-            except (OSError, EOFError) as exc:
+            except (OSError, EOFError, zlib.error) as exc:  # zlib.error: damage inside the compressed stream
                 raise RetrievalError(f"{path}: not a readable gzip file ({exc})") from None
         return cls((row_from_json(rec, where) for where, rec in _lines(data, str(path))), str(path))
 

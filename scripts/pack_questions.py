@@ -184,6 +184,9 @@ def _regulations(folder: Path, report: dict) -> list[ArticleQuestions]:
 
 def _evaluation_sets() -> list[Path]:
     shared = ROOT.parent / "shared" / "data" / "legalqa"
+    if not shared.is_dir():  # checking less without a word would ship a set that copies the benchmark's questions
+        raise SystemExit(f"pack_questions: no {shared} (the benchmark's questions): put ../shared beside the project, "
+                         "or name every evaluation set with --against")  # fmt: skip
     return sorted((ROOT / "bench" / "data").glob("*.jsonl")) + sorted(shared.glob("*.jsonl"))
 
 

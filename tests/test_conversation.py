@@ -270,7 +270,9 @@ def test_the_context_is_reported_only_where_retrieval_read_it(bm25s_index, artic
 
     messages = _chat(WORK, CITED, "en als het een nachtdienst is?")
     plain = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=2)
-    assert plain.answer_one(plain.converse(messages)).context is None
+    request = plain.converse(messages)
+    assert plain.answer_one(request).context is None
+    assert WORK in request.asked  # the prompt still reads the earlier question (second review, finding 5)
     articles = Pipeline(RetrievalSpec(index=(str(articles_index),), rescore="none", reader="none").build(),
                         ExtractiveBackend(), k=2)  # fmt: skip
     read = articles.answer_one(articles.converse(messages)).context

@@ -35,6 +35,9 @@ def test_a_question_that_begins_with_geen_is_a_question_not_a_skip():
     )
     assert parse("GEEN: alleen definities") == ([], "definities")
     assert parse("geen : vervallen artikel") == ([], "vervallen")
+    # A writer that drops the colon still says GEEN (second review, finding 8); a question stays a question.
+    assert parse("GEEN")[1] == "technisch" and parse("GEEN - vervallen artikel") == ([], "vervallen")
+    assert parse("Geen werk, mag mijn baas me ontslaan?")[0] == ["Geen werk, mag mijn baas me ontslaan?"]
 
 
 def test_a_model_answer_is_parsed_leniently():
@@ -301,6 +304,14 @@ def test_the_writer_refuses_what_is_not_its_own(tiny_writer, fixture_corpus, tmp
         with pytest.raises(GenerationError, match="not a question set|compressed"):
             write_questions(fixture_corpus, path, tiny_writer, progress=False)
         assert path.read_bytes() == before, path
+    # A set of one's own whose last row lost its newline keeps that row (second review, finding 6).
+    from wetqa.generation.questions import _done
+
+    rows = [_row(article="Artikel 1").to_json(), _row(article="Artikel 2").to_json()]
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps(rows[0]) + "\n" + json.dumps(rows[1]), encoding="utf-8")
+    assert len(_done(mine)) == 2
+    assert [json.loads(line) for line in mine.read_text(encoding="utf-8").splitlines()] == rows
     with pytest.raises(GenerationError, match="needs a language model"):
         write_questions(fixture_corpus, tmp_path / "q.jsonl", ExtractiveBackend(), progress=False)
     with pytest.raises(GenerationError, match="no article in force of BWBR0000000"):
@@ -432,6 +443,14 @@ def test_a_questions_ranking_model_is_read_only_beside_its_confidence_model(fixt
     with caplog.at_level(logging.WARNING, logger="wetqa.retrieval"):
         assert spec.build().key == "articles"
     assert "no confidence model is fitted for articles+questions" in caplog.text
+    # `fit confidence` builds the pipelines it fits a confidence for: there the ranking model is read alone.
+    from wetqa.retrieval.articles.stage_list import FITTING_CONFIDENCE
+
+    fitting = FITTING_CONFIDENCE.set(True)
+    try:
+        assert spec.build().key == "articles+questions"
+    finally:
+        FITTING_CONFIDENCE.reset(fitting)
     fitted = dict(confidence.shipped_models())
     fitted["articles+questions"] = fitted["articles"]
     monkeypatch.setattr(confidence, "shipped_models", lambda: fitted)

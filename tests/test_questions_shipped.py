@@ -16,6 +16,7 @@ def test_the_shipped_set_copies_no_evaluation_question():
     what came near one anyway: none is a near copy (word Jaccard >= .6) of a question wetqa is evaluated on."""
     from wetqa.corpus.dataset import load_dataset
 
+    assert (SHARED / "legalqa" / "dev.jsonl").is_file()  # the benchmark's questions are checked too, never skipped
     sets = sorted((ROOT / "bench" / "data").glob("*.jsonl")) + sorted((SHARED / "legalqa").glob("*.jsonl"))
     asked = asked_in([item for path in sets for item in load_dataset(path)])
     assert len(asked) > 500

@@ -76,3 +76,21 @@ def test_doctor_reports_a_damaged_question_set_instead_of_failing(monkeypatch):
     monkeypatch.setattr(questions, "shipped", damaged)
     report = doctor._question_set()
     assert report["problem"] == "questions.jsonl.gz: not a readable gzip file"
+
+
+def test_doctor_reports_a_question_set_damaged_inside_its_compressed_stream(monkeypatch, tmp_path):
+    """Damage inside the gzip stream raised zlib's own error through doctor (second review, finding 7)."""
+    from wetqa import doctor
+    from wetqa.retrieval import questions
+
+    copy = tmp_path / "questions.jsonl.gz"
+    data = bytearray(questions.shipped_path().read_bytes())
+    data[200:208] = b"\x00\xff" * 4
+    copy.write_bytes(bytes(data))
+    monkeypatch.setattr(questions, "shipped_path", lambda: copy)
+    questions.shipped.cache_clear()
+    try:
+        report = doctor._question_set()
+    finally:
+        questions.shipped.cache_clear()
+    assert str(copy) in report["problem"] and "gzip" in report["problem"]

@@ -168,3 +168,50 @@ def test_each_damaged_copy_is_kept_under_a_name_of_its_own(tmp_path):
         p.name for p in (tmp_path / "c").iterdir() if ".damaged" in p.name and not p.name.endswith(("-wal", "-shm"))
     ]
     assert len(aside) == 2, aside
+
+
+def test_a_cache_that_cannot_be_opened_keeps_its_vectors_in_memory(tmp_path, monkeypatch, caplog):
+    """A cache SQLite cannot open (a WAL cache on a read-only mount: CANTOPEN, not READONLY) became an error on
+    every query (second review, finding 1): it is named, and this process keeps its vectors in memory."""
+    import sqlite3
+
+    with pytest.raises(sqlite3.OperationalError) as raised:
+        sqlite3.connect("/nonexistent/x.db")
+    cantopen = raised.value
+    original = EmbeddingCache._open
+    calls = []
+
+    def failing_once(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise cantopen
+        return original(self)
+
+    monkeypatch.setattr(EmbeddingCache, "_open", failing_once)
+    with caplog.at_level(logging.WARNING):
+        cache = EmbeddingCache(tmp_path / "c", "m", DIM)
+        got = cache.vectors(TEXTS[:3], Counting())
+    assert cache.memory and got.shape == (3, DIM)
+    assert "in memory" in caplog.text and str(tmp_path / "c") in caplog.text
+
+
+def test_an_older_caches_damage_found_by_its_check_is_set_aside_in_one_line(tmp_path, caplog):
+    """The check of an older wetqa's cache raised SQLite's own error on the damage it looks for (second review,
+    finding 2): the file is set aside and made again, the warning one line."""
+    import json
+
+    folder = tmp_path / "c"
+    _filled(folder)
+    meta = json.loads((folder / "cache.json").read_text())
+    meta.pop("format", None)
+    (folder / "cache.json").write_text(json.dumps(meta))
+    path = folder / EmbeddingCache.FILE
+    data = bytearray(path.read_bytes())
+    data[2 * 4096 : 2 * 4096 + 16] = b"\xff" * 16  # the header of page 3
+    path.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING):
+        cache = EmbeddingCache(folder, "m", DIM)
+        got = cache.vectors(TEXTS[:3], Counting())
+    assert got.shape == (3, DIM)
+    assert list(folder.glob(EmbeddingCache.FILE + ".damaged-*"))
+    assert all("\n" not in r.getMessage() for r in caplog.records)

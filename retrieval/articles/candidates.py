@@ -86,7 +86,7 @@ HAND_SIGNALS = {
 }
 READ_LAWS = 8  # the laws the reader finds nearest the question, searched on their own (5: the right law among the
 # whole BWB's candidates for 228 of 241 everyday questions, 8: 229, 12: 229; docs/results.md)
-# The questions view (engines.questions_view): each candidate's best and second best written question by BM25
+# The questions view (articles.questions_view): each candidate's best and second best written question by BM25
 # (over the best of all written questions) and, with the dense model, by cosine; how many of its questions
 # are near the best of all; the best cosine of any question of its law (its articles' and the regulation's).
 QUESTION_FEATURES = ("qbm", "qbm2")
@@ -188,7 +188,7 @@ class CandidateFeatures:
         self.articles, self.passages, self.encoder, self.cache = articles, passages, encoder, cache
         self.depth = depth
         self.laws_read = laws_read  # the reader's vectors of the index's laws (readers.LawReader), or None
-        self.questions = questions  # the index's questions view (engines.questions_view.QuestionsView), or None
+        self.questions = questions  # the index's questions view (articles.questions_view.QuestionsView), or None
         # Hand-written signals left out (an ablation: ``wetqa fit ranking --without lexicon,names``): HAND_SIGNALS.
         unknown = set(without) - set(HAND_SIGNALS)
         if unknown:

@@ -15,7 +15,7 @@ questions carry the everyday words the article never uses. The view keeps, in th
   nearest written questions as candidates; mE5-small reads 1,000 short questions a second here).
 
 The reader's cosines of a question with the written questions of the candidates it reads are computed as
-needed and cached by text (:mod:`..ranking.readers`).
+needed and cached by text (:mod:`.reader`).
 """
 
 from __future__ import annotations

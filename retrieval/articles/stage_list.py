@@ -19,12 +19,27 @@ def stages_for(spec, index, path: Path, dense_model: str | None, reader):
 
         candidates -> features -> learned [-> reader -> learned]
 
-    or None when no ranking model is fitted for the pipeline (its hits are then the index's BM25 ones)."""
+    or None when no ranking model is fitted for the pipeline (its hits are then the index's BM25 ones). The
+    questions view is read only when a confidence model was fitted for the pipeline's key too (the two are fitted
+    by two commands: a ranking model alone would rank without a confidence, and answer every question)."""
+    from ..ranking.confidence import model_for_key as confidence_for_key
+
+    built = _stages(spec, index, path, dense_model, reader, spec.questions)
+    if built is None:
+        return None
+    features, key = built[1], built[2]
+    if features.questions is not None and confidence_for_key(key) is None and not FITTING_CONFIDENCE.get():
+        log.warning("wetqa: warning: no confidence model is fitted for %s: the index's questions are not read", key)
+        return _stages(spec, index, path, dense_model, reader, False)
+    return built
+
+
+def _stages(spec, index, path: Path, dense_model: str | None, reader, questions: bool):
     from ..ranking.keys import with_context, with_reader
     from .candidates import RankingModel, model_for_key, shipped_models
     from .stages import ArticleCandidates, ArticleFeatures, LearnedScorer
 
-    features, model, key = _parts(index, path, dense_model, spec.questions)
+    features, model, key = _parts(index, path, dense_model, questions)
     if features is None or model is None:
         return None
     fitted = shipped_models().get  # exactly this key, or None (a follow-up without one is ranked as a single question)
@@ -71,7 +86,6 @@ def _parts(index, path: Path, dense_model: str | None, questions: bool = True):
     """(candidate features, the shipped ranking model, its key) for an articles index; no model: (None,)*3.
     ``questions``: read the index's questions view, when it keeps one and a model was fitted with it."""
     from ..engines.index import check_rescore_probe, dense_parts
-    from ..ranking.confidence import model_for_key as confidence_for_key
     from ..scope import holds_whole_bwb
     from .candidates import RELATION_FEATURES, CandidateFeatures, model_for_key, model_key
     from .questions_view import QuestionsView
@@ -83,11 +97,6 @@ def _parts(index, path: Path, dense_model: str | None, questions: bool = True):
     learned = model_for_key(key)
     if learned is None and view is not None:
         log.warning("wetqa: warning: no ranking model is fitted for %s: the index's questions are not read", key)
-    elif view is not None and confidence_for_key(key) is None and not FITTING_CONFIDENCE.get():
-        # The two are fitted by two commands: a ranking model alone would rank without a confidence, and answer
-        # every question (out-of-corpus ones too). Both, or neither.
-        log.warning("wetqa: warning: no confidence model is fitted for %s: the index's questions are not read", key)
-        learned = None
     if learned is None and view is not None:
         view = None
         key = model_key(dense=dense_model is not None, whole=whole)

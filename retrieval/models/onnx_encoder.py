@@ -1,6 +1,6 @@
 """The query-time sentence encoder without torch: ONNX Runtime, a memory-mapped word table, and a light tokenizer.
 
-It runs the export of :mod:`.onnx_export` (``<model>/onnx``). Importing onnxruntime and opening the
+It runs the export of :mod:`wetqa.retrieval.tooling.export` (``<model>/onnx``). Importing onnxruntime and opening the
 graph take a fraction of a second, where importing sentence-transformers (and torch) took about six;
 the word-embedding table (most of the model's parameters) is a float16 memory map of which a query
 reads only its own tokens' rows, and the tokenizer is :mod:`.unigram` (tokenizers' trie for this
@@ -92,7 +92,7 @@ class OnnxEncoder(PrefixedEncoder):
                 folder, self.max_length, fast_tokenizer, self.meta.get("tokenizer", "unigram"),
                 self.meta.get("special_ids"), onnx_dir,
             )  # fmt: skip
-        except (OSError, ImportError):
+        except (OSError, ImportError, MemoryError):
             raise
         except Exception as exc:  # noqa: BLE001 - a tokenizer file that does not read is a damaged model (exit 3)
             raise _unavailable(f"{folder}: its tokenizer cannot be read ({_first_line(exc)})", folder) from None
@@ -101,12 +101,12 @@ class OnnxEncoder(PrefixedEncoder):
         except ValueError as exc:  # cut short, or not a NumPy file (a file that cannot be opened says so itself)
             raise _damaged(onnx_dir / TABLE, folder, exc) from None
         threads = threads or min(4, os.cpu_count() or 1)
-        # Passages go through the int8 graph when the export has one (onnx_export.PASSAGE_GRAPH), opened when
+        # Passages go through the int8 graph when the export has one (layout.PASSAGE_GRAPH), opened when
         # first needed. Questions go through the float32 graph, or with ``int8_questions`` through the int8
         # one: EmbeddingGemma's int8 question vectors agree with its float32 ones to cosine .996 mean, .994
         # least (the 215 dev and everyday questions), and a process that answers with the reader then never
         # loads its float32 graph (425 MB on disk, more once opened). mE5-small keeps float32 questions (86 MB):
-        # with its questions int8 too, dev Hit@1 fell (onnx_export.py). The question graph is opened here, so
+        # with its questions int8 too, dev Hit@1 fell (tooling/export.py). The question graph is opened here, so
         # a damaged file is an error at load, not at the first question. The float32 graph keeps its weights
         # as stored, not repacked for the matrix kernels (43 MB less where it answers questions).
         self._graph = onnx_dir / GRAPH
@@ -124,6 +124,8 @@ class OnnxEncoder(PrefixedEncoder):
         self._worker_options = _session_options(ort, max(1, threads // self.workers), prepack=True)
         try:
             self._question_session = self.int8_session if int8_questions else self.session
+        except MemoryError:
+            raise
         except Exception as exc:  # noqa: BLE001 - a graph file that does not open is a damaged model (exit 3)
             raise _unavailable(f"{folder}: its ONNX graph cannot be opened ({_first_line(exc)})", folder) from None
         # The int8 graph quantizes a run's activations with one scale, so a text's vector depends a little on the
@@ -145,7 +147,7 @@ class OnnxEncoder(PrefixedEncoder):
         if probe:
             try:
                 self._check_probe(onnx_dir, folder)
-            except UnavailableError:
+            except (UnavailableError, MemoryError):
                 raise
             except Exception as exc:  # noqa: BLE001 - a graph that does not run (another model's): a damaged model
                 raise _unavailable(f"{folder}: its ONNX graph does not run ({_first_line(exc)})", folder) from None

