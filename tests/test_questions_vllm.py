@@ -41,22 +41,27 @@ def test_questions_written_by_a_vllm_server_resume_and_feed_an_index(gemma_serve
 
     model, url = gemma_server
     out = tmp_path / "questions.jsonl"
+    from wetqa.console import EXIT_PARTIAL
+
     first = _write(fixture_corpus, out, model, url, "--limit", "3")
-    assert first.returncode == 0, first.stderr
+    # A 270M base model's questions need not pass the checks: an article none of whose questions passes is not
+    # journaled (asked again next run) and the run says so (exit EXIT_PARTIAL); the plumbing is what is tested.
+    assert first.returncode in (0, EXIT_PARTIAL), first.stderr
     summary = json.loads(first.stdout)
-    assert summary["written"] + summary["skipped"] == 3 and summary["failed"] == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 3
+    assert summary["written"] + summary["skipped"] + summary["failed"] == 3
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] if out.exists() else []
+    assert len(rows) == summary["written"] + summary["skipped"]
     for row in rows:
         assert row["writer"] == model and len(row["text_hash"]) == 16 and row["law_id"].startswith("BWBR")
         assert row.get("questions") or row.get("skip")
         assert all(q.endswith("?") for q in row.get("questions", []))
-    # A second run resumes: the three are kept, two more are written.
+    # A second run resumes: the rows written are kept, the next two articles not done are asked (failed ones first).
     second = _write(fixture_corpus, out, model, url, "--limit", "2")
-    assert second.returncode == 0, second.stderr
-    assert json.loads(second.stdout)["done_before"] == 3
+    assert second.returncode in (0, EXIT_PARTIAL), second.stderr
+    again = json.loads(second.stdout)
+    assert again["done_before"] == len(rows)
     qset = QuestionSet.load(out)
-    assert len(qset.rows) == 5
+    assert len(qset.rows) == len(rows) + again["written"] + again["skipped"] >= 1
     # The set feeds an index's questions view as the shipped one does.
     meta = build_index(fixture_corpus, "articles", tmp_path / "index", progress=False, questions=str(out))
     assert meta["questions"]["set"] == qset.digest[:16]
