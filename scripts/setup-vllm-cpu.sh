@@ -5,7 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 V=.venv-vllm
-if [ -x "$V/bin/wetqa" ] && "$V/bin/python" -c 'import vllm, wetqa.generation' 2>/dev/null; then exit 0; fi
+if [ -x "$V/bin/wetqa" ] && "$V/bin/python" -c 'import vllm, wetqa.generation' 2>/dev/null; then
+  # Installed before: wetqa's own dependencies brought up to date (a new one since), vLLM left as it is.
+  "$V/bin/python" -m pip install -q --disable-pip-version-check -e . >>"$V/setup.log" 2>&1 || true
+  exit 0
+fi
 [ -x "$V/bin/python" ] || "${PYTHON:-python3}" -m venv "$V"
 # pip's output goes to $V/setup.log; with pipefail a failed install still stops the script.
 mkdir -p "$V"; LOG=$V/setup.log; : > "$LOG"

@@ -218,17 +218,19 @@ def test_the_fits_cached_candidates_follow_a_conversations_earlier_turns(real_ar
 
 # ----------------------------------------------------------------------------------------- the API
 @pytest.mark.integration
-def test_a_three_turn_conversation_through_the_openai_client(bm25s_index):
+def test_a_three_turn_conversation_through_the_openai_client(articles_index):
     import openai
 
     from wetqa.generation import GeneratorConfig, Pipeline
     from wetqa.generation.backends.extractive import ExtractiveBackend
-    from wetqa.retrieval import open_index
+    from wetqa.retrieval import RetrievalSpec
 
     from .serving import LiveServer, make_app, served_pipeline
 
-    served = served_pipeline("wetqa-conv", bm25s_index, GeneratorConfig("extractive"))
-    served.pipeline = Pipeline(open_index(bm25s_index), ExtractiveBackend(), k=2)
+    # An articles pipeline: its retrieval reads the conversation, and its answers say so (context).
+    served = served_pipeline("wetqa-conv", articles_index, GeneratorConfig("extractive"))
+    served.pipeline = Pipeline(RetrievalSpec(index=(str(articles_index),), rescore="none", reader="none").build(),
+                               ExtractiveBackend(), k=2)  # fmt: skip
     first = "Wanneer kan de rechtbank het gezag van een ouder beëindigen?"
     with LiveServer(make_app([served])) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)

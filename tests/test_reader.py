@@ -851,10 +851,11 @@ def test_the_real_reader_reads_the_first_candidates_of_a_real_question(real_read
     from wetqa.retrieval import RetrievalSpec
 
     pipeline = RetrievalSpec(index=(str(real_articles_index),), reader=str(real_reader), read_depth=8).build()
-    assert pipeline.key == "articles+reader" and "reader" in pipeline.stage_names
+    # The index reads the shipped questions view, and both of its models are shipped: the +questions key.
+    assert pipeline.key == "articles+questions+reader" and "reader" in pipeline.stage_names
     ranking = pipeline.rank([QUESTION], k=3)[0]
     assert (ranking.hits[0].chunk.law, ranking.hits[0].chunk.article) == ("Burgerlijk Wetboek Boek 1", "Artikel 266")
-    assert "read" in ranking.hits[0].features and ranking.basis == "articles+reader"
+    assert "read" in ranking.hits[0].features and ranking.basis == "articles+questions+reader"
 
 
 @pytest.mark.unit
