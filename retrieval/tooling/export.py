@@ -471,6 +471,15 @@ def _dense_weight(folder: Path) -> np.ndarray:
     return np.asarray(weight, dtype=np.float32)
 
 
+def export_is_current(model_dir: Path) -> bool:
+    """Whether ``<model_dir>/onnx`` is an export of this format, made from the weights the folder holds now."""
+    meta_path = model_dir / ONNX_DIR / META
+    if not meta_path.is_file():
+        return False
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    return meta.get("format") == FORMAT and meta.get("source") == source_identity(model_dir)
+
+
 def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
     """``<model_dir>/onnx``: the graph, the float16 word table and what they were made from. Kept when up to date."""
     model_dir = Path(model_dir).expanduser().resolve()
@@ -481,11 +490,9 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
     except ImportError:
         raise RetrievalError("exporting to ONNX needs the onnx package: pip install 'wetqa[dense]'") from None
     out = model_dir / ONNX_DIR
+    if not force and export_is_current(model_dir):
+        return out
     ident = source_identity(model_dir)
-    if not force and (out / META).is_file():
-        meta = json.loads((out / META).read_text(encoding="utf-8"))
-        if meta.get("format") == FORMAT and meta.get("source") == ident:
-            return out
     graph, table, config = build_graph(model_dir)
     gemma = config["model_type"] in GEMMA_TYPES
     # Gemma's down projections: integer with an activation scale per token (see DOWN); every other MatMul ONNX

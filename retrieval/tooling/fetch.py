@@ -97,12 +97,9 @@ def _export(folder: Path, progress: bool) -> None:
 
     if importlib.util.find_spec("onnx") is None:
         return  # sentence-transformers reads the folder; the ONNX graphs need the dense extra
-    from ..models.layout import META, ONNX_DIR, source_identity
-    from .export import FORMAT, export_onnx
+    from .export import export_is_current, export_onnx
 
-    meta_path = folder / ONNX_DIR / META
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    if meta.get("format") == FORMAT and meta.get("source") == source_identity(folder):
+    if export_is_current(folder):
         # Exported before: checked (its probe question through each question path), not exported again.
         from ..models.onnx_encoder import OnnxEncoder
 
