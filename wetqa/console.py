@@ -72,6 +72,13 @@ EXTRA_OF = {
 }
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message ("" for none): how a one-line report quotes an error whose own
+    message spans several lines (SQLite's checks, ONNX Runtime's shapes)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def install_command(module: str) -> str:
     """How to install the package of an import name: its extra (``EXTRA_OF``) when it has one."""
     top = module.split(".")[0]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wetqa.console import UnavailableError, progress_bar
+from wetqa.console import UnavailableError, first_line, progress_bar
 
 from .._base import RetrievalError
 from .lanes import LANE
@@ -296,8 +296,7 @@ PROBE_COSINE = 0.99  # the probe's vector agrees with the recorded one to this c
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+    return f"{type(exc).__name__}: {first_line(exc)}"[:300]
 
 
 def _unavailable(problem: str, folder: Path):
@@ -310,7 +309,7 @@ def _unavailable(problem: str, folder: Path):
 def _damaged(path: Path, folder: Path, exc: BaseException):
     """A model file that cannot be read: a missing component (exit 3), named, with how to make it again."""
 
-    why = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    why = first_line(exc)[:200] or type(exc).__name__
     return UnavailableError(
         f"{path} cannot be read ({why}): the model's ONNX export is damaged; "
         f"make it again with `wetqa models export-onnx {folder} --force`"

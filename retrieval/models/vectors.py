@@ -21,6 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
+from wetqa.console import first_line
+
 from .._base import RetrievalError
 
 
@@ -54,8 +56,7 @@ FORMAT = 2
 
 
 def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return first_line(exc) or type(exc).__name__
 
 
 def _damaged(exc: sqlite3.Error) -> bool:
