@@ -83,9 +83,12 @@ class EmbeddingCache:
 
     FILE = "vectors.sqlite"
 
-    def __init__(self, folder: str | Path, model: str, dim: int, weights: str | None = None):
-        """``weights``: what the model's weights are (:func:`weights_identity`); vectors cached for other
-        weights of the same model folder (a reader trained again into it) are dropped, not served."""
+    def __init__(self, folder: str | Path, model: str, dim: int, weights: str | None = None,
+                 content: str | None = None):  # fmt: skip
+        """``weights``: what the model's weights are (:func:`weights_identity`); ``content``: what every file of
+        the model folder holds (:func:`~.content.content_identity`). Vectors cached for other weights or another
+        content of the same model (a reader trained again into its folder, a damaged model, the repaired one)
+        are dropped, not served."""
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         meta_path = self.folder / "cache.json"
@@ -98,14 +101,22 @@ class EmbeddingCache:
                     f"embedding cache {self.folder} holds vectors of {old.get('model')!r} "
                     f"(dim {old.get('dim')}), not of {model!r}; give another cache folder"
                 )
-        stale = weights is not None and old.get("weights") not in (None, weights)
+        # A cache that recorded its model's content is stale when that moved; one of a wetqa before contents were
+        # recorded, when its weights did (its vectors are then taken to be of the content there now).
+        if content is not None and old.get("content") is not None:
+            stale = old.get("content") != content
+        else:
+            stale = weights is not None and old.get("weights") not in (None, weights)
         # An older wetqa's rows hold no checksum: checked and given one (a stale cache's rows are dropped anyway).
         migrate = meta_path.is_file() and old.get("format") != FORMAT and not stale
-        if weights is not None and old.get("weights") != weights or not meta_path.is_file():
+        changed = weights is not None and old.get("weights") != weights or content != old.get("content")
+        if changed or not meta_path.is_file():
             # A cache that records no weights (an older wetqa's) is taken to be of the weights there now.
             from wetqa.io import write_json
 
             record = {**meta, "weights": weights} if weights else dict(meta)
+            if content is not None:
+                record["content"] = content
             if not migrate:  # a new or a stale cache: every row it will hold has its checksum
                 record["format"] = FORMAT
             elif "format" in old:
@@ -113,6 +124,7 @@ class EmbeddingCache:
             write_json(meta_path, record)
         self.dim = dim
         self.weights = weights  # what the vectors are of (a reader's identity reads it: the weights hashed once)
+        self.content = content  # what the model folder holds (None for a model known by its hub id)
         self.lock = threading.RLock()  # the writing connection: one transaction at a time
         self._readers = threading.local()  # each thread reads through its own connection (WAL: never blocked)
         self._encoding: dict[bytes, Future] = {}  # texts some request is encoding now, by key
@@ -428,9 +440,37 @@ def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
     vectors are not the float32 graph's), under ``$WETQA_CACHE/embeddings``."""
     from wetqa.home import cache_root
 
+    from .content import content_identity
+
     ident = model_identity(model) + (f"#{variant}" if variant else "")
-    folder = cache_root() / "embeddings" / hashlib.sha1(ident.encode()).hexdigest()[:16]
-    return EmbeddingCache(folder, ident, dim, weights=weights_identity(model))
+    root = cache_root() / "embeddings"
+    by_path = root / hashlib.sha1(ident.encode()).hexdigest()[:16]
+    content = content_identity(model)
+    if content is None:  # a model by its hub id: the name is all there is
+        return EmbeddingCache(by_path, ident, dim, weights=weights_identity(model))
+    # A model folder's cache is keyed by what the folder holds, never by its path: a copy elsewhere shares it, a
+    # damaged model's vectors land apart and the repaired model finds its own again.
+    keyed = f"content:{content}" + (f"#{variant}" if variant else "")
+    folder = root / hashlib.sha1(keyed.encode()).hexdigest()[:16]
+    if not folder.exists() and (by_path / "cache.json").is_file():
+        _adopt(by_path, folder, keyed, weights_identity(model))
+    return EmbeddingCache(folder, keyed, dim, weights=weights_identity(model), content=content)
+
+
+def _adopt(by_path: Path, folder: Path, keyed: str, weights: str | None) -> None:
+    """Take over the cache an older wetqa kept by the model's path, when it recorded the weights there now (its
+    vectors are then taken to be of the content there now); one of other weights is left where it is."""
+    from wetqa.io import write_json
+
+    try:
+        meta = json.loads((by_path / "cache.json").read_text(encoding="utf-8"))
+        if weights is not None and meta.get("weights") not in (None, weights):
+            return
+        os.rename(by_path, folder)
+        write_json(folder / "cache.json", {**meta, "model": keyed})
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning("wetqa: warning: the vector cache %s was not taken over (%s): vectors are read again", by_path,
+                    _one_line(exc))  # fmt: skip
 
 
 def cache_of(model: str, encoder) -> EmbeddingCache:

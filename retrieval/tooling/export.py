@@ -544,6 +544,10 @@ def export_onnx(model_dir: str | os.PathLike, force: bool = False) -> Path:
         made = OnnxEncoder(model_dir, onnx_dir=tmp, probe=False)
         (tmp / PROBE_FILE).write_text(json.dumps(made.probe_vectors()) + "\n", encoding="utf-8")
         del made
+    # The folder's content recorded now (its vector cache is keyed by it), so the first question does not hash it.
+    from ..models.content import content_identity
+
+    content_identity(str(model_dir))
     return out
 
 
