@@ -155,11 +155,12 @@ HIT_KINDS = ("reranker", "confidence")
 
 def model_digests() -> dict:
     """The SHA-256 (first 16 hex digits) of every fitted model and lexicon a ranking depends on: the learned
-    ranking, the confidence and the everyday-to-legal lexicon wetqa ships (a run records them, and a resumed
+    ranking, the confidence, the everyday-to-legal lexicon, the question set and its vectors wetqa ships (a run records them, and a resumed
     run with another is refused)."""
     import hashlib
     from importlib import resources
 
+    from .articles.reader import QUESTIONS_PACK
     from .questions import SHIPPED
 
     files = {
@@ -167,6 +168,8 @@ def model_digests() -> dict:
         "confidence": resources.files("wetqa.retrieval.ranking").joinpath("confidence.json"),
         "lexicon": resources.files("wetqa.retrieval.rules").joinpath("everyday.tsv"),
         "questions": resources.files("wetqa.retrieval").joinpath(SHIPPED),
+        # The written questions' vectors shipped beside them (used only with the reader that made them).
+        "questions_reader": resources.files("wetqa.retrieval").joinpath(QUESTIONS_PACK),
     }
     from .rules import digests as rule_digests
 

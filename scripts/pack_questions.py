@@ -10,6 +10,10 @@ WRITERS_DIR holds what the writing round produced (docs/questions.md says how it
 - ``regs/keys.json`` and ``regs/out/rNNN.jsonl`` (when there): the questions about whole regulations (what each
   is for), one line per regulation, packed as rows without an article (keyed by the regulation's id and version).
 
+``--more DIR`` (repeatable): a later round that wrote more questions for articles of the first round's batches
+(``DIR/*.jsonl``, lines ``{"id", "questions": [...]}`` by the same ids): added to each article's own, checked and
+deduplicated with them, the article's writer then naming both batches (``helper:b001+c004``).
+
 Every question is checked (:func:`wetqa.retrieval.questions.checked`: Dutch, a question, no article number,
 4-45 words) and deduplicated (within an article, and across the set: a question written for two articles says
 nothing about either); the report (stdout, JSON) counts articles, questions, skips by reason and by law.
@@ -28,10 +32,30 @@ from wetqa.retrieval.questions import SKIP_REASONS, ArticleQuestions, QuestionSe
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def pack(folder: Path, against: list[Path] | None = None) -> tuple[QuestionSet, dict]:
+def _more(rounds: list[Path], keys: dict, written: dict, report: dict) -> None:
+    """Add the questions of later rounds (by article id) to what the first round wrote, in place."""
+    for folder in rounds:
+        for out in sorted(folder.glob("*.jsonl")):
+            for line in out.read_text(encoding="utf-8").splitlines():
+                try:
+                    rec = json.loads(line) if line.strip() else None
+                except ValueError:
+                    report["dropped"]["a line that is not JSON"] += 1
+                    continue
+                if not rec or rec.get("id") not in written or not rec.get("questions"):
+                    continue  # an article the first round skipped or never wrote stays as it was
+                batch, first = written[rec["id"]]
+                if first.get("skip"):
+                    continue
+                added = [q for q in rec["questions"] if isinstance(q, str)]
+                written[rec["id"]] = (f"{batch}+{out.stem}", {**first, "questions": [*(first.get("questions") or []), *added]})
+                report["more"] += len(added)
+
+
+def pack(folder: Path, against: list[Path] | None = None, more: list[Path] | None = None) -> tuple[QuestionSet, dict]:
     keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
     rows: list[ArticleQuestions] = []
-    report: dict = {"dropped": Counter(), "skips": Counter(), "by_law": defaultdict(Counter)}
+    report: dict = {"dropped": Counter(), "skips": Counter(), "by_law": defaultdict(Counter), "more": 0}
     seen_where: dict[str, str] = {}
     written: dict[str, tuple[str, dict]] = {}
     for out in sorted((folder / "out").glob("b*.jsonl")):
@@ -45,8 +69,9 @@ def pack(folder: Path, against: list[Path] | None = None) -> tuple[QuestionSet, 
                 continue
             if rec.get("id") in keys:
                 written[rec["id"]] = (out.stem, rec)
+    _more(more or [], keys, written, report)
     # Questions written for two articles are dropped from both: count first, then keep.
-    counts = Counter(normalised(q) for _, rec in written.values() for q in set(rec.get("questions") or []))
+    counts = Counter(n for _, rec in written.values() for n in {normalised(q) for q in rec.get("questions") or []})
     for aid, (batch, rec) in sorted(written.items()):
         key = keys[aid]
         base = {"law_id": key["law_id"], "article": key["article"], "version_date": key["version_date"],
@@ -59,8 +84,9 @@ def pack(folder: Path, against: list[Path] | None = None) -> tuple[QuestionSet, 
             report["skips"][reason] += 1
             report["by_law"][law][f"skip:{reason}"] += 1
             continue
-        unique = [q for q in rec.get("questions") or [] if counts[normalised(q)] == 1]
-        report["dropped"]["written for two articles"] += len(rec.get("questions") or []) - len(unique)
+        own = list({normalised(q): q for q in reversed(rec.get("questions") or [])}.values())[::-1]  # once each
+        unique = [q for q in own if counts[normalised(q)] == 1]
+        report["dropped"]["written for two articles"] += len(own) - len(unique)
         kept, dropped = checked(unique)
         for d in dropped:
             report["dropped"][d.split(":")[0]] += 1
@@ -100,6 +126,7 @@ def pack(folder: Path, against: list[Path] | None = None) -> tuple[QuestionSet, 
         "dropped": dict(report["dropped"]),
         "near_copies_by_evaluation_set": dict(report.get("near_copies", {})),
         "questions_per_article": round(len(qset) / max(len(with_q), 1), 2),
+        "added_by_later_rounds": report["more"],
         "regulations_with_questions": sum(1 for r in regulations if r.questions),
         "regulation_questions": sum(len(r.questions) for r in regulations),
         "regulations_skipped": sum(1 for r in regulations if r.skip),
@@ -202,9 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         help="an evaluation dataset the set must not copy (repeatable; default bench/data/*.jsonl and "
         "../shared/data/legalqa/*.jsonl)",
     )
+    parser.add_argument("--more", type=Path, action="append", help="a later round's folder of added questions")
     args = parser.parse_args(argv)
     against = args.against or _evaluation_sets()
-    qset, summary = pack(args.writers, against)
+    qset, summary = pack(args.writers, against, args.more)
     summary["decontaminated_against"] = [str(p) for p in against]
     qset.write(args.out)
     text = json.dumps(summary, indent=2, ensure_ascii=False)

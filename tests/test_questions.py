@@ -147,6 +147,39 @@ def test_the_writers_round_is_packed_checked_and_deduplicated(tmp_path):
     assert summary["dropped"]["written for two articles"] == 2
 
 
+def test_a_later_rounds_questions_are_added_to_each_articles_own(tmp_path):
+    folder = tmp_path / "round"
+    (folder / "out").mkdir(parents=True)
+    keys = {f"a0000{i}": {"law_id": "BWBR1", "article": f"Artikel {i}", "version_date": "2024-01-01",
+                          "text_hash": str(i) * 64, "law": "Wet A"} for i in (1, 2)}  # fmt: skip
+    (folder / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
+    (folder / "skipped_auto.json").write_text("[]", encoding="utf-8")
+    first = [{"id": "a00001", "questions": ["Mag mijn baas mij ontslaan als ik ziek ben?"]}, {"id": "a00002", "skip": "definities"}]
+    (folder / "out" / "b001.jsonl").write_text("\n".join(json.dumps(x) for x in first) + "\n", encoding="utf-8")
+    more = tmp_path / "round2"
+    more.mkdir()
+    later = [{"id": "a00001", "questions": ["Mag mijn baas mij ontslaan als ik ziek ben ?",  # its own again: once
+                                            "Kan ik zomaar op straat staan als ik lang ziek thuis zit?"]},
+             {"id": "a00002", "questions": ["Wat betekent werknemer eigenlijk in deze wet?"]}]  # a skip stays one
+    (more / "c001.jsonl").write_text("\n".join(json.dumps(x) for x in later) + "\n", encoding="utf-8")
+    out = tmp_path / "set.jsonl.gz"
+    unrelated = tmp_path / "eval.jsonl"
+    unrelated.write_text(json.dumps({"id": "e1", "question": "Wat is de erfbelasting bij een schenking?",
+                                     "gold": [{"law_id": "BWBR2", "article": "Artikel 9"}]}) + "\n")  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pack_questions.py"), str(folder), "--out", str(out),
+         "--against", str(unrelated), "--more", str(more)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    qset = QuestionSet.load(out)
+    row = qset.get("BWBR1", "Artikel 1", hashed="1" * 16)
+    assert row.questions == ("Mag mijn baas mij ontslaan als ik ziek ben?",
+                             "Kan ik zomaar op straat staan als ik lang ziek thuis zit?")  # fmt: skip
+    assert row.writer == "helper:b001+c001"
+    assert qset.get("BWBR1", "Artikel 2", hashed="2" * 16).skip == "definities"
+    assert json.loads(run.stdout)["added_by_later_rounds"] == 2
+
+
 def test_a_near_copy_of_an_evaluation_question_is_found_by_its_words():
     asked = ["Hoe lang krijg ik loon door als ik ziek ben?", "Mag de huisbaas zomaar de huur verhogen?"]
     written = [

@@ -305,6 +305,51 @@ def test_a_reader_trained_again_into_its_folder_is_not_served_the_vectors_of_its
 
 
 @pytest.mark.unit
+def test_a_readers_cache_follows_its_content_not_its_path(tiny_gemma, articles_index, tmp_path):
+    # Issue 55 item 1: a damaged model's vectors stayed cached under the folder's path and weights id, and the
+    # repaired model (byte-identical again) was served them. A cache is now keyed by what the folder holds.
+    import shutil
+
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.articles.reader import Reader
+    from wetqa.retrieval.models.vectors import cache_for, model_identity
+
+    index = open_index(articles_index, rescore=False)
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(tiny_gemma, copy)
+    first = Reader(str(copy))
+    first.articles(index, np.arange(2))
+    assert Reader(str(tiny_gemma)).cache.folder == first.cache.folder  # an identical copy elsewhere: one cache
+    (copy / "onnx" / "changed.bin").write_bytes(b"\0" * 64)  # the folder's content moved (damage, say)
+    changed = Reader(str(copy))
+    assert changed.cache.folder != first.cache.folder and len(changed.cache) == 0
+    changed.articles(index, np.arange(1))  # what the changed model reads lands apart
+    (copy / "onnx" / "changed.bin").unlink()  # repaired: byte-identical again
+    repaired = Reader(str(copy))
+    assert repaired.cache.folder == first.cache.folder and len(repaired.cache) == len(first.cache)
+
+    # A cache an older wetqa kept by the folder's path is taken over once (its weights recorded as there now).
+    legacy_model = tmp_path / "legacy"
+    shutil.copytree(tiny_gemma, legacy_model)
+    (legacy_model / "wetqa-model.json").write_text('{"kind": "wetqa-trained-reader", "steps": 1}', encoding="utf-8")
+    variant = first.encoder.passage_variant
+    keyed = cache_for(str(legacy_model), first.cache.dim, variant)
+    ones = type("Ones", (), {"encode_passages": lambda self, t, progress=False: np.ones((len(t), 48), np.float32)})()
+    keyed.vectors(["een tekst"], ones)
+    keyed.db.close()
+    import hashlib
+    import json as json_module
+
+    by_path = keyed.folder.parent / hashlib.sha1(f"{model_identity(str(legacy_model))}#{variant}".encode()).hexdigest()[:16]
+    keyed.folder.rename(by_path)
+    meta = json_module.loads((by_path / "cache.json").read_text(encoding="utf-8"))
+    meta.pop("content")
+    (by_path / "cache.json").write_text(json_module.dumps(meta), encoding="utf-8")
+    adopted = cache_for(str(legacy_model), first.cache.dim, variant)
+    assert adopted.folder == keyed.folder and len(adopted) == 1 and not by_path.exists()
+
+
+@pytest.mark.unit
 def test_on_a_gpu_the_index_and_the_questions_read_with_the_same_encoder(tiny_gemma, monkeypatch):
     """What an index reads at build time (laws, --read-all) is what questions look up: the same encoder and
     vector variant. On a GPU the build read with sentence-transformers and questions with the int8 graph,
@@ -338,6 +383,40 @@ def test_the_reader_reads_each_article_once_and_cuts_to_a_matryoshka_size(tiny_g
     assert np.allclose(cut, first[:3, :32] / np.linalg.norm(first[:3, :32], axis=1, keepdims=True), atol=1e-6)
     identity = reader.identity()
     assert identity["weights"] and identity["variant"] == f"{VARIANT}@256" and identity["dim"] == 48
+
+
+@pytest.mark.unit
+def test_written_questions_come_from_the_shipped_pack_only_for_the_model_that_made_it(tiny_gemma, tmp_path, monkeypatch):
+    # Reading a question's candidates' written questions as they came cost several seconds on 2 cores; the
+    # shipped pack holds them ahead, and must never give another model's vectors.
+    from wetqa.retrieval.articles import reader as reader_module
+    from wetqa.retrieval.articles.reader import Reader
+    from wetqa.retrieval.models.vector_pack import PROBE_TEXT, write_pack
+
+    texts = ["Mag mijn baas mij ontslaan als ik ziek ben?", "Hoe lang heb ik recht op zwangerschapsverlof?",
+             "Wie betaalt de schutting tussen twee tuinen?"]  # fmt: skip
+    maker = Reader(str(tiny_gemma))
+    prompt = maker.view_prompts[-1]
+    read = maker.written_questions(texts)
+    pack = tmp_path / "questions.reader.npz"
+    write_pack(pack, texts[:2], read[:2], 32, maker.encoder.encode_formatted([prompt + PROBE_TEXT]), {})
+    monkeypatch.setattr(reader_module, "shipped_pack_path", lambda: pack)
+
+    reader = Reader(str(tiny_gemma), dim=32)
+    calls = []
+    real = reader.encoder.encode_formatted
+    monkeypatch.setattr(reader.encoder, "encode_formatted", lambda t, **kw: calls.append(list(t)) or real(t, **kw))
+    reader.cache.vectors = lambda t, *a, **kw: (calls.append(list(t)), real(list(t)))[1]  # no cached copies
+    got = reader.written_question_vectors(texts)
+    assert reader.questions_pack() is not None and got.shape == (3, 32)
+    assert calls[-1] == [prompt + texts[2]]  # only the text the pack lacks was read
+    want = read[:, :32] / np.linalg.norm(read[:, :32], axis=1, keepdims=True)
+    assert (np.sum(got * want, axis=1) > 0.999).all()
+
+    other = Reader(str(tiny_gemma), dim=32)
+    write_pack(pack, texts[:2], read[:2], 32, -maker.encoder.encode_formatted([prompt + PROBE_TEXT]), {})
+    assert other.questions_pack() is None  # another model's probe: its vectors are not used
+    assert other.identity()["questions_dim"] == 32
 
 
 @pytest.mark.unit

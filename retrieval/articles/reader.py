@@ -20,6 +20,7 @@ the id of a model ``wetqa models fetch`` put in the models cache (found there fi
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +45,13 @@ NO_READER = "none"
 # (``read_sts``): cross-validated on the 272 laws, dev .882 -> .902 and everyday .451 -> .476 (docs/results.md).
 SIMILARITY_PROMPT = "STS"
 MATRYOSHKA = (768, 512, 256, 128)
+# Written questions are compared with a person's question at a Matryoshka cut of 256 dimensions (both sides),
+# so that their vectors can ship with the question set (:data:`QUESTIONS_PACK`, 12.8 MB of int8 for 50,000
+# questions): a question's candidates then never wait for their written questions to be read (about 100 short
+# texts, 3 s on 2 cores). Question to question, 256 of EmbeddingGemma's 768 dimensions keep its ranking
+# (docs/results.md).
+QUESTIONS_DIM = 256
+QUESTIONS_PACK = "questions.reader.npz"  # package data of wetqa.retrieval, beside the question set
 
 
 def resolve_reader(model: str) -> str:
@@ -115,13 +123,51 @@ class Reader:
         self.max_tokens = max_tokens
         self.cache = cache_for(self.path, full, self.encoder.passage_variant or f"@{max_tokens}")
         self._formatted = _Formatted(self.encoder)
+        self._pack: object = _UNSET  # the shipped written questions' vectors, when this model made them
+        self._pack_lock = threading.Lock()
 
     def identity(self) -> dict:
         """What the reader's cosines depend on (a run records it)."""
-        from ..models.vectors import model_identity
+        # By content, not by path: an identical copy of the model elsewhere is the same reader.
+        return {"model": self.model, "content": self.cache.content, "weights": self.cache.weights,
+                "max_tokens": self.max_tokens, "dim": self.dim, "variant": self.encoder.passage_variant,
+                "questions_dim": self.questions_dim}  # fmt: skip
 
-        return {"model": self.model, "path": model_identity(self.path), "weights": self.cache.weights,
-                "max_tokens": self.max_tokens, "dim": self.dim, "variant": self.encoder.passage_variant}  # fmt: skip
+    @property
+    def questions_dim(self) -> int:
+        """The Matryoshka cut at which written questions are compared (:data:`QUESTIONS_DIM`, or the reader's
+        own size when that is smaller)."""
+        return min(self.dim, QUESTIONS_DIM)
+
+    def questions_pack(self):
+        """The shipped vectors of the written questions (:mod:`wetqa.retrieval.models.vector_pack`) when this
+        model made them (checked once, by a probe read as they were), else None."""
+        if self._pack is _UNSET:
+            with self._pack_lock:
+                if self._pack is _UNSET:
+                    from ..models.vector_pack import PROBE_TEXT, pack_for
+
+                    prompt = self.view_prompts[-1]
+                    pack = pack_for(shipped_pack_path(), lambda: self.encoder.encode_formatted([prompt + PROBE_TEXT]))
+                    self._pack = pack if pack is not None and pack.dim >= self.questions_dim else None
+        return self._pack
+
+    def written_question_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        """Written questions read for comparison with a person's question's last view, at :attr:`questions_dim`:
+        from the shipped pack where it holds them, the rest read as they come (:meth:`written_questions`)."""
+        from ..models.vector_pack import cut
+
+        texts = list(texts)
+        out = np.zeros((len(texts), self.questions_dim), dtype=np.float32)
+        pack = self.questions_pack()
+        found = np.zeros(len(texts), dtype=bool)
+        if pack is not None and texts:
+            found, vectors = pack.lookup(texts)  # type: ignore[attr-defined]
+            out[found] = cut(vectors[found], self.questions_dim)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            out[missing] = cut(self.written_questions([texts[i] for i in missing]), self.questions_dim)
+        return out
 
     def _cut(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -205,6 +251,17 @@ def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
         ) from None
 
 
+_UNSET = object()
+
+
+def shipped_pack_path() -> Path | None:
+    """The vectors of the shipped question set's questions (package data), when this build has them."""
+    from importlib import resources
+
+    path = resources.files("wetqa.retrieval").joinpath(QUESTIONS_PACK)
+    return Path(str(path)) if path.is_file() else None
+
+
 class _Formatted:
     """An encoder whose passages come already in the document form (what the cache sends to be encoded)."""
 
@@ -261,7 +318,7 @@ def read_all(index, reader: Reader, progress: bool = True, articles: Sequence[in
 
 def read_all_questions(folder, index, reader: Reader, progress: bool = True) -> dict:
     """Every written question of an index's questions view read into the reader's cache now (what was read
-    before is kept: an interrupted run resumes)."""
+    before is kept: an interrupted run resumes; what the shipped pack holds for this model needs no reading)."""
     import time
 
     from wetqa.console import progress_bar
@@ -273,6 +330,10 @@ def read_all_questions(folder, index, reader: Reader, progress: bool = True) -> 
         return {"questions": 0}
     t0 = time.perf_counter()
     texts = view.texts(range(len(view)))
+    pack = reader.questions_pack()
+    if pack is not None and texts:
+        found, _ = pack.lookup(texts)
+        texts = [t for t, f in zip(texts, found) if not f]
     step = 256
     with progress_bar(total=len(texts), unit="question", desc="reading questions", progress=progress) as bar:
         for start in range(0, len(texts), step):
@@ -382,8 +443,10 @@ def read_questions(reader: Reader, questions, c, top: np.ndarray, view: np.ndarr
         c.values[name] = np.zeros(n)
     if not len(flat):
         return
-    vectors = reader.written_questions(questions.texts(flat))
-    cos = vectors @ view
+    from ..models.vector_pack import cut
+
+    vectors = reader.written_question_vectors(questions.texts(flat))
+    cos = vectors @ cut(np.atleast_2d(view), vectors.shape[1])[0]
     local, at = [], 0
     for r in rows:
         local.append(np.arange(at, at + len(r)))
