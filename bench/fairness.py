@@ -20,6 +20,12 @@ candidates to read). Printed: the ordinary clients' p50 and p95 in each round an
 the other (flat: what grows is caches with a bound). The reader is the one given (default: the fetched
 EmbeddingGemma, when it is here).
 
+``--abandon`` (issue 55): the slot-holding case. One client (127.0.0.1) sends 16 new questions of 2,000
+characters at once to a server at its default ``--max-concurrency`` and disconnects 0.8 s later; an ordinary
+client (another address, 127.0.0.2) then asks its dev question. Printed: the ordinary client's p50 alone, its
+first answer after the burst (and the 429s it met on the way), their ratio (goal <= 2x), and how long the server
+took to free the burst's slots.
+
 ``--smoke``: 2-second rounds and 4 clients, to see that the benchmark runs; without ``--index``, over a
 tiny index of the first dev questions' laws re-scored by a tiny random model, built in a temporary folder.
 """
@@ -30,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,6 +89,7 @@ def main() -> None:
     ap.add_argument("--long", action="store_true", help="ordinary chat clients beside clients of long questions")
     ap.add_argument("--reader", help="the reader of the --long server (default: the fetched EmbeddingGemma if here)")
     ap.add_argument("--memory-questions", type=int, default=500, help="long questions of the --long memory check")
+    ap.add_argument("--abandon", action="store_true", help="a burst of long questions abandoned, then an ordinary one")
     args = ap.parse_args()
     if args.long and args.clients == 8:
         args.clients = 4
@@ -90,6 +98,8 @@ def main() -> None:
         if args.index is None:
             return smoke(args)
     args.index = args.index or str(ROOT / "data" / "index")
+    if args.abandon:
+        return run_abandon(args)
     (run_long if args.long else run)(args)
 
 
@@ -195,6 +205,76 @@ def run_long(args: argparse.Namespace) -> None:
             print(f"server RSS before / after {args.memory_questions // 2} / after {args.memory_questions} long "
                   f"questions: {before:.0f} / {half:.0f} / {after:.0f} MB")  # fmt: skip
         finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+def run_abandon(args: argparse.Namespace) -> None:
+    import random
+    import socket
+
+    from wetqa.retrieval.articles.reader import DEFAULT_READER, reader_present
+    from wetqa.retrieval.engines.store import STORE, ChunkStore
+
+    question = json.loads(DEV.read_text(encoding="utf-8").splitlines()[0])["question"]
+    words = rare_words(ChunkStore(Path(args.index) / STORE))
+    reader = args.reader or (DEFAULT_READER if reader_present(DEFAULT_READER) else "none")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="wetqa-fairness-abandon-") as cache:
+        env = {**os.environ, "WETQA_CACHE": cache}
+        argv = [sys.executable, "-m", "wetqa", "serve", "--index", args.index, "--port", str(port),
+                "--reader", str(_models_path(reader))]  # fmt: skip
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        ordinary = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=600)
+        try:
+            for _ in range(1200):
+                try:
+                    httpx.get(url + "/health", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+
+            def ask(client: httpx.Client, text: str) -> httpx.Response:
+                return client.post(url + "/v1/chat/completions",
+                                   json={"model": model, "messages": [{"role": "user", "content": text}]})  # fmt: skip
+
+            ask(ordinary, question).raise_for_status()  # its candidates read once, before anything is timed
+            alone = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                ask(ordinary, question).raise_for_status()
+                alone.append(time.perf_counter() - t0)
+            p50 = statistics.median(alone)
+            rng = random.Random(11)
+            socks = []
+            for _ in range(16):  # the burst: raw sockets, closed without reading
+                body = json.dumps(
+                    {"model": model, "messages": [{"role": "user", "content": long_question(words, rng)}]}
+                ).encode()
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+                socks.append(sock)
+            time.sleep(0.8)
+            for sock in socks:
+                sock.close()
+            t0 = time.perf_counter()
+            refused = 0
+            while True:
+                r = ask(ordinary, question)
+                if r.status_code != 429:
+                    break
+                refused += 1
+                time.sleep(0.1)
+            first = time.perf_counter() - t0
+            print(f"{args.index}: reader {reader}; 16 questions of 2,000 characters sent by one client and abandoned "
+                  f"after 0.8 s; {os.cpu_count()} cores shared by server and clients (load {load_average()})")  # fmt: skip
+            print(f"ordinary client p50 alone {1000 * p50:.0f} ms; its first answer after the burst {1000 * first:.0f} ms "
+                  f"({refused} refusals on the way, status {r.status_code}); ratio {first / p50:.2f}x (goal <= 2x)")  # fmt: skip
+        finally:
+            ordinary.close()
             proc.terminate()
             proc.wait(timeout=30)
 

@@ -7,6 +7,7 @@ from http import HTTPStatus
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from wetqa.generation import ContextOverflowError, GenerationError, UnsupportedSetting, UpstreamTimeout
@@ -120,7 +121,17 @@ async def on_unexpected(_: Request, exc: Exception) -> ModelResponse:
     return ModelResponse(internal_error(exc).body(), status_code=500)
 
 
+class ClientGone(Exception):
+    """The client disconnected before its answer: its work was cancelled and nothing is sent."""
+
+
+async def on_client_gone(request, exc: ClientGone):
+    # 499 (nginx's "client closed request"): for the access log only; nobody reads it.
+    return Response(status_code=499)
+
+
 HANDLERS = (
+    (ClientGone, on_client_gone),
     (APIError, on_api_error),
     (RequestValidationError, on_validation_error),
     (StarletteHTTPException, on_http_error),

@@ -35,6 +35,11 @@ def service(request: Request) -> ChatService:
     return request.app.state.service
 
 
+def client_of(request: Request) -> str:
+    """Who asks, for the fair share of slots: the peer's address (uvicorn puts a trusted proxy's forwarded one)."""
+    return request.client.host if request.client else ""
+
+
 @router.post(
     "/v1/chat/completions",
     response_model=ChatCompletion,
@@ -49,7 +54,7 @@ def service(request: Request) -> ChatService:
     summary="Answer the last user message with cited law articles",
 )
 async def chat_completions(req: ChatRequest, request: Request):
-    return await service(request).chat(req)
+    return await service(request).chat(req, client_of(request), request.is_disconnected)
 
 
 @router.post(
@@ -59,7 +64,7 @@ async def chat_completions(req: ChatRequest, request: Request):
     summary="Retrieve law chunks for a query",
 )
 async def search(req: SearchRequest, request: Request):
-    return await service(request).search(req)
+    return await service(request).search(req, client_of(request), request.is_disconnected)
 
 
 @router.get("/v1/models", response_model=ModelList, responses=error_responses(401))

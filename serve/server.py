@@ -18,6 +18,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .config import HEADER_TIMEOUT
 
+PROBE_INTERVAL = 0.25  # seconds between a half-closed connection's "102 Processing" probes while its answer is made
+
 
 class HeaderDeadlineProtocol(H11Protocol):
     """uvicorn's h11 protocol that closes a connection whose request headers are late."""
@@ -26,6 +28,7 @@ class HeaderDeadlineProtocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._probe: asyncio.TimerHandle | None = None
         super().connection_made(transport)
         self._arm()
 
@@ -40,6 +43,8 @@ class HeaderDeadlineProtocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._probe is not None:
+            self._probe.cancel()
         super().connection_lost(exc)
 
     def eof_received(self) -> bool | None:  # type: ignore[override]
@@ -52,8 +57,24 @@ class HeaderDeadlineProtocol(H11Protocol):
         waiting = cycle is not None and not cycle.response_started and self.conn.their_state is h11.DONE
         if waiting:
             cycle.keep_alive = False  # uvicorn closes the connection once the response is complete
+            # An end of input is also what a client that closed its socket altogether sends: it left, and its
+            # work must stop (issue 55). Only writing tells the two apart: an HTTP/1.1 client is sent "102
+            # Processing" (interim responses every HTTP/1.1 client reads past) until the answer starts; a
+            # socket closed for good answers with a reset, the next write fails and the request is cancelled.
+            if cycle.scope.get("http_version") == "1.1":
+                self._probe = self.loop.call_later(PROBE_INTERVAL, self._probe_peer)
             return True
         return None
+
+    def _probe_peer(self) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_started or cycle.disconnected or self.transport.is_closing():
+            return
+        try:
+            self.transport.write(self.conn.send(h11.InformationalResponse(status_code=102, headers=[])))
+        except h11.LocalProtocolError:
+            return  # the connection is past the point where an interim response fits
+        self._probe = self.loop.call_later(PROBE_INTERVAL, self._probe_peer)
 
     def _arm(self) -> None:
         if self._header_deadline is None:

@@ -15,9 +15,11 @@ import itertools
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from wetqa.cancel import cancellable
+from wetqa.cancel import check as check_cancelled
 from wetqa.corpus.sources import document_fields
 from wetqa.generation import (
     Answer,
@@ -36,7 +38,7 @@ from wetqa.retrieval.engines.versions import echoed
 from wetqa.retrieval.scope import DEFAULT_SCOPE, Scope, check_scope
 
 from .config import ServerConfig
-from .errors import APIError, upstream_error
+from .errors import APIError, ClientGone, upstream_error
 from .pipelines import ServedPipeline
 from .protocol import (
     ArticleVersions,
@@ -56,6 +58,7 @@ from .protocol import (
     text_of,
 )
 from .responses import ClosingStreamingResponse, ModelResponse
+from .slots import Slots
 from .streaming import ChunkWriter, UpstreamSource, WorkerSource, sse_events
 
 
@@ -155,6 +158,15 @@ def _find(store, chunk_id: str):
 # OpenAI request fields no served pipeline honours: its answer is wetqa's own cited text, with no place for
 # a client's JSON schema, tool calls or log-probabilities. Given, they are a 400 naming them (a 200 that
 # ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
+Gone = Callable[[], Awaitable[bool]]  # whether the request's client has disconnected (Starlette's is_disconnected)
+GONE_POLL = 0.25  # seconds between looks at whether a waiting request's client is still there
+
+def _abandon(task: asyncio.Future, cancel: threading.Event) -> None:
+    """Cancel work nobody waits for any more; its outcome (Cancelled, most often) is taken, not logged."""
+    cancel.set()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
 NO_SAMPLING = "no generator here takes it (temperature, max_tokens, stop and seed are the settings a request may give)"
 NO_TOOLS = "answers cite law articles and call no tools"
 NO_LOGPROBS = "the response carries no log-probabilities"
@@ -214,7 +226,7 @@ class ChatService:
         self.pipelines = {p.load().name: p for p in pipelines}
         self.default = pipelines[0]
         self.chunks = ChunkLookup(pipelines)
-        self.slots = threading.BoundedSemaphore(config.max_concurrency)
+        self.slots = Slots(config.max_concurrency)
         # A thread for every slot: asyncio's default pool has cpu_count + 4 threads (6 on 2 cores), which
         # would cap concurrent upstream calls below the limit, and leave fewer queries to batch together.
         self.workers = ThreadPoolExecutor(config.max_concurrency, thread_name_prefix="wetqa-worker")
@@ -294,15 +306,19 @@ class ChatService:
         return sampling
 
     # -------------------------------------------------------------------------- slots and deadlines
-    def take_slot(self) -> None:
-        if not self.slots.acquire(blocking=False):
-            raise APIError(
-                429,
-                f"too many requests in progress (limit {self.config.max_concurrency}); retry shortly",
-                "rate_limit_error",
-                "concurrency_limit",
-                headers={"Retry-After": "1"},  # the openai clients wait this long before their retry
-            )
+    def take_slot(self, client: str = "") -> Callable[[], None]:
+        """A slot for ``client`` (:class:`~.slots.Slots`: fair between clients), or a 429; returns its release."""
+        release = self.slots.take(client)
+        if callable(release):
+            return release
+        message = (
+            f"too many requests in progress (limit {self.config.max_concurrency}); retry shortly"
+            if release == "limit"
+            else f"this client has {self.slots.share} requests in progress, its share of the limit "
+            f"{self.config.max_concurrency}; retry when one has ended"
+        )
+        # The openai clients wait Retry-After seconds before their retry.
+        raise APIError(429, message, "rate_limit_error", "concurrency_limit", headers={"Retry-After": "1"})
 
     def too_slow(self, stage: str = "model") -> APIError:
         """The 504 of a request past its deadline, naming the stage that was still working."""
@@ -310,27 +326,46 @@ class ChatService:
         what = "retrieval did not finish" if stage == "retrieval" else "the model did not answer"
         return APIError(504, f"{what} within {timeout:g} s", "timeout_error", "upstream_timeout")
 
-    async def run_limited(self, fn, *args, inline: bool = False, progress: dict | None = None):
-        """``fn(*args)`` under a slot: on the event loop when ``inline`` (model-free, a millisecond), else
-        in a worker thread, with the request deadline. The slot is given back when the work ends, not
-        when the client stops waiting: after a 504 the thread is still working, and the limit counts it."""
-        self.take_slot()
+    async def run_limited(
+        self, fn, *args, inline: bool = False, progress: dict | None = None, client: str = "", gone: Gone | None = None
+    ):
+        """``fn(*args)`` under a slot of ``client``'s: on the event loop when ``inline`` (model-free, a
+        millisecond), else in a worker thread, with the request deadline. The slot is given back when the work
+        ends, not when the client stops waiting: after a 504 the thread is still working, and the limit counts
+        it. Past the deadline, or once ``gone()`` says the client has disconnected, the work is cancelled: it
+        stops at its next model call (:mod:`wetqa.cancel`)."""
+        release = self.take_slot(client)
         if inline:
             try:
                 return fn(*args)
             finally:
-                self.slots.release()
-        task = asyncio.get_running_loop().run_in_executor(self.workers, self._in_slot, fn, args)
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), self.config.request_timeout)
-        except TimeoutError:
-            raise self.too_slow((progress or {}).get("stage", "model")) from None
+                release()
+        cancel = threading.Event()
+        task = asyncio.get_running_loop().run_in_executor(self.workers, self._in_slot, fn, args, release, cancel)
+        return await self.awaited(task, cancel, gone, lambda: self.too_slow((progress or {}).get("stage", "model")))
 
-    def _in_slot(self, fn, args):
+    async def awaited(self, task: asyncio.Future, cancel: threading.Event, gone: Gone | None, too_slow):
+        """The result of ``task`` within the request deadline, looking every :data:`GONE_POLL` seconds whether
+        the client is still there; the work is cancelled when it is not, or past the deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.request_timeout
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                _abandon(task, cancel)
+                raise too_slow()
+            done, _ = await asyncio.wait({task}, timeout=min(left, GONE_POLL) if gone is not None else left)
+            if done:
+                return task.result()
+            if gone is not None and await gone():
+                _abandon(task, cancel)
+                raise ClientGone()
+
+    def _in_slot(self, fn, args, release, cancel: threading.Event):
         try:
-            return fn(*args)
+            return cancellable(cancel, fn, *args)
         finally:
-            self.slots.release()
+            release()
 
     # -------------------------------------------------------------------------- endpoints
     def new_id(self) -> str:
@@ -352,7 +387,7 @@ class ChatService:
             raise APIError(400, str(exc), code="invalid_scope") from None
         return ScopedPipeline(served.loaded, scope if scope != base else None), scope
 
-    async def chat(self, req: ChatRequest):
+    async def chat(self, req: ChatRequest, client: str = "", gone: Gone | None = None):
         served = self.served(req.model)
         sampling = self.sampling_of(req, served)
         question = self.question_of(req)
@@ -363,11 +398,12 @@ class ChatService:
         writer = ChunkWriter(self.new_id(), int(time.time()), served.name)
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return await self.stream(served, question, sampling, writer, include_usage, context)
+            return await self.stream(served, question, sampling, writer, include_usage, context, client, gone)
         progress = {"stage": "retrieval"}
         answer = await self.run_limited(
-            self.answer, served, question, sampling, progress, context, inline=served.inline, progress=progress
-        )
+            self.answer, served, question, sampling, progress, context, inline=served.inline, progress=progress,
+            client=client, gone=gone,
+        )  # fmt: skip
         content = cited_of(answer).answer + appended(cited_of(answer), sampling.stop)
         usage = word_usage(answer, question)
         completion = ChatCompletion.from_answer(
@@ -380,6 +416,7 @@ class ChatService:
     ) -> Answer:
         try:
             request = served.loaded.prepare(question, sampling, context=context)
+            check_cancelled()  # the client left during retrieval: no model call for it
             if progress is not None:
                 progress["stage"] = "model"  # what a deadline now waits for
             answer = served.loaded.answer_one(request)
@@ -396,6 +433,8 @@ class ChatService:
         writer: ChunkWriter,
         include_usage: bool,
         context=None,
+        client: str = "",
+        gone: Gone | None = None,
     ) -> ClosingStreamingResponse:
         """Server-sent events with the answer's text as the backend produces it.
 
@@ -403,9 +442,9 @@ class ChatService:
         upstream that refuses) still gets its HTTP status. Citations and the source list come in the
         last chunks. When the client goes away the work ends and only then is the slot given back.
         """
-        self.take_slot()
-        source = await self._open_source(served, question, sampling, context)
-        first = await source.next()
+        release = self.take_slot(client)
+        source = await self._open_source(served, question, sampling, context, release)
+        first = await self._first(source, gone)
         if first[0] == "error":
             await source.close()
             raise first[1]
@@ -420,12 +459,27 @@ class ChatService:
             headers={"Cache-Control": "no-cache"},
         )
 
-    async def _open_source(self, served: ServedPipeline, question: str, sampling: Sampling, context=None):
+    async def _first(self, source, gone: Gone | None):
+        """The stream's first piece; a client that leaves before it came ends the work (its slot follows)."""
+        first = asyncio.ensure_future(source.next())
+        while gone is not None:
+            done, _ = await asyncio.wait({first}, timeout=GONE_POLL)
+            if done:
+                break
+            if await gone():
+                await source.close()
+                first.cancel()
+                raise ClientGone()
+        return await first
+
+    async def _open_source(
+        self, served: ServedPipeline, question: str, sampling: Sampling, context, release: Callable[[], None]
+    ):
         """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
         pipeline, timeout = served.loaded, self.config.request_timeout
         if not isinstance(pipeline.backend, AsyncStreamingBackend):
             return WorkerSource(
-                pipeline, question, sampling, self.workers, timeout, self.too_slow, self.slots.release, context=context
+                pipeline, question, sampling, self.workers, timeout, self.too_slow, release, context=context
             )
         try:
             prepare = functools.partial(pipeline.prepare, question, sampling, context=context)
@@ -435,12 +489,12 @@ class ChatService:
                 loop = asyncio.get_running_loop()
                 request = await loop.run_in_executor(self.workers, prepare)
         except (GenerationError, RetrievalError) as exc:
-            self.slots.release()
+            release()
             raise upstream_error(exc) from None
         except BaseException:
-            self.slots.release()
+            release()
             raise
-        return UpstreamSource(pipeline, request, timeout, self.too_slow(), self.slots.release)
+        return UpstreamSource(pipeline, request, timeout, self.too_slow(), release)
 
     @staticmethod
     def final_events(
@@ -460,7 +514,7 @@ class ChatService:
             return [*out, writer.event(Delta(), answer.finish_reason, usage=usage, **fields)]
         return [*out, writer.event(Delta(), answer.finish_reason, **fields), writer.usage(usage)]
 
-    async def search(self, req: SearchRequest) -> ModelResponse:
+    async def search(self, req: SearchRequest, client: str = "", gone: Gone | None = None) -> ModelResponse:
         served = self.served(req.model)
         if not req.query.strip():
             raise APIError(400, "empty query", param="query")
@@ -473,6 +527,8 @@ class ChatService:
             scope,
             inline=served.inline,
             progress={"stage": "retrieval"},
+            client=client,
+            gone=gone,
         )
         # Each hit's record as `wetqa search --output json` writes it, read as the API's model.
         data = [SearchHit.model_validate(h.to_json()) for h in hits]

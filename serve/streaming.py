@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from wetqa.cancel import Cancelled, cancellable
 from wetqa.generation import Answer, GenerationError, Pipeline, Request, Sampling, StreamedSentence
 from wetqa.generation.structured import marked_text
 from wetqa.retrieval import RetrievalError
@@ -100,7 +101,8 @@ class WorkerSource:
         self.timeout, self.too_slow, self.release = timeout, too_slow, _Once(release)
         self.stage = "retrieval"  # what a deadline waits for: the 504 names it
         try:
-            self.loop.run_in_executor(workers, self._work)
+            # Its leave event is the work's cancel event: a client gone stops it at its next model call.
+            self.loop.run_in_executor(workers, cancellable, self.leave, self._work)
         except BaseException:
             self.release()
             raise
@@ -137,6 +139,8 @@ class WorkerSource:
             finally:
                 items.close()
             last: Event = ("end", None)
+        except Cancelled:  # the client has gone: nobody to tell
+            last = ("end", None)
         except Exception as exc:  # noqa: BLE001 - reported to the client
             last = failure(exc)
         finally:

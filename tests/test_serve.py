@@ -30,6 +30,32 @@ class SlowExtractive(ExtractiveBackend):
         return super().generate(requests)
 
 
+class LaneExtractive(ExtractiveBackend):
+    """A model whose work is ``steps`` calls through the CPU lane (each ``seconds`` long), as the reader's and
+    the encoders' calls are; ``calls`` counts the calls made."""
+
+    inline_safe = False
+
+    def __init__(self, steps: int, seconds: float):
+        super().__init__()
+        self.steps, self.seconds, self.calls = steps, seconds, 0
+
+    def generate(self, requests):
+        from wetqa.retrieval.models.lanes import LANE
+
+        for _ in range(self.steps):
+            LANE.run(1, lambda: time.sleep(self.seconds))
+            self.calls += 1
+        return super().generate(requests)
+
+
+def _ask_from(server, address: str, timeout: float = 30.0) -> httpx.Response:
+    """A chat request sent from another loopback address: another client to the server's fair share."""
+    with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=timeout) as http:
+        return http.post(server.url + "/v1/chat/completions",
+                         json={"model": "wetqa-bm25s-extractive", "messages": [{"role": "user", "content": QUESTION}]})  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def index(bm25s_index):
     return bm25s_index
@@ -176,6 +202,67 @@ def test_concurrency_limit_and_upstream_timeout(index):
     with LiveServer(make_app([preset(index, backend=SlowExtractive(3))], timeout=0.5)) as s:
         err = refused(s)
         assert err.status_code == 504 and "did not answer within" in err.message
+
+
+@pytest.mark.integration
+def test_a_client_that_disconnects_has_its_work_cancelled_and_its_slot_freed(index):
+    # Issue 55 item 4: abandoned work ran to its end and held its slot (everyone else got 429 for 19.5 s).
+    backend = LaneExtractive(steps=40, seconds=0.1)  # 4 s of model calls if nobody stops it
+    with LiveServer(make_app([preset(index, backend=backend)], max_concurrency=1, timeout=30)) as s:
+        with pytest.raises(httpx.TimeoutException):
+            _ask_from(s, "127.0.0.1", timeout=0.6)  # the client gives up and disconnects
+        time.sleep(0.8)  # the server looks every 0.25 s; the work stops at its next model call
+        stopped_at = backend.calls
+        assert stopped_at < 25, "the abandoned work went on"
+        time.sleep(0.3)
+        assert backend.calls == stopped_at
+        backend.steps = 1
+        assert _ask_from(s, "127.0.0.1").status_code == 200  # its slot is free again
+
+
+@pytest.mark.integration
+def test_a_client_that_closes_its_socket_before_its_stream_begins_has_its_work_cancelled(index):
+    # Closing a socket ends the client's input as half-closing does; the server probes with "102 Processing"
+    # (which a half-closed client reads past) and finds the reset of one that left.
+    import json
+    import socket
+
+    backend = LaneExtractive(steps=40, seconds=0.1)
+    with LiveServer(make_app([preset(index, backend=backend)], max_concurrency=1, timeout=30)) as s:
+        body = json.dumps({"model": "wetqa-bm25s-extractive", "stream": True,
+                           "messages": [{"role": "user", "content": QUESTION}]}).encode()  # fmt: skip
+        with socket.create_connection(("127.0.0.1", s.port)) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)  # fmt: skip
+            time.sleep(0.5)
+        time.sleep(1.2)
+        stopped_at = backend.calls
+        assert stopped_at < 30, "the abandoned work went on"
+        time.sleep(0.3)
+        assert backend.calls == stopped_at
+
+
+@pytest.mark.integration
+def test_one_client_cannot_hold_every_slot(index):
+    # Issue 55 item 4: one client's burst took every slot. A client holds at most its share (all but a quarter).
+    from wetqa.serve.slots import client_share
+
+    assert [client_share(n) for n in (1, 2, 4, 16)] == [1, 1, 3, 12]
+    backend = LaneExtractive(steps=12, seconds=0.1)
+    with LiveServer(make_app([preset(index, backend=backend)], max_concurrency=4, timeout=30)) as s:
+        results: list = []
+        burst = [threading.Thread(target=lambda: results.append(_ask_from(s, "127.0.0.1"))) for _ in range(4)]
+        for t in burst:
+            t.start()
+        time.sleep(0.4)
+        other = _ask_from(s, "127.0.0.2")  # another client finds the slot kept for others
+        for t in burst:
+            t.join()
+        assert other.status_code == 200
+        codes = sorted(r.status_code for r in results)
+        assert codes == [200, 200, 200, 429]
+        refusal = next(r for r in results if r.status_code == 429).json()["error"]
+        assert "its share of the limit 4" in refusal["message"] and refusal["code"] == "concurrency_limit"
 
 
 @pytest.mark.integration

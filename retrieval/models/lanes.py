@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from wetqa.cancel import check
+
 T = TypeVar("T")
 
 PATIENCE = 2.0  # seconds a call waits before it goes ahead of cheaper ones that came after it
+CANCEL_POLL = 0.25  # seconds between a waiting call's looks at whether its client has gone
 
 
 class Lane:
@@ -36,12 +39,16 @@ class Lane:
         self.calls = 0
 
     def run(self, cost: float, fn: Callable[[], T]) -> T:
+        """``fn()`` when its turn comes; :class:`wetqa.cancel.Cancelled` instead once the work it belongs to was
+        cancelled (its client has gone), checked on arrival and at every wake-up while it waits."""
+        check()
         ticket = next(self._tickets)
         with self._cond:
             self._waiting[ticket] = (float(cost), time.monotonic())
             try:
                 while self._busy or self._next() != ticket:
-                    self._cond.wait(timeout=self.patience)
+                    self._cond.wait(timeout=min(self.patience, CANCEL_POLL))
+                    check()
             except BaseException:
                 # A caller interrupted while waiting gives its place up (an overdue ticket left behind would
                 # be chosen next for ever).
