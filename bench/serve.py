@@ -1,6 +1,7 @@
 """Serving on loopback: throughput, a Pyserini index under load, streaming latency, memory under attack.
 
     python bench/serve.py [--index DIR] [--seconds 6] [--soak 60] [--only hello,pyserini,stream,uploads] [--smoke]
+    python bench/serve.py --only concurrency [--served-index data/index] [--seconds 6]
 
 Each section starts its own server process and loads it from this one (httpx, asyncio):
 
@@ -13,6 +14,11 @@ Each section starts its own server process and loads it from this one (httpx, as
   openai backend with ``stream: true``: time to the first content token against the total time,
   at 1 and 8 clients. The reference is the upstream's own first token and total, measured directly.
 - uploads: 4 parallel chunked uploads of 200 MB each: all refused (413), RSS before and after.
+- concurrency (issue 55): ``wetqa serve`` over the main job's index (the default pipeline, the reader on) at
+  ``--max-concurrency`` 2, 4, 8 and 16, each loaded by 1, 4, 8, 16 and 32 chat clients asking the dev questions
+  (their candidates read before anything is timed; after a 429 a client waits its Retry-After, 1 s): answers/s,
+  p50 and p95 of the answered, and the 429s. The default ``--max-concurrency`` is the setting with the most
+  answers/s over the client counts.
 """
 
 from __future__ import annotations
@@ -193,6 +199,81 @@ def section_hello(index: str, seconds: float, soak: float, warm: float = 1.0) ->
         stop(proc)
 
 
+async def answered_load(url: str, model: str, clients: int, seconds: float) -> dict:
+    """``clients`` chat clients for ``seconds``, each waiting ``Retry-After`` (1 s) after a 429 as the openai
+    clients do: answers/s, p50 and p95 (ms) of the answered, and how many 429s."""
+    latencies: list[float] = []
+    refused = 0
+    stop_at = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=120) as client:
+
+        async def worker(i: int) -> None:
+            nonlocal refused
+            n = i
+            while time.perf_counter() < stop_at:
+                t = time.perf_counter()
+                r = await client.post("/v1/chat/completions", json={
+                    "model": model, "messages": [{"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}]})  # fmt: skip
+                if r.status_code == 429:
+                    refused += 1
+                    await asyncio.sleep(1.0)
+                    continue
+                latencies.append(time.perf_counter() - t)
+                n += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker(i) for i in range(clients)))
+        elapsed = time.perf_counter() - t0
+    latencies.sort()
+    return {"rps": len(latencies) / elapsed, "refused": refused,
+            "p50": 1000 * statistics.median(latencies) if latencies else float("nan"),
+            "p95": 1000 * latencies[int(0.95 * (len(latencies) - 1))] if latencies else float("nan")}  # fmt: skip
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def section_concurrency(index: str, seconds: float, settings=(2, 4, 8, 16), clients=(1, 4, 8, 16, 32)) -> None:
+    print(f"\n== concurrency: wetqa serve --index {index} ({os.cpu_count()} cores shared by server and clients)")
+    print(f"{'max-conc':>8} {'clients':>7} {'answers/s':>9} {'p50 ms':>8} {'p95 ms':>8} {'429':>6}")
+    totals = {}
+    for setting in settings:
+        port = free_port()
+        argv = [sys.executable, "-m", "wetqa", "serve", "--index", index, "--port", str(port),
+                "--max-concurrency", str(setting)]  # fmt: skip
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(1200):
+                try:
+                    httpx.get(url + "/health", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    if proc.poll() is not None:
+                        raise SystemExit(f"the server exited with {proc.returncode}") from None
+                    time.sleep(0.1)
+            model = model_of(url)
+            for q in QUESTIONS:  # every question's candidates read once: what is timed is serving, not reading
+                httpx.post(url + "/v1/chat/completions", timeout=600,
+                           json={"model": model, "messages": [{"role": "user", "content": q}]})  # fmt: skip
+            totals[setting] = 0.0
+            for c in clients:
+                r = asyncio.run(answered_load(url, model, c, seconds))
+                totals[setting] += r["rps"]
+                print(f"{setting:8d} {c:7d} {r['rps']:9.1f} {r['p50']:8.0f} {r['p95']:8.0f} {r['refused']:6d}")
+        finally:
+            stop(proc)
+    best = max(totals, key=lambda k: totals[k])
+    print("answers/s summed over the client counts: " + ", ".join(f"{k}: {v:.1f}" for k, v in totals.items())
+          + f"; most at --max-concurrency {best}")  # fmt: skip
+
+
 def section_pyserini(corpus: Path, work: Path, seconds: float, long: float = 30.0) -> None:
     from wetqa.retrieval import build_index
 
@@ -335,9 +416,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--soak", type=float, default=60.0)
     ap.add_argument("--only", default="hello,pyserini,stream,uploads")
+    ap.add_argument("--served-index", default=str(ROOT / "data" / "index"), help="the concurrency section's index")
     ap.add_argument("--smoke", action="store_true", help="every section over two laws, for a fraction of a second")
     args = ap.parse_args()
     sections = set(args.only.split(","))
+    if sections == {"concurrency"}:
+        return section_concurrency(args.served_index, args.seconds)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         corpus = work / "corpus"
@@ -364,6 +448,8 @@ def main() -> None:
             section_stream(index, *((20, 2) if args.smoke else ()))
         if "uploads" in sections:
             section_uploads(index, 5 if args.smoke else 200)
+        if "concurrency" in sections:
+            section_concurrency(args.served_index, args.seconds)
 
 
 if __name__ == "__main__":

@@ -29,14 +29,19 @@ def main() -> int:
 
     import numpy as np
 
-    from wetqa.console import progress_bar
+    from wetqa.console import UnavailableError, progress_bar
+    from wetqa.retrieval import RetrievalError
     from wetqa.retrieval.articles.reader import QUESTIONS_DIM, Reader
     from wetqa.retrieval.models.vector_pack import PROBE_TEXT, write_pack
     from wetqa.retrieval.questions import QuestionSet
 
-    qset = QuestionSet.load(args.questions)
+    try:
+        qset = QuestionSet.load(args.questions)
+        reader = Reader(args.reader)
+    except (RetrievalError, UnavailableError, OSError) as exc:
+        print(f"pack_question_vectors: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
     texts = list(dict.fromkeys(q for row in qset.rows if row.article for q in row.questions))
-    reader = Reader(args.reader)
     t0 = time.perf_counter()
     parts = []
     step = 512

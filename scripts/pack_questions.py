@@ -32,23 +32,34 @@ from wetqa.retrieval.questions import SKIP_REASONS, ArticleQuestions, QuestionSe
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _more(rounds: list[Path], keys: dict, written: dict, report: dict) -> None:
+def _more(rounds: list[Path], written: dict, report: dict) -> None:
     """Add the questions of later rounds (by article id) to what the first round wrote, in place."""
     for folder in rounds:
+        if not folder.is_dir():
+            raise SystemExit(f"pack_questions: --more {folder}: no such folder")
         for out in sorted(folder.glob("*.jsonl")):
             for line in out.read_text(encoding="utf-8").splitlines():
                 try:
                     rec = json.loads(line) if line.strip() else None
                 except ValueError:
-                    report["dropped"]["a line that is not JSON"] += 1
+                    rec = "not JSON"
+                if rec is None:
                     continue
-                if not rec or rec.get("id") not in written or not rec.get("questions"):
-                    continue  # an article the first round skipped or never wrote stays as it was
+                if not isinstance(rec, dict):
+                    report["dropped"]["a line that is not a JSON object"] += 1
+                    continue
+                if rec.get("id") not in written:
+                    report["dropped"]["a later round's article the first round did not write"] += 1
+                    continue
                 batch, first = written[rec["id"]]
-                if first.get("skip"):
-                    continue
-                added = [q for q in rec["questions"] if isinstance(q, str)]
-                written[rec["id"]] = (f"{batch}+{out.stem}", {**first, "questions": [*(first.get("questions") or []), *added]})
+                if first.get("skip") or not rec.get("questions"):
+                    continue  # an article the first round skipped stays skipped
+                own = {normalised(q) for q in first.get("questions") or []}
+                added = [q for q in rec["questions"] if isinstance(q, str) and normalised(q) not in own]
+                written[rec["id"]] = (
+                    f"{batch}+{out.stem}",
+                    {**first, "questions": [*(first.get("questions") or []), *added]},
+                )
                 report["more"] += len(added)
 
 
@@ -69,7 +80,7 @@ def pack(folder: Path, against: list[Path] | None = None, more: list[Path] | Non
                 continue
             if rec.get("id") in keys:
                 written[rec["id"]] = (out.stem, rec)
-    _more(more or [], keys, written, report)
+    _more(more or [], written, report)
     # Questions written for two articles are dropped from both: count first, then keep.
     counts = Counter(n for _, rec in written.values() for n in {normalised(q) for q in rec.get("questions") or []})
     for aid, (batch, rec) in sorted(written.items()):
@@ -84,7 +95,8 @@ def pack(folder: Path, against: list[Path] | None = None, more: list[Path] | Non
             report["skips"][reason] += 1
             report["by_law"][law][f"skip:{reason}"] += 1
             continue
-        own = list({normalised(q): q for q in reversed(rec.get("questions") or [])}.values())[::-1]  # once each
+        seen: set[str] = set()
+        own = [q for q in rec.get("questions") or [] if not (normalised(q) in seen or seen.add(normalised(q)))]
         unique = [q for q in own if counts[normalised(q)] == 1]
         report["dropped"]["written for two articles"] += len(own) - len(unique)
         kept, dropped = checked(unique)
@@ -126,7 +138,7 @@ def pack(folder: Path, against: list[Path] | None = None, more: list[Path] | Non
         "dropped": dict(report["dropped"]),
         "near_copies_by_evaluation_set": dict(report.get("near_copies", {})),
         "questions_per_article": round(len(qset) / max(len(with_q), 1), 2),
-        "added_by_later_rounds": report["more"],
+        "added_by_later_rounds": report["more"],  # new to their article, before the checks and deduplication
         "regulations_with_questions": sum(1 for r in regulations if r.questions),
         "regulation_questions": sum(len(r.questions) for r in regulations),
         "regulations_skipped": sum(1 for r in regulations if r.skip),

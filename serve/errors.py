@@ -125,7 +125,7 @@ class ClientGone(Exception):
     """The client disconnected before its answer: its work was cancelled and nothing is sent."""
 
 
-async def on_client_gone(request, exc: ClientGone):
+async def on_client_gone(request: Request, exc: Exception) -> Response:
     # 499 (nginx's "client closed request"): for the access log only; nobody reads it.
     return Response(status_code=499)
 

@@ -59,7 +59,7 @@ class HeaderDeadlineProtocol(H11Protocol):
             cycle.keep_alive = False  # uvicorn closes the connection once the response is complete
             # An end of input is also what a client that closed its socket altogether sends: it left, and its
             # work must stop (issue 55). Only writing tells the two apart: an HTTP/1.1 client is sent "102
-            # Processing" (interim responses every HTTP/1.1 client reads past) until the answer starts; a
+            # Processing" (interim responses RFC 9110 15.2 asks every HTTP/1.1 client to read past) until the answer starts; a
             # socket closed for good answers with a reset, the next write fails and the request is cancelled.
             if cycle.scope.get("http_version") == "1.1":
                 self._probe = self.loop.call_later(PROBE_INTERVAL, self._probe_peer)

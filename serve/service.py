@@ -58,7 +58,7 @@ from .protocol import (
     text_of,
 )
 from .responses import ClosingStreamingResponse, ModelResponse
-from .slots import Slots
+from .slots import Refusal, Slots
 from .streaming import ChunkWriter, UpstreamSource, WorkerSource, sse_events
 
 
@@ -160,6 +160,7 @@ def _find(store, chunk_id: str):
 # ignored them would look honoured); the values that ask for nothing beyond a text answer pass.
 Gone = Callable[[], Awaitable[bool]]  # whether the request's client has disconnected (Starlette's is_disconnected)
 GONE_POLL = 0.25  # seconds between looks at whether a waiting request's client is still there
+
 
 def _abandon(task: asyncio.Future, cancel: threading.Event) -> None:
     """Cancel work nobody waits for any more; its outcome (Cancelled, most often) is taken, not logged."""
@@ -308,14 +309,14 @@ class ChatService:
     # -------------------------------------------------------------------------- slots and deadlines
     def take_slot(self, client: str = "") -> Callable[[], None]:
         """A slot for ``client`` (:class:`~.slots.Slots`: fair between clients), or a 429; returns its release."""
-        release = self.slots.take(client)
-        if callable(release):
-            return release
+        taken = self.slots.take(client)
+        if not isinstance(taken, Refusal):
+            return taken
         message = (
             f"too many requests in progress (limit {self.config.max_concurrency}); retry shortly"
-            if release == "limit"
+            if taken.reason == "limit"
             else f"this client has {self.slots.share} requests in progress, its share of the limit "
-            f"{self.config.max_concurrency}; retry when one has ended"
+            f"{self.config.max_concurrency} while others wait; retry when one has ended"
         )
         # The openai clients wait Retry-After seconds before their retry.
         raise APIError(429, message, "rate_limit_error", "concurrency_limit", headers={"Retry-After": "1"})
@@ -443,7 +444,7 @@ class ChatService:
         last chunks. When the client goes away the work ends and only then is the slot given back.
         """
         release = self.take_slot(client)
-        source = await self._open_source(served, question, sampling, context, release)
+        source = await self._open_source(served, question, sampling, context, release, gone)
         first = await self._first(source, gone)
         if first[0] == "error":
             await source.close()
@@ -467,13 +468,20 @@ class ChatService:
             if done:
                 break
             if await gone():
+                first.cancel()  # an async source's generator must stop before it can be closed
+                await asyncio.gather(first, return_exceptions=True)
                 await source.close()
-                first.cancel()
                 raise ClientGone()
         return await first
 
     async def _open_source(
-        self, served: ServedPipeline, question: str, sampling: Sampling, context, release: Callable[[], None]
+        self,
+        served: ServedPipeline,
+        question: str,
+        sampling: Sampling,
+        context,
+        release: Callable[[], None],
+        gone: Gone | None = None,
     ):
         """Where the pieces come from (the slot is taken; it is released by the source, or here on failure)."""
         pipeline, timeout = served.loaded, self.config.request_timeout
@@ -481,13 +489,23 @@ class ChatService:
             return WorkerSource(
                 pipeline, question, sampling, self.workers, timeout, self.too_slow, release, context=context
             )
+        task = None
         try:
             prepare = functools.partial(pipeline.prepare, question, sampling, context=context)
             if served.inline_retrieval:
                 request = prepare()
             else:
                 loop = asyncio.get_running_loop()
-                request = await loop.run_in_executor(self.workers, prepare)
+                cancel = threading.Event()
+                task = loop.run_in_executor(self.workers, cancellable, cancel, prepare)
+                request = await self.awaited(task, cancel, gone, lambda: self.too_slow("retrieval"))
+        except (ClientGone, APIError):
+            # Gone or past its deadline: the work was cancelled, and holds its slot until it has stopped.
+            if task is not None and not task.done():
+                task.add_done_callback(lambda _: release())
+            else:
+                release()
+            raise
         except (GenerationError, RetrievalError) as exc:
             release()
             raise upstream_error(exc) from None

@@ -154,13 +154,23 @@ def test_a_later_rounds_questions_are_added_to_each_articles_own(tmp_path):
                           "text_hash": str(i) * 64, "law": "Wet A"} for i in (1, 2)}  # fmt: skip
     (folder / "keys.json").write_text(json.dumps(keys), encoding="utf-8")
     (folder / "skipped_auto.json").write_text("[]", encoding="utf-8")
-    first = [{"id": "a00001", "questions": ["Mag mijn baas mij ontslaan als ik ziek ben?"]}, {"id": "a00002", "skip": "definities"}]
+    first = [
+        {"id": "a00001", "questions": ["Mag mijn baas mij ontslaan als ik ziek ben?"]},
+        {"id": "a00002", "skip": "definities"},
+    ]
     (folder / "out" / "b001.jsonl").write_text("\n".join(json.dumps(x) for x in first) + "\n", encoding="utf-8")
     more = tmp_path / "round2"
     more.mkdir()
-    later = [{"id": "a00001", "questions": ["Mag mijn baas mij ontslaan als ik ziek ben ?",  # its own again: once
-                                            "Kan ik zomaar op straat staan als ik lang ziek thuis zit?"]},
-             {"id": "a00002", "questions": ["Wat betekent werknemer eigenlijk in deze wet?"]}]  # a skip stays one
+    later = [
+        {
+            "id": "a00001",
+            "questions": [
+                "Mag mijn baas mij ontslaan als ik ziek ben ?",  # its own again: once
+                "Kan ik zomaar op straat staan als ik lang ziek thuis zit?",
+            ],
+        },
+        {"id": "a00002", "questions": ["Wat betekent werknemer eigenlijk in deze wet?"]},
+    ]  # a skip stays one
     (more / "c001.jsonl").write_text("\n".join(json.dumps(x) for x in later) + "\n", encoding="utf-8")
     out = tmp_path / "set.jsonl.gz"
     unrelated = tmp_path / "eval.jsonl"
@@ -177,7 +187,11 @@ def test_a_later_rounds_questions_are_added_to_each_articles_own(tmp_path):
                              "Kan ik zomaar op straat staan als ik lang ziek thuis zit?")  # fmt: skip
     assert row.writer == "helper:b001+c001"
     assert qset.get("BWBR1", "Artikel 2", hashed="2" * 16).skip == "definities"
-    assert json.loads(run.stdout)["added_by_later_rounds"] == 2
+    assert json.loads(run.stdout)["added_by_later_rounds"] == 1  # its own question again is not added
+    missing = subprocess.run([sys.executable, str(ROOT / "scripts" / "pack_questions.py"), str(folder), "--out",
+                              str(out), "--against", str(unrelated), "--more", str(tmp_path / "absent")],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode != 0 and "--more" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_a_near_copy_of_an_evaluation_question_is_found_by_its_words():
@@ -488,3 +502,13 @@ def test_a_questions_ranking_model_is_read_only_beside_its_confidence_model(fixt
     fitted["articles+questions"] = fitted["articles"]
     monkeypatch.setattr(confidence, "shipped_models", lambda: fitted)
     assert spec.build().key == "articles+questions"
+
+
+def test_packing_vectors_of_a_set_that_is_not_there_is_one_line(tmp_path):
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "pack_question_vectors.py"), "--questions", str(tmp_path / "none.jsonl"),
+         "--out", str(tmp_path / "p.npz")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "not found" in run.stderr
+    assert not (tmp_path / "p.npz").exists()

@@ -41,7 +41,14 @@ def test_a_pack_of_another_model_or_an_unreadable_one_is_not_used(tmp_path, capl
     assert pack_for(tmp_path / "p.npz", lambda: vectors[0]) is not None
     assert pack_for(tmp_path / "p.npz", lambda: _vectors(1, seed=7)[0]) is None  # another model's probe
     assert pack_for(tmp_path / "absent.npz", lambda: 1 / 0) is None  # no pack: the model is not even asked
+    assert pack_for(tmp_path / "p.npz", lambda: vectors[0][:8]) is None  # a narrower model: another one
+    write_pack(tmp_path / "q.npz", TEXTS, vectors, 16, vectors[0], {"variant": "int8", "prompt": "p: "})
+    assert pack_for(tmp_path / "q.npz", lambda: vectors[0], {"variant": "int8", "prompt": "p: "}) is not None
+    assert pack_for(tmp_path / "q.npz", lambda: vectors[0], {"variant": "fp32", "prompt": "p: "}) is None
     (tmp_path / "bad.npz").write_bytes(b"not a zip at all")
+    cut_short = tmp_path / "short.npz"
+    cut_short.write_bytes((tmp_path / "p.npz").read_bytes()[:500])
     with caplog.at_level(logging.WARNING, logger="wetqa.retrieval"):
         assert pack_for(tmp_path / "bad.npz", lambda: vectors[0]) is None
-    assert "bad.npz is not a vector pack" in caplog.text
+        assert pack_for(cut_short, lambda: vectors[0]) is None
+    assert "bad.npz is not a vector pack" in caplog.text and "short.npz is not a vector pack" in caplog.text

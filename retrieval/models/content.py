@@ -14,9 +14,9 @@ import json
 import os
 from pathlib import Path
 
-# Files a model's vectors do not come from: the model cards, licences and wetqa's own notes about the folder.
-_NOT_CONTENT = (".md", ".txt", ".lock")
-_NOT_CONTENT_NAMES = {"wetqa-made.json", ".wetqa-owned"}
+# wetqa's own notes about the folder (what made it, which files it wrote): not what vectors come from. Every
+# other file counts (a vocabulary is a .txt; a model card costs a few kilobytes of hashing, once).
+_NOT_CONTENT_NAMES = {"wetqa-made.json"}
 
 
 def _files(folder: Path) -> list[str]:
@@ -24,7 +24,7 @@ def _files(folder: Path) -> list[str]:
     for root, dirs, names in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in names:
-            if name.startswith(".") or name.endswith(_NOT_CONTENT) or name in _NOT_CONTENT_NAMES:
+            if name.startswith(".") or name in _NOT_CONTENT_NAMES:
                 continue
             out.append((Path(root) / name).relative_to(folder).as_posix())
     return sorted(out)
@@ -53,7 +53,10 @@ def file_digests(folder: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     fresh: dict[str, list] = {}
     for name in _files(folder):
-        st = (folder / name).stat()
+        try:
+            st = (folder / name).stat()
+        except FileNotFoundError:  # removed since the walk (another process replacing the folder)
+            continue
         known = record.get(name)
         if isinstance(known, list) and known[1:] == _stamp(st):
             out[name] = known[0]

@@ -22,10 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
+from wetqa.console import first_line
+
 log = logging.getLogger("wetqa.retrieval")
 
 PROBE_TEXT = "Mag mijn baas mij verplichten om op zondag te werken?"
-PROBE_COSINE = 0.995  # int8 graphs give a text a slightly different vector in another run's company
+PROBE_COSINE = 0.999  # the probe is read alone, as it was when packed: the same model gives the same vector
 
 
 def text_keys(texts: Sequence[str]) -> np.ndarray:
@@ -80,19 +82,21 @@ class VectorPack:
                 self.meta = json.loads(str(data["meta"]))
             self.dim = int(self.meta["dim"])
             self.probe = np.asarray(self.meta["probe"], dtype=np.float32)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{self.path} is not a vector pack ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - cut short (BadZipFile, EOFError), edited, not a pack at all
+            raise ValueError(f"{self.path} is not a vector pack ({first_line(exc)})") from None
         if self.vectors.shape != (len(self.keys), self.dim) or self.probe.shape != (self.dim,):
             raise ValueError(f"{self.path} is not a vector pack (its arrays do not agree)")
-        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def __len__(self) -> int:
         return len(self.keys)
 
     def fits(self, probe: np.ndarray) -> float:
-        """The cosine of a model's vector of :data:`PROBE_TEXT` (read as the texts are) with the pack's."""
-        mine = cut(np.atleast_2d(probe), self.dim)[0]
-        return float(mine @ self.probe)
+        """The cosine of a model's vector of :data:`PROBE_TEXT` (read as the texts are) with the pack's; 0 for a
+        model narrower than the pack (another model)."""
+        probe = np.atleast_2d(np.asarray(probe, dtype=np.float32))
+        if probe.shape[1] < self.dim:
+            return 0.0
+        return float(cut(probe, self.dim)[0] @ self.probe)
 
     def lookup(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(found, vectors): which texts the pack holds, and their vectors (normalised, ``dim`` wide; rows of
@@ -107,16 +111,21 @@ class VectorPack:
         return found, out
 
 
-def pack_for(path: Path | None, probe: Callable[[], np.ndarray]) -> VectorPack | None:
+def pack_for(path: Path | None, probe: Callable[[], np.ndarray], made_as: dict | None = None) -> VectorPack | None:
     """The pack at ``path`` when there is one and the model (its vector of :data:`PROBE_TEXT`, asked for only
-    when a pack is there) is the one that made it; else None, with a warning when the pack is unreadable or was
-    made by another model."""
+    when a pack is there) is the one that made it, read as the pack records (``made_as``: the graph variant and
+    prompt, each compared with the pack's record when it has one); else None, with a warning when the pack is
+    unreadable, a note when another model made it."""
     if path is None or not Path(path).is_file():
         return None
     try:
         pack = VectorPack(Path(path))
     except ValueError as exc:
-        log.warning("%s; its texts are read as they come", exc)
+        log.warning("wetqa: warning: %s; its texts are read as they come", exc)
+        return None
+    differ = [k for k, v in (made_as or {}).items() if k in pack.meta and pack.meta[k] != v]
+    if differ:
+        log.info("the vectors of %s were read otherwise (%s differ); read as they come", path, ", ".join(differ))
         return None
     cosine = pack.fits(probe())
     if not cosine >= PROBE_COSINE:

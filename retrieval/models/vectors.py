@@ -449,28 +449,12 @@ def cache_for(model: str, dim: int, variant: str = "") -> EmbeddingCache:
     if content is None:  # a model by its hub id: the name is all there is
         return EmbeddingCache(by_path, ident, dim, weights=weights_identity(model))
     # A model folder's cache is keyed by what the folder holds, never by its path: a copy elsewhere shares it, a
-    # damaged model's vectors land apart and the repaired model finds its own again.
+    # damaged model's vectors land apart and the repaired model finds its own again. A cache an older wetqa kept
+    # by the folder's path is not taken over: it may hold the vectors of a model damaged then (issue 55), and
+    # nothing tells them apart; its texts are read again once.
     keyed = f"content:{content}" + (f"#{variant}" if variant else "")
     folder = root / hashlib.sha1(keyed.encode()).hexdigest()[:16]
-    if not folder.exists() and (by_path / "cache.json").is_file():
-        _adopt(by_path, folder, keyed, weights_identity(model))
     return EmbeddingCache(folder, keyed, dim, weights=weights_identity(model), content=content)
-
-
-def _adopt(by_path: Path, folder: Path, keyed: str, weights: str | None) -> None:
-    """Take over the cache an older wetqa kept by the model's path, when it recorded the weights there now (its
-    vectors are then taken to be of the content there now); one of other weights is left where it is."""
-    from wetqa.io import write_json
-
-    try:
-        meta = json.loads((by_path / "cache.json").read_text(encoding="utf-8"))
-        if weights is not None and meta.get("weights") not in (None, weights):
-            return
-        os.rename(by_path, folder)
-        write_json(folder / "cache.json", {**meta, "model": keyed})
-    except (OSError, ValueError, AttributeError) as exc:
-        log.warning("wetqa: warning: the vector cache %s was not taken over (%s): vectors are read again", by_path,
-                    _one_line(exc))  # fmt: skip
 
 
 def cache_of(model: str, encoder) -> EmbeddingCache:

@@ -15,6 +15,7 @@ turns the best of them into hits (:func:`wetqa.retrieval.articles.stages.materia
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,7 +42,8 @@ def beside(fn, *args) -> Future:
     with _POOL_LOCK:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="wetqa-encode")
-    return _POOL.submit(fn, *args)
+    # In the caller's context: work a client has left (wetqa.cancel) stops here too.
+    return _POOL.submit(contextvars.copy_context().run, fn, *args)
 
 
 def vectors_begun(rankings: Sequence[Ranking], role: str, encode) -> np.ndarray:
