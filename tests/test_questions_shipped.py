@@ -26,3 +26,19 @@ def test_the_shipped_set_copies_no_evaluation_question():
     assert len(written) > 20000
     copies = near_copies(written, asked)
     assert not copies, [(written[i], asked[j], round(x, 2)) for i, (j, x) in list(copies.items())[:5]]
+
+
+def test_the_shipped_vectors_are_of_the_shipped_questions():
+    """The written questions' vectors ship beside them (retrieval/questions.reader.npz): a set changed without
+    its vectors made again would leave its new questions to be read as they come, and the cost back."""
+    from wetqa.retrieval.articles.reader import QUESTIONS_DIM, shipped_pack_path
+    from wetqa.retrieval.models.vector_pack import VectorPack
+
+    path = shipped_pack_path()
+    assert path is not None, "no retrieval/questions.reader.npz: make it with scripts/pack_question_vectors.py"
+    pack = VectorPack(path)
+    written = list(dict.fromkeys(q for row in shipped().rows if row.article for q in row.questions))
+    found, vectors = pack.lookup(written)
+    assert found.all(), f"{int((~found).sum())} written questions have no vector"
+    assert len(pack) == len(written) and pack.dim == QUESTIONS_DIM
+    assert abs(float((vectors[:100] ** 2).sum(axis=1).mean()) - 1.0) < 1e-3
