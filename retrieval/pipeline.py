@@ -160,7 +160,7 @@ def model_digests() -> dict:
     import hashlib
     from importlib import resources
 
-    from .articles.reader import QUESTIONS_PACK
+    from .articles.reader import ARTICLES_PACK, QUESTIONS_PACK
     from .questions import SHIPPED
 
     files = {
@@ -170,6 +170,7 @@ def model_digests() -> dict:
         "questions": resources.files("wetqa.retrieval").joinpath(SHIPPED),
         # The written questions' vectors shipped beside them (used only with the reader that made them).
         "questions_reader": resources.files("wetqa.retrieval").joinpath(QUESTIONS_PACK),
+        "articles_reader": resources.files("wetqa.retrieval").joinpath(ARTICLES_PACK),
     }
     from .rules import digests as rule_digests
 

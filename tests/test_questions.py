@@ -506,7 +506,7 @@ def test_a_questions_ranking_model_is_read_only_beside_its_confidence_model(fixt
 
 def test_packing_vectors_of_a_set_that_is_not_there_is_one_line(tmp_path):
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "pack_question_vectors.py"), "--questions", str(tmp_path / "none.jsonl"),
+        [sys.executable, str(ROOT / "scripts" / "pack_reader_vectors.py"), "--questions", str(tmp_path / "none.jsonl"),
          "--out", str(tmp_path / "p.npz")],
         capture_output=True, text=True,
     )  # fmt: skip

@@ -35,7 +35,7 @@ def test_the_shipped_vectors_are_of_the_shipped_questions():
     from wetqa.retrieval.models.vector_pack import VectorPack
 
     path = shipped_pack_path()
-    assert path is not None, "no retrieval/questions.reader.npz: make it with scripts/pack_question_vectors.py"
+    assert path is not None, "no retrieval/questions.reader.npz: make it with scripts/pack_reader_vectors.py"
     pack = VectorPack(path)
     written = list(dict.fromkeys(q for row in shipped().rows if row.article for q in row.questions))
     found, vectors = pack.lookup(written)

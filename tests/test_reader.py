@@ -310,20 +310,18 @@ def test_a_readers_cache_follows_its_content_not_its_path(tiny_gemma, articles_i
     # repaired model (byte-identical again) was served them. A cache is now keyed by what the folder holds.
     import shutil
 
-    from wetqa.retrieval import open_index
     from wetqa.retrieval.articles.reader import Reader
     from wetqa.retrieval.models.vectors import cache_for, model_identity
 
-    index = open_index(articles_index, rescore=False)
     copy = tmp_path / "elsewhere"
     shutil.copytree(tiny_gemma, copy)
     first = Reader(str(copy))
-    first.articles(index, np.arange(2))
+    first.written_questions(["Mag mijn buurman een schutting van twee meter zetten?"])  # texts no other test reads
     assert Reader(str(tiny_gemma)).cache.folder == first.cache.folder  # an identical copy elsewhere: one cache
     (copy / "onnx" / "changed.bin").write_bytes(b"\0" * 64)  # the folder's content moved (damage, say)
     changed = Reader(str(copy))
     assert changed.cache.folder != first.cache.folder and len(changed.cache) == 0
-    changed.articles(index, np.arange(1))  # what the changed model reads lands apart
+    changed.written_questions(["Hoe lang duurt een proeftijd?"])  # what the changed model reads lands apart
     (copy / "onnx" / "changed.bin").unlink()  # repaired: byte-identical again
     repaired = Reader(str(copy))
     assert repaired.cache.folder == first.cache.folder and len(repaired.cache) == len(first.cache)
@@ -399,7 +397,9 @@ def test_written_questions_come_from_the_shipped_pack_only_for_the_model_that_ma
     read = maker.written_questions(texts)
     pack = tmp_path / "questions.reader.npz"
     write_pack(pack, texts[:2], read[:2], 32, maker.encoder.encode_formatted([prompt + PROBE_TEXT]), {})
-    monkeypatch.setattr(reader_module, "shipped_pack_path", lambda: pack)
+    monkeypatch.setattr(
+        reader_module, "shipped_pack_path", lambda name=None: pack if name == reader_module.QUESTIONS_PACK else None
+    )
 
     reader = Reader(str(tiny_gemma), dim=32)
     calls = []
@@ -416,6 +416,38 @@ def test_written_questions_come_from_the_shipped_pack_only_for_the_model_that_ma
     write_pack(pack, texts[:2], read[:2], 32, -maker.encoder.encode_formatted([prompt + PROBE_TEXT]), {})
     assert other.questions_pack() is None  # another model's probe: its vectors are not used
     assert other.identity()["questions_dim"] == 32
+
+
+@pytest.mark.unit
+def test_articles_come_from_the_shipped_pack_only_for_the_model_that_made_it(tiny_gemma, articles_index, tmp_path, monkeypatch):
+    # Reading a question's 20 candidates as they came was most of a cold question's cost (4.8 s on 2 cores).
+    from wetqa.retrieval import open_index
+    from wetqa.retrieval.articles import reader as reader_module
+    from wetqa.retrieval.articles.reader import Reader, article_documents
+    from wetqa.retrieval.models.vector_pack import PROBE_TEXT, write_pack
+
+    index = open_index(articles_index, rescore=False)
+    maker = Reader(str(tiny_gemma))
+    read = maker.articles(index, np.arange(3))
+    texts, titles = article_documents(index, np.arange(2))
+    docs = [maker.encoder.document(t, title) for t, title in zip(texts, titles)]
+    pack = tmp_path / "articles.reader.npz"
+    probe = maker.encoder.encode_formatted([maker.encoder.document(PROBE_TEXT, "")])
+    write_pack(pack, docs, read[:2], 48, probe, {"variant": maker.encoder.passage_variant})
+    monkeypatch.setattr(reader_module, "shipped_pack_path", lambda name=None: pack if name == reader_module.ARTICLES_PACK else None)
+
+    reader = Reader(str(tiny_gemma))
+    asked = []
+    real = reader.cache.vectors
+    monkeypatch.setattr(reader.cache, "vectors", lambda t, *a, **kw: asked.append(list(t)) or real(t, *a, **kw))
+    got = reader.articles(index, np.arange(3))
+    assert reader.articles_pack() is not None and len(asked) == 1 and len(asked[0]) == 1  # only the third was read
+    assert (np.sum(got * read, axis=1) > 0.999).all()
+    monkeypatch.setattr(reader.encoder, "passage_variant", "another-graph")
+    assert Reader(str(tiny_gemma)).articles_pack() is not None
+    other = Reader(str(tiny_gemma))
+    monkeypatch.setattr(other.encoder, "passage_variant", "another-graph")
+    assert other.articles_pack() is None  # read by another graph: not used
 
 
 @pytest.mark.unit

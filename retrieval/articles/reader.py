@@ -52,6 +52,9 @@ MATRYOSHKA = (768, 512, 256, 128)
 # (cross-validated, docs/results.md).
 QUESTIONS_DIM = 256
 QUESTIONS_PACK = "questions.reader.npz"  # package data of wetqa.retrieval, beside the question set
+# The reader's vectors of the 272 laws' article documents (int8, whole): a question whose candidates nobody read
+# before waited for 20 of them to be read (4.8 s p50 on 2 cores); a corpus of other texts reads them as they come.
+ARTICLES_PACK = "articles.reader.npz"
 
 
 def resolve_reader(model: str) -> str:
@@ -123,7 +126,7 @@ class Reader:
         self.max_tokens = max_tokens
         self.cache = cache_for(self.path, full, self.encoder.passage_variant or f"@{max_tokens}")
         self._formatted = _Formatted(self.encoder)
-        self._pack: object = _UNSET  # the shipped written questions' vectors, when this model made them
+        self._packs: dict[str, object] = {}  # shipped vectors (questions, articles), when this model made them
         self._pack_lock = threading.Lock()
 
     def identity(self) -> dict:
@@ -142,20 +145,27 @@ class Reader:
     def questions_pack(self):
         """The shipped vectors of the written questions (:mod:`wetqa.retrieval.models.vector_pack`) when this
         model made them (checked once, by a probe read as they were), else None."""
-        if self._pack is _UNSET:
-            with self._pack_lock:
-                if self._pack is _UNSET:
-                    from ..models.vector_pack import PROBE_TEXT, pack_for
+        prompt = self.view_prompts[-1]
+        return self._shipped_pack(QUESTIONS_PACK, prompt + _probe_text(), {"prompt": prompt}, self.questions_dim)
 
-                    prompt = self.view_prompts[-1]
-                    made_as = {"variant": self.encoder.passage_variant, "prompt": prompt}
-                    try:
-                        pack = pack_for(shipped_pack_path(), lambda: self.encoder.encode_formatted([prompt + PROBE_TEXT]),
-                                        made_as)  # fmt: skip
-                    finally:
-                        self._pack = None  # a failure is not asked again on every question
-                    self._pack = pack if pack is not None and pack.dim >= self.questions_dim else None
-        return self._pack
+    def articles_pack(self):
+        """The shipped vectors of the 272 laws' article documents when this model made them, else None."""
+        return self._shipped_pack(ARTICLES_PACK, self.encoder.document(_probe_text(), ""), {}, self.encoder.dim)
+
+    def _shipped_pack(self, name: str, probe_text: str, made_as: dict, dim: int):
+        """A pack of package data (checked once per reader: its probe read as the pack's texts were)."""
+        if name not in self._packs:
+            with self._pack_lock:
+                if name not in self._packs:
+                    from ..models.vector_pack import pack_for
+
+                    made_as = {"variant": self.encoder.passage_variant, **made_as}
+                    self._packs[name] = None  # a failure is not asked again on every question
+                    pack = pack_for(
+                        shipped_pack_path(name), lambda: self.encoder.encode_formatted([probe_text]), made_as
+                    )
+                    self._packs[name] = pack if pack is not None and pack.dim >= dim else None
+        return self._packs[name]
 
     def written_question_vectors(self, texts: Sequence[str]) -> np.ndarray:
         """Written questions read for comparison with a person's question's last view, at :attr:`questions_dim`:
@@ -207,7 +217,18 @@ class Reader:
                   slice_size: int | None = None) -> np.ndarray:  # fmt: skip
         """Each text with its title read as one document (cached by the document's text)."""
         docs = [self.encoder.document(t, title) for t, title in zip(texts, titles)]
-        return self._cut(self.cache.vectors(docs, self._formatted, progress=progress, slice_size=slice_size))
+        pack = self.articles_pack() if docs else None
+        if pack is None:
+            return self._cut(self.cache.vectors(docs, self._formatted, progress=progress, slice_size=slice_size))
+        # The shipped vectors of the 272 laws' articles where the pack holds them; the rest read as they come.
+        found, out = pack.lookup(docs)
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            read = self.cache.vectors(
+                [docs[i] for i in missing], self._formatted, progress=progress, slice_size=slice_size
+            )
+            out[missing] = np.asarray(read, dtype=np.float32)
+        return self._cut(out)
 
     def written_questions(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         """Written questions read as a person's question is read for similarity (the question's last view,
@@ -256,15 +277,18 @@ def _load(model: str, path: str, max_tokens: int, purpose: str = "query"):
         ) from None
 
 
-_UNSET = object()
-
-
-def shipped_pack_path() -> Path | None:
-    """The vectors of the shipped question set's questions (package data), when this build has them."""
+def shipped_pack_path(name: str = "questions.reader.npz") -> Path | None:
+    """Shipped vectors (package data: :data:`QUESTIONS_PACK`, :data:`ARTICLES_PACK`), when this build has them."""
     from importlib import resources
 
-    path = resources.files("wetqa.retrieval").joinpath(QUESTIONS_PACK)
+    path = resources.files("wetqa.retrieval").joinpath(name)
     return Path(str(path)) if path.is_file() else None
+
+
+def _probe_text() -> str:
+    from ..models.vector_pack import PROBE_TEXT
+
+    return PROBE_TEXT
 
 
 class _Formatted:
@@ -375,7 +399,14 @@ class ArticleReader(Stage):
         encodes them already: it reads the laws with them)."""
         from ..ranking.stages import beside
 
-        if not rankings or "reader_future" in rankings[0].vectors:
+        if not rankings:
+            return None
+        followed = [r for r in rankings if r.context is not None]
+        if followed and "reader_ctx_future" not in rankings[0].vectors:
+            # A follow-up's question read with the earlier questions before it ("read_ctx"), begun beside the
+            # first stages too: read after them, it was most of what a follow-up cost more than a question alone.
+            rankings[0].vectors["reader_ctx_future"] = beside(_in_context, self.reader, followed)
+        if "reader_future" in rankings[0].vectors:
             return None
         future = beside(self.reader.views, [r.question for r in rankings])
         rankings[0].vectors["reader_future"] = future
@@ -389,16 +420,23 @@ class ArticleReader(Stage):
             questions = [r.vectors["reader"] for r in rankings]
         else:
             questions = vectors_begun(rankings, "reader", self.reader.views)
-        followed = [r for r in rankings if r.context is not None and r.candidates is not None]
         # A follow-up is read with the earlier questions before it too (one more question vector: "read_ctx").
-        in_context = dict(zip(map(id, followed), self.reader.questions(
-            [f"{r.context.text} {r.question}" for r in followed]))) if followed else {}  # fmt: skip
+        begun = rankings[0].vectors.pop("reader_ctx_future", None) if rankings else None
+        in_context = begun.result() if begun is not None else _in_context(self.reader, [
+            r for r in rankings if r.context is not None])  # fmt: skip
         for r, q in zip(rankings, questions):
             if r.candidates is None or not len(r.candidates.articles):
                 continue
             r.vectors["reader"] = q
             read_candidates(self.reader, self.features.articles, r.candidates, q, self.depth, self.features.questions,
                             in_context.get(id(r)))  # fmt: skip
+
+
+def _in_context(reader: Reader, followed: list) -> dict[int, np.ndarray]:
+    """Each follow-up's question read after the earlier questions (by the ranking's id)."""
+    if not followed:
+        return {}
+    return dict(zip(map(id, followed), reader.questions([f"{r.context.text} {r.question}" for r in followed])))
 
 
 def read_candidates(
