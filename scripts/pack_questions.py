@@ -52,10 +52,14 @@ def _more(rounds: list[Path], written: dict, report: dict) -> None:
                     report["dropped"]["a later round's article the first round did not write"] += 1
                     continue
                 batch, first = written[rec["id"]]
-                if first.get("skip") or not rec.get("questions"):
-                    continue  # an article the first round skipped stays skipped
+                if first.get("skip") or not isinstance(rec.get("questions"), list):
+                    continue  # an article the first round skipped stays skipped; questions must be a list
                 own = {normalised(q) for q in first.get("questions") or []}
-                added = [q for q in rec["questions"] if isinstance(q, str) and normalised(q) not in own]
+                added = []
+                for q in rec["questions"]:
+                    if isinstance(q, str) and normalised(q) not in own:
+                        own.add(normalised(q))
+                        added.append(q)
                 written[rec["id"]] = (
                     f"{batch}+{out.stem}",
                     {**first, "questions": [*(first.get("questions") or []), *added]},

@@ -69,7 +69,7 @@ def main() -> int:
     about = {"reader": args.reader, "variant": reader.encoder.passage_variant}
     if args.articles:
         probe = reader.encoder.encode_formatted([reader.encoder.document(PROBE_TEXT, "")])
-        about["index"] = Path(args.articles).name
+        about |= {"index": Path(args.articles).name, "tokens": reader.max_tokens}
         dim = int(reader.encoder.dim)
     else:
         probe = reader.encoder.encode_formatted([prompt + PROBE_TEXT])

@@ -402,6 +402,13 @@ def test_written_questions_come_from_the_shipped_pack_only_for_the_model_that_ma
     )
 
     reader = Reader(str(tiny_gemma), dim=32)
+    import threading
+
+    from wetqa.cancel import cancellable
+
+    gone = threading.Event()
+    gone.set()  # the first question's client has left while the pack is checked: the check holds for all later ones
+    assert cancellable(gone, reader.questions_pack) is not None
     calls = []
     real = reader.encoder.encode_formatted
     monkeypatch.setattr(reader.encoder, "encode_formatted", lambda t, **kw: calls.append(list(t)) or real(t, **kw))

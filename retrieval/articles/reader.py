@@ -150,20 +150,23 @@ class Reader:
 
     def articles_pack(self):
         """The shipped vectors of the 272 laws' article documents when this model made them, else None."""
-        return self._shipped_pack(ARTICLES_PACK, self.encoder.document(_probe_text(), ""), {}, self.encoder.dim)
+        made_as = {"tokens": self.max_tokens}  # a document read at another length is another vector
+        return self._shipped_pack(ARTICLES_PACK, self.encoder.document(_probe_text(), ""), made_as, self.encoder.dim)
 
     def _shipped_pack(self, name: str, probe_text: str, made_as: dict, dim: int):
-        """A pack of package data (checked once per reader: its probe read as the pack's texts were)."""
+        """A pack of package data, checked once per reader (its probe read as the pack's texts were); callers
+        that come while it is checked wait for the outcome rather than read without it."""
         if name not in self._packs:
             with self._pack_lock:
                 if name not in self._packs:
+                    from wetqa.cancel import shielded
+
                     from ..models.vector_pack import pack_for
 
                     made_as = {"variant": self.encoder.passage_variant, **made_as}
-                    self._packs[name] = None  # a failure is not asked again on every question
-                    pack = pack_for(
-                        shipped_pack_path(name), lambda: self.encoder.encode_formatted([probe_text]), made_as
-                    )
+                    # Shielded: the check is for every later question, not only the one whose client may leave.
+                    probe = lambda: shielded(self.encoder.encode_formatted, [probe_text])  # noqa: E731
+                    pack = pack_for(shipped_pack_path(name), probe, made_as)
                     self._packs[name] = pack if pack is not None and pack.dim >= dim else None
         return self._packs[name]
 

@@ -87,7 +87,7 @@ class Batcher(Generic[T, R]):
             try:
                 # A call for several callers is none of theirs alone: a caller whose client has gone must not
                 # cancel the others' items (wetqa.cancel); it stops at its own next call.
-                results = shielded(self._call, flat)
+                results = shielded(self._call, flat) if len(batch) > 1 else self._call(flat)
             except Exception as exc:  # noqa: BLE001 - raised again in the callers whose items fail
                 if len(batch) == 1:
                     batch[0].error = exc
