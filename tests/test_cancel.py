@@ -31,8 +31,13 @@ def test_a_batched_call_led_by_cancelled_work_still_serves_the_others():
 
     lane = Lane()
     batcher = Batcher(lambda items: lane.run(len(items), lambda: [x * 2 for x in items]))
+    from wetqa.retrieval.models.batching import _Job
+
+    other = _Job([3])  # another request's items, queued while the model was busy
+    batcher._queue.append(other)
     gone = threading.Event()
     gone.set()
-    assert cancellable(gone, batcher, [1, 2]) == [2, 4]
+    assert cancellable(gone, batcher, [1, 2]) == [2, 4]  # the leader's call served both
+    assert other.done and other.error is None and other.results == [6]
     with pytest.raises(Cancelled):
         cancellable(gone, lane.run, 1, lambda: None)  # the leader's own next call stops
