@@ -225,10 +225,19 @@ class CandidateFeatures:
 
     def query_vectors(self, questions: Sequence[str]) -> np.ndarray | None:
         """Each question's vector and its expanded question's, in one call: (n, 2, dim)."""
+        both = self.query_and_context_vectors(questions, ())
+        return None if both is None else both[0]
+
+    def query_and_context_vectors(
+        self, questions: Sequence[str], contexts: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`query_vectors` and the vectors of ``contexts`` (the earlier questions of follow-ups) in the same
+        model call: a follow-up then costs no call of its own."""
         if self.encoder is None:
             return None
         texts = [t for q in questions for t in (q, q if "lexicon" in self.without else expanded_question(q))]
-        return np.asarray(self.encoder.encode_queries(texts), dtype=np.float32).reshape(len(questions), 2, -1)
+        encoded = np.asarray(self.encoder.encode_queries(texts + list(contexts)), dtype=np.float32)
+        return encoded[: len(texts)].reshape(len(questions), 2, -1), encoded[len(texts) :]
 
     def candidates(
         self,
@@ -241,9 +250,10 @@ class CandidateFeatures:
         """A question's candidates with all their features (:meth:`collect` then :meth:`featurize`)."""
         return self.featurize(self.collect(question, allowed, vectors, reader, context), allowed, vectors)
 
-    def read_context(self, context, allowed: np.ndarray | None) -> dict:
+    def read_context(self, context, allowed: np.ndarray | None, vector: np.ndarray | None = None) -> dict:
         """What a conversation's context (:class:`~..conversation.Context`) gives the ranking: the earlier
-        questions' words and dense vector, the articles cited before and the laws cited or named."""
+        questions' words and dense vector (``vector`` when it was encoded with the question), the articles cited
+        before and the laws cited or named."""
         from ..conversation import resolve
 
         a = self.articles
@@ -253,7 +263,9 @@ class CandidateFeatures:
         static = self.law_static()
         out = {"terms": a.term_ids(context.text), "cited": np.asarray(cited, dtype=np.int64),
                "laws": np.flatnonzero(np.isin(static["law_id"], sorted(law_ids))), "vector": None}  # fmt: skip
-        if self.encoder is not None:
+        if vector is not None:
+            out["vector"] = np.asarray(vector, dtype=np.float32)
+        elif self.encoder is not None:
             out["vector"] = np.asarray(self.encoder.encode_queries([context.text]), dtype=np.float32)[0]
         return out
 

@@ -61,7 +61,13 @@ class ArticleCandidates(Stage):
 
     def run(self, rankings: list[Ranking], need: int, scope: Scope | None) -> None:
         index = self.features.articles
-        vectors = self.features.query_vectors([r.question for r in rankings])
+        followed = [r for r in rankings if r.context is not None]
+        # A follow-up's earlier questions are encoded in the question's own call (one call, not two).
+        both = self.features.query_and_context_vectors(
+            [r.question for r in rankings], [r.context.text for r in followed]
+        )
+        vectors = None if both is None else both[0]
+        of_context = dict(zip(map(id, followed), both[1])) if both is not None else {}
         read = vectors_begun(rankings, "reader", self.reader.views) if self.reader is not None else None
         for i, r in enumerate(rankings):
             v = None if vectors is None else vectors[i]
@@ -69,7 +75,11 @@ class ArticleCandidates(Stage):
             if read is not None:
                 r.vectors["reader"] = read[i]  # the question's views (the query view first)
             r.allowed = index.allowed(scope, r.question)
-            context = self.features.read_context(r.context, r.allowed) if r.context is not None else None
+            context = (
+                self.features.read_context(r.context, r.allowed, of_context.get(id(r)))
+                if r.context is not None
+                else None
+            )
             r.candidates = self.features.collect(r.question, r.allowed, v, r.vectors.get("reader"), context)
 
     def warm(self) -> None:
