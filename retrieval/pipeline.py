@@ -104,7 +104,10 @@ class RetrievalPipeline(RetrieverBase):
         try:
             self._run(rankings, need, scope, threads)
         except BaseException:
-            for future in started:
+            # Every piece of work begun beside the stages (a stage may begin more than the one it returns: the
+            # reader's follow-up vectors) is given up.
+            begun = [v for key, v in (rankings[0].vectors.items() if rankings else ()) if key.endswith("_future")]
+            for future in [*started, *begun]:
                 if future is not None:
                     future.cancel()
             raise
