@@ -426,7 +426,9 @@ def test_written_questions_come_from_the_shipped_pack_only_for_the_model_that_ma
 
 
 @pytest.mark.unit
-def test_articles_come_from_the_shipped_pack_only_for_the_model_that_made_it(tiny_gemma, articles_index, tmp_path, monkeypatch):
+def test_articles_come_from_the_shipped_pack_only_for_the_model_that_made_it(
+    tiny_gemma, articles_index, tmp_path, monkeypatch
+):
     # Reading a question's 20 candidates as they came was most of a cold question's cost (4.8 s on 2 cores).
     from wetqa.retrieval import open_index
     from wetqa.retrieval.articles import reader as reader_module
@@ -441,7 +443,9 @@ def test_articles_come_from_the_shipped_pack_only_for_the_model_that_made_it(tin
     pack = tmp_path / "articles.reader.npz"
     probe = maker.encoder.encode_formatted([maker.encoder.document(PROBE_TEXT, "")])
     write_pack(pack, docs, read[:2], 48, probe, {"variant": maker.encoder.passage_variant})
-    monkeypatch.setattr(reader_module, "shipped_pack_path", lambda name=None: pack if name == reader_module.ARTICLES_PACK else None)
+    monkeypatch.setattr(
+        reader_module, "shipped_pack_path", lambda name=None: pack if name == reader_module.ARTICLES_PACK else None
+    )
 
     reader = Reader(str(tiny_gemma))
     asked = []
