@@ -57,9 +57,13 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def start_server(index: str, port: int, cache: str, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+def start_server(
+    index: str, port: int, cache: str, extra: tuple[str, ...] = (), concurrency: int | None = 64
+) -> subprocess.Popen:
+    """``wetqa serve`` with a cache of its own, once it answers; ``concurrency`` None: the server's default."""
     env = {**os.environ, "WETQA_CACHE": cache}
-    argv = [sys.executable, "-m", "wetqa", "serve", "--index", index, "--port", str(port), "--max-concurrency", "64"]
+    argv = [sys.executable, "-m", "wetqa", "serve", "--index", index, "--port", str(port)]
+    argv += ["--max-concurrency", str(concurrency)] if concurrency is not None else []
     argv += list(extra)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     for _ in range(1200):
@@ -221,19 +225,11 @@ def run_abandon(args: argparse.Namespace) -> None:
     reader = args.reader or (DEFAULT_READER if reader_present(DEFAULT_READER) else "none")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="wetqa-fairness-abandon-") as cache:
-        env = {**os.environ, "WETQA_CACHE": cache}
-        argv = [sys.executable, "-m", "wetqa", "serve", "--index", args.index, "--port", str(port),
-                "--reader", str(_models_path(reader))]  # fmt: skip
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        # The server's default --max-concurrency: the case is what a user who sets nothing gets.
+        proc = start_server(args.index, port, cache, ("--reader", str(_models_path(reader))), concurrency=None)
         url = f"http://127.0.0.1:{port}"
         ordinary = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=600)
         try:
-            for _ in range(1200):
-                try:
-                    httpx.get(url + "/health", timeout=1)
-                    break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
             model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
 
             def ask(client: httpx.Client, text: str) -> httpx.Response:
